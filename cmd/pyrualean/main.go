@@ -1,0 +1,76 @@
+// Command pyrualean runs LLM robot agents that write Python cells into real IPython kernels.
+//
+// Each subcommand lives in its own file (cmd_<name>.go) and has the signature
+// func(ctx context.Context, args []string, stdout, stderr io.Writer) int, returning the exit status:
+// 0 ok, 1 the work itself failed (a cell raised, an episode diverged, ...), 2 bad usage.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+type command struct {
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	summary string
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"kernelspecs": {cmdKernelspecs, "list the kernelspecs jupyter_client would find"},
+		"exec":        {cmdExec, "run a .py (# %% cells) or .ipynb file in a fresh kernel"},
+		"bench":       {cmdBench, "benchmarks: kernel, robot, tokens, gateway"},
+		"api":         {cmdAPI, "print the robot API reference the agent sees"},
+		"tasks":       {cmdTasks, "list a robot's tasks"},
+		"suites":      {cmdSuites, "list robots, suites and whether they run here"},
+		"play":        {cmdPlay, "run one episode (robot x task x seed x model)"},
+		"summarize":   {cmdSummarize, "tabulate run folders"},
+		"compare":     {cmdCompare, "pair two sets of runs and compare them on jointly solved episodes"},
+		"replay":      {cmdReplay, "re-execute an episode trace and report divergence"},
+		"serve":       {cmdServe, "serve a Jupyter-compatible kernel gateway"},
+		"attach":      {cmdAttach, "attach a Jupyter Server / JupyterLab to a live episode's kernel"},
+		"mcp":         {cmdMCP, "serve a live episode as an MCP server"},
+		"models":      {cmdModels, "list and install embedded local models"},
+	}
+}
+
+func usage(w io.Writer) {
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: pyrualean COMMAND [flags]\n\ncommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands()[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "pyrualean: unknown command %q (see pyrualean help)\n", args[0])
+		return 2
+	}
+	return c.run(ctx, args[1:], stdout, stderr)
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# One idempotent set-up for developers, CI and the Docker image: Debian packages, the Python venv
+# (.venv), the robot package, the `pyrualean` kernelspec and bin/pyrualean. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# Debian packages: offscreen GL for MuJoCo (EGL and OSMesa), ZeroMQ-free (Go speaks ZMTP itself).
+deb_pkgs=(libosmesa6 libegl1 libegl-mesa0 libgl1-mesa-dri)
+[[ -n ${PYRUALEAN_EXTRA_DEB:-} ]] && read -r -a extra <<<"$PYRUALEAN_EXTRA_DEB" && deb_pkgs+=("${extra[@]}")
+missing=()
+for p in "${deb_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python venv with pinned packages; each requirements/*.txt belongs to one area of the project.
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.pyrualean-reqs
+want=$(cat requirements/*.txt robotapi/python/pyproject.toml 2>/dev/null | sha256sum | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  log "installing Python packages"
+  .venv/bin/pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  for f in requirements/*.txt; do .venv/bin/pip install -q --disable-pip-version-check -r "$f"; done
+  if [[ -f robotapi/python/pyproject.toml ]]; then
+    .venv/bin/pip install -q --disable-pip-version-check --no-deps -e robotapi/python
+  fi
+  echo "$want" >"$stamp"
+fi
+
+# The `pyrualean` kernelspec: this venv's ipykernel, offscreen rendering on CPU.
+.venv/bin/python - "$ROOT" <<'PY'
+import json, os, sys, pathlib
+root = sys.argv[1]
+from jupyter_core.paths import jupyter_data_dir
+d = pathlib.Path(jupyter_data_dir()) / "kernels" / "pyrualean"
+d.mkdir(parents=True, exist_ok=True)
+spec = {
+    "argv": [f"{root}/.venv/bin/python", "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+    "display_name": "Python (pyrualean robot)",
+    "language": "python",
+    "interrupt_mode": "signal",
+    "env": {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            "PYRUALEAN_ROOT": root},
+    "metadata": {"debugger": False},
+}
+(d / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
+logo = pathlib.Path(sys.prefix) / "share/jupyter/kernels/python3"
+for name in ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg"):
+    src = logo / name
+    if src.exists():
+        (d / name).write_bytes(src.read_bytes())
+print(f"[setup] kernelspec pyrualean -> {d}")
+PY
+
+log "building bin/pyrualean"
+go build -o bin/pyrualean ./cmd/pyrualean
+log "done"

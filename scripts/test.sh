@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every test, Go and Python, against the real kernels, simulator and peers installed by setup.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH"
+echo "== go vet"; go vet ./...
+echo "== go test"; go test -count=1 -timeout 25m ./...
+echo "== go fuzz (brief)"
+for t in $(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' kernel | sed 's/func //'); do
+  go test -run '^$' -fuzz "^${t}\$" -fuzztime 10s ./kernel/
+done
+if compgen -G 'robotapi/python/tests/test_*.py' >/dev/null; then
+  echo "== pytest"; .venv/bin/python -m pytest -q robotapi/python/tests
+fi
