@@ -8,7 +8,8 @@ ROOT=$(pwd)
 log() { printf '[setup] %s\n' "$*"; }
 
 # Debian packages: offscreen GL for MuJoCo (EGL and OSMesa), ZeroMQ-free (Go speaks ZMTP itself).
-deb_pkgs=(libosmesa6 libegl1 libegl-mesa0 libgl1-mesa-dri)
+# chromium: JupyterLab browser tests (driven by playwright-core, never a downloaded browser).
+deb_pkgs=(libosmesa6 libegl1 libegl-mesa0 libgl1-mesa-dri chromium)
 [[ -n ${PYRUALEAN_EXTRA_DEB:-} ]] && read -r -a extra <<<"$PYRUALEAN_EXTRA_DEB" && deb_pkgs+=("${extra[@]}")
 missing=()
 for p in "${deb_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -26,7 +27,7 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.pyrualean-reqs
-want=$(cat requirements/*.txt robotapi/python/pyproject.toml 2>/dev/null | sha256sum | cut -d' ' -f1)
+want=$(cat requirements/*.txt $(ls robotapi/python/pyproject.toml 2>/dev/null) | sha256sum | cut -d" " -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   log "installing Python packages"
   .venv/bin/pip install -q --disable-pip-version-check --upgrade pip >/dev/null
@@ -61,6 +62,21 @@ for name in ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg"):
         (d / name).write_bytes(src.read_bytes())
 print(f"[setup] kernelspec pyrualean -> {d}")
 PY
+
+# Node packages for browser tests and agent CLIs: one locked package.json per folder.
+for d in e2e agent/cli/node; do
+  if [[ -f $d/package-lock.json ]]; then
+    lock=$(sha256sum "$d/package-lock.json" | cut -d' ' -f1)
+    if [[ ! -f $d/node_modules/.pyrualean-lock || $(cat "$d/node_modules/.pyrualean-lock") != "$lock" ]]; then
+      log "npm ci in $d"
+      (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
+      echo "$lock" >"$d/node_modules/.pyrualean-lock"
+    fi
+  fi
+done
+
+# Optional extra set-up steps owned by one area each (models, benchmarks): scripts/setup.d/*.sh
+for f in scripts/setup.d/*.sh; do [[ -f $f ]] && bash "$f"; done
 
 log "building bin/pyrualean"
 go build -o bin/pyrualean ./cmd/pyrualean
