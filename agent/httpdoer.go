@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// providerDoer is the openai.HTTPDoer the production go-openai client runs through. go-openai has no
+// generic extra body, drops temperature 0 (omitempty), drops top-level usage.reasoning_tokens and the
+// `reasoning` key, and has no retries; this fills those gaps at the HTTP layer:
+//   - merges Extra into every JSON request body (after go-openai's own fields, so Extra wins);
+//   - retries 408/409/429/5xx and transport errors with exponential backoff + jitter (Retry-After honoured);
+//   - reads the whole response and hands the raw bytes to the rawSink in the request's context.
+type providerDoer struct {
+	client     *http.Client
+	extra      map[string]any
+	attempts   int           // total HTTP attempts per request, >= 1
+	backoff    time.Duration // first wait; doubles, capped at maxBackoff
+	maxBackoff time.Duration
+	perAttempt time.Duration // deadline of one attempt (0: none)
+	logger     *slog.Logger
+}
+
+// rawSink collects what one logical request saw on the wire.
+type rawSink struct {
+	Body     []byte // the last response body
+	Attempts int
+	Status   int
+}
+
+type rawSinkKey struct{}
+
+func withRawSink(ctx context.Context, s *rawSink) context.Context {
+	return context.WithValue(ctx, rawSinkKey{}, s)
+}
+
+// retryableStatus says whether an HTTP status is worth another attempt.
+func retryableStatus(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusConflict ||
+		code == http.StatusTooManyRequests || code >= 500
+}
+
+func (d *providerDoer) Do(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	sink, _ := ctx.Value(rawSinkKey{}).(*rawSink)
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		body = b
+	}
+	if len(d.extra) > 0 && len(body) > 0 {
+		merged, err := mergeJSONObject(body, d.extra)
+		if err != nil {
+			return nil, err
+		}
+		body = merged
+	}
+	attempts := max(d.attempts, 1)
+	var lastErr error
+	for attempt := 1; attempt <= attempts; attempt++ {
+		if sink != nil {
+			sink.Attempts = attempt
+		}
+		resp, raw, err := d.once(ctx, req, body)
+		if err == nil && !retryableStatus(resp.StatusCode) {
+			if sink != nil {
+				sink.Body, sink.Status = raw, resp.StatusCode
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(raw))
+			resp.ContentLength = int64(len(raw))
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		wait := d.wait(attempt)
+		if err != nil {
+			lastErr = err
+		} else {
+			lastErr = fmt.Errorf("HTTP %d: %s", resp.StatusCode, truncateBytes(raw, 300))
+			if ra := retryAfter(resp.Header.Get("Retry-After")); ra > 0 {
+				wait = min(ra, d.maxBackoff)
+			}
+			if attempt == attempts {
+				// Hand the last error response to go-openai so it builds its usual *APIError.
+				if sink != nil {
+					sink.Body, sink.Status = raw, resp.StatusCode
+				}
+				resp.Body = io.NopCloser(bytes.NewReader(raw))
+				resp.ContentLength = int64(len(raw))
+				return resp, nil
+			}
+		}
+		if attempt == attempts {
+			break
+		}
+		d.logger.Warn("provider request failed; retrying", "attempt", attempt, "of", attempts, "wait", wait, "err", lastErr)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return nil, fmt.Errorf("provider request failed after %d attempts: %w", attempts, lastErr)
+}
+
+// once sends one attempt and reads the whole body under the attempt deadline.
+func (d *providerDoer) once(ctx context.Context, orig *http.Request, body []byte) (*http.Response, []byte, error) {
+	actx := ctx
+	if d.perAttempt > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, d.perAttempt)
+		defer cancel()
+	}
+	req := orig.Clone(actx)
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read response: %w", err)
+	}
+	return resp, raw, nil
+}
+
+func (d *providerDoer) wait(attempt int) time.Duration {
+	w := d.backoff << (attempt - 1)
+	if w > d.maxBackoff || w <= 0 {
+		w = d.maxBackoff
+	}
+	// ±20% jitter so parallel episodes do not retry in lockstep.
+	return time.Duration(float64(w) * (0.8 + 0.4*rand.Float64()))
+}
+
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return time.Until(t)
+	}
+	return 0
+}
+
+// mergeJSONObject sets every key of extra on the top-level JSON object in body.
+func mergeJSONObject(body []byte, extra map[string]any) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, fmt.Errorf("extra body: request is not a JSON object: %w", err)
+	}
+	for k, v := range extra {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("extra body field %q: %w", k, err)
+		}
+		obj[k] = b
+	}
+	return json.Marshal(obj)
+}
+
+func truncateBytes(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}

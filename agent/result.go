@@ -1,0 +1,180 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// ResultSchema names result.json's format: the seed's episode fields plus ours (runtime, costs,
+// human cells, trace paths, pid while running).
+const ResultSchema = "pyrualean-episode-v2"
+
+// Result is result.json. It is written when the episode starts (status "running"), after every tool
+// call, and at the end, so a killed play leaves a result that summarize reports as interrupted.
+type Result struct {
+	Schema             string      `json:"schema"`
+	System             string      `json:"system"`
+	Arm                string      `json:"arm"`
+	Backend            string      `json:"backend"`
+	Robot              string      `json:"robot"`
+	Suite              string      `json:"suite"`
+	Task               string      `json:"task"`
+	Seed               int         `json:"seed"`
+	TaskLanguage       string      `json:"task_language"`
+	Model              string      `json:"model"`
+	Runtime            string      `json:"runtime"`
+	ReasoningEffort    string      `json:"reasoning_effort"`
+	Images             string      `json:"images"`
+	Feedback           string      `json:"feedback"`
+	Primitives         string      `json:"primitives"`
+	Guides             bool        `json:"guides"`
+	MaxTurns           *int        `json:"max_turns"`
+	BudgetMode         string      `json:"budget_mode"`
+	EnvironmentSuccess *bool       `json:"environment_success"`
+	Status             string      `json:"status"`
+	Reason             string      `json:"reason,omitempty"`
+	Error              *ErrorField `json:"error"`
+	Finish             *FinishInfo `json:"finish"`
+	Calls              int         `json:"calls"`
+	StatefulCalls      int         `json:"stateful_calls"`
+	EnvSteps           int         `json:"env_steps"`
+	EnvStepsTotal      int         `json:"env_steps_total"`
+	ToolTurns          int         `json:"tool_turns"`
+	PolicyWallS        float64     `json:"policy_wall_s"`
+	StartupS           float64     `json:"startup_s"`
+	TotalWallS         float64     `json:"total_wall_s"`
+	TimeoutS           float64     `json:"timeout_s"`
+	CellTimeoutS       float64     `json:"cell_timeout_s"`
+	Prompt             PromptInfo  `json:"prompt"`
+	Generation         Generation  `json:"generation"`
+	CostUSD            *float64    `json:"cost_usd"`
+	HumanCells         int         `json:"human_cells"`
+	Host               string      `json:"host"`
+	PID                int         `json:"pid,omitempty"`
+	CreatedAt          string      `json:"created_at"`
+	FinishedAt         string      `json:"finished_at,omitempty"`
+	Notes              string      `json:"notes,omitempty"`
+	PlannerAttempts    int         `json:"planner_attempts"`
+	Files              RunFiles    `json:"files"`
+}
+
+// ErrorField is result.json's error{type,message}.
+type ErrorField struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// FinishInfo is what the model said when it called finish.
+type FinishInfo struct {
+	Status                 string `json:"status"`
+	Summary                string `json:"summary"`
+	EnvironmentTerminated  bool   `json:"environment_terminated"`
+	AfterCallBudgetExhaust bool   `json:"after_call_budget,omitempty"`
+}
+
+// PromptInfo describes prompt.txt.
+type PromptInfo struct {
+	Chars  int      `json:"chars"`
+	SHA256 string   `json:"sha256"`
+	Images []string `json:"images"`
+}
+
+// Generation is the model side of the episode.
+type Generation struct {
+	Turns                 int      `json:"turns"` // LLM calls
+	ToolCalls             int      `json:"tool_calls"`
+	Errors                int      `json:"errors"`
+	InputTokens           int      `json:"input_tokens"`
+	CachedInputTokens     int      `json:"cached_input_tokens"`
+	OutputTokens          int      `json:"output_tokens"`
+	ReasoningOutputTokens int      `json:"reasoning_output_tokens"`
+	TotalTokens           int      `json:"total_tokens"`
+	LatencyS              float64  `json:"latency_s"`
+	SandboxFlags          []string `json:"sandbox_flags"`
+}
+
+// RunFiles names the run folder's files, relative to it.
+type RunFiles struct {
+	Trace  string `json:"trace"`
+	Prompt string `json:"prompt"`
+	Turns  string `json:"turns"`
+	Calls  string `json:"calls"`
+	Card   string `json:"card,omitempty"`
+}
+
+// writeFileAtomic writes via a temporary file and rename, so a reader never sees half a file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
+
+// writeJSONAtomic writes v as indented JSON.
+func writeJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(b, '\n'))
+}
+
+// jsonlWriter appends one JSON object per line; each line is one write(2), so a killed process leaves
+// only whole lines behind.
+type jsonlWriter struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openJSONL(path string) (*jsonlWriter, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &jsonlWriter{f: f}, nil
+}
+
+func (w *jsonlWriter) Write(v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return fmt.Errorf("jsonl writer closed")
+	}
+	_, err := w.f.Write(buf.Bytes())
+	return err
+}
+
+func (w *jsonlWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	return err
+}

@@ -1,0 +1,75 @@
+// Package agent runs one robot episode: it boots the robot in a real IPython kernel, exposes the
+// episode to a model as tools (the cells arm: python + finish; the tools arm: one tool per primitive +
+// finish), executes what the model asks for as notebook cells, and records everything in a run folder
+// (result.json, prompt.txt, turns.jsonl, calls.jsonl, trace.ipynb), incrementally.
+//
+// Runtimes drive a Toolkit: RunOpenAI (any OpenAI-compatible endpoint), RunReplay (fixed actions, no
+// model); the MCP server and the codex/claude runtimes serve the same Toolkit.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Toolkit is one live episode's tools: the cells arm (python, finish) or the tools arm (primitives, finish).
+type Toolkit interface {
+	Tools() []ToolSpec
+	// Call runs one tool. The error is for infrastructure failures only (the kernel died, the context
+	// ended); everything the model did wrong comes back as a ToolResult with IsError set.
+	Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error)
+}
+
+// ToolSpec describes one tool: its name, what the model reads about it, and its JSON Schema.
+type ToolSpec struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // a JSON Schema object
+	ReadOnly    bool            // MCP readOnlyHint: lets Codex run it under approval_policy=never
+}
+
+// ToolResult is what one tool call gives back to the model.
+type ToolResult struct {
+	Text     string  // what the model reads (JSON feedback, seed format)
+	Images   []Image // attached images, in order
+	IsError  bool    // budget exhausted, unknown tool, malformed arguments, refused
+	Finished bool    // finish was called or the episode is over
+}
+
+// Image is one PNG attached to a tool result.
+type Image struct {
+	Name string
+	PNG  []byte
+}
+
+// Arms, image policies, feedback modes and primitive sets, as the seed spells them.
+const (
+	ArmCells = "cells"
+	ArmTools = "tools"
+
+	ImagesOnMotion = "on-motion"
+	ImagesOnDemand = "on-demand"
+	ImagesNone     = "none"
+
+	FeedbackPure = "pure"
+	FeedbackRich = "rich"
+
+	PrimitivesFull  = "full"
+	PrimitivesNoVLA = "no-vla"
+)
+
+// Episode statuses (seed §5) plus "running" while an episode is live and "interrupted" for a run folder
+// whose play process died before writing its final result.
+const (
+	StatusRunning      = "running"
+	StatusCompleted    = "completed"
+	StatusTimeout      = "timeout"
+	StatusBootError    = "boot_error"
+	StatusError        = "error"
+	StatusCallBudget   = "call_budget"
+	StatusPlannerError = "planner_error"
+	StatusInterrupted  = "interrupted"
+)
+
+// MaxTextChars caps one tool result's text (seed MAX_TEXT_CHARS).
+const MaxTextChars = 20_000
