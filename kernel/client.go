@@ -1,0 +1,495 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/google/uuid"
+)
+
+// Errors a Client returns; match them with errors.Is.
+var (
+	ErrClosed     = errors.New("kernel: client closed")
+	ErrKernelDied = errors.New("kernel: kernel died")
+	ErrRestarted  = errors.New("kernel: kernel restarted while the request was pending")
+)
+
+// ClientOptions configures Attach.
+type ClientOptions struct {
+	Logger *slog.Logger
+	// ReadyTimeout bounds the wait for the iopub subscription (default 60 s).
+	ReadyTimeout time.Duration
+	// TimeToDead is how long a missing heartbeat takes to declare an attached kernel dead (default 3 s).
+	TimeToDead time.Duration
+}
+
+// Stats counts what a client has seen.
+type Stats struct {
+	Sent, Received   uint64
+	BadSignatures    uint64 // dropped: signature did not verify
+	Malformed        uint64 // dropped: not a Jupyter message
+	SubscriberDrops  uint64 // messages a full subscriber buffer missed
+	HeartbeatMisses  uint64 // heartbeat periods without an answer
+	Restarts         uint64
+}
+
+// Client is one long-lived connection to a kernel, safe for concurrent use. Every incoming message
+// goes to the request whose msg_id is its parent (if one is pending) and to every subscriber.
+type Client struct {
+	log     *slog.Logger
+	session *Session
+	info    ConnectionInfo
+
+	// Set by Kernel for kernels we own; nil for attached ones (then interrupt goes over control and
+	// a timed-out cell cannot be restarted).
+	interruptFn func(context.Context) error
+	restartFn   func(context.Context) error
+	onHBLost    func()
+
+	mu      sync.RWMutex
+	socks   *sockets
+	waiters map[string]*waiter
+	subs    map[int]chan *Message
+	nextSub int
+	dead    error // non-nil once the kernel is gone or the client closed
+	done    chan struct{}
+
+	lastPong  atomic.Int64 // unix nanos
+	hbStop    chan struct{}
+	hbDone    chan struct{}
+	closeOnce sync.Once
+
+	sent, received, badSig, malformed, subDrops, hbMisses, restarts atomic.Uint64
+}
+
+func newClient(ci ConnectionInfo, logger *slog.Logger) (*Client, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	sess, err := NewSession(uuid.NewString(), []byte(ci.Key), ci.SignatureScheme)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		log: logger, session: sess, info: ci,
+		waiters: map[string]*waiter{}, subs: map[int]chan *Message{},
+		done: make(chan struct{}), hbStop: make(chan struct{}), hbDone: make(chan struct{}),
+	}, nil
+}
+
+// Attach connects to an already running kernel from its connection file and waits until its iopub
+// subscription is live. The kernel's death is detected by heartbeat only.
+func Attach(ctx context.Context, connFile string, opts ClientOptions) (*Client, error) {
+	ci, err := ReadConnectionFile(connFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClient(ci, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	ttd := opts.TimeToDead
+	if ttd <= 0 {
+		ttd = 3 * time.Second
+	}
+	c.onHBLost = func() {
+		c.markDead(fmt.Errorf("%w: no heartbeat for %v", ErrKernelDied, ttd))
+	}
+	rt := opts.ReadyTimeout
+	if rt <= 0 {
+		rt = 60 * time.Second
+	}
+	rctx, cancel := context.WithTimeout(ctx, rt)
+	defer cancel()
+	if err := c.connect(rctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	go c.heartbeat(ttd)
+	return c, nil
+}
+
+// connect dials a fresh socket set, swaps it in and waits for readiness.
+func (c *Client) connect(ctx context.Context) error {
+	socks, err := dialSockets(ctx, c.info, c.session.ID, c.dispatch, c.pong)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.dead != nil {
+		c.mu.Unlock()
+		socks.close()
+		return c.dead
+	}
+	old := c.socks
+	c.socks = socks
+	c.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	c.lastPong.Store(time.Now().UnixNano())
+	return c.waitReady(ctx)
+}
+
+// waitReady returns once an iopub message proves our subscription is live: an iopub_welcome (XPUB
+// kernels, ipykernel ≥ 7.2), or else any iopub message together with a reply to kernel_info_request,
+// which we repeat every 0.5 s (jupyter_server's nudge).
+func (c *Client) waitReady(ctx context.Context) error {
+	sub, cancel := c.Subscribe(256)
+	defer cancel()
+	asked := map[string]bool{}
+	nudge := func() error {
+		m, err := newMessage("kernel_info_request", c.session.ID, nil)
+		if err != nil {
+			return err
+		}
+		asked[m.MsgID] = true
+		return c.send(Shell, m)
+	}
+	if err := nudge(); err != nil {
+		return err
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var replied, iopub bool
+	for {
+		select {
+		case m, ok := <-sub:
+			if !ok {
+				return c.deadErr()
+			}
+			switch {
+			case m.Channel == IOPub && m.MsgType == "iopub_welcome":
+				return nil
+			case m.Channel == IOPub:
+				iopub = true
+			case m.Channel == Shell && asked[m.ParentMsgID]:
+				replied = true
+			}
+			if replied && iopub {
+				return nil
+			}
+		case <-tick.C:
+			if err := nudge(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("kernel: not ready (kernel_info reply: %v, iopub: %v): %w", replied, iopub, context.Cause(ctx))
+		}
+	}
+}
+
+// dispatch verifies and routes one incoming message. It runs on the socket reader goroutines and
+// never blocks: waiters queue without bound, subscribers drop when their buffer is full.
+func (c *Client) dispatch(ch Channel, frames [][]byte) {
+	m, err := c.session.Decode(ch, frames)
+	if err != nil {
+		if errors.Is(err, ErrBadSignature) {
+			c.badSig.Add(1)
+			c.log.Warn("kernel: dropped a message with a bad signature", "channel", ch)
+		} else {
+			c.malformed.Add(1)
+			c.log.Warn("kernel: dropped a malformed message", "channel", ch, "err", err)
+		}
+		return
+	}
+	c.received.Add(1)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if w := c.waiters[m.ParentMsgID]; w != nil && m.ParentMsgID != "" {
+		w.push(m)
+	}
+	for _, s := range c.subs {
+		select {
+		case s <- m:
+		default:
+			c.subDrops.Add(1)
+		}
+	}
+}
+
+func (c *Client) pong([]byte) { c.lastPong.Store(time.Now().UnixNano()) }
+
+// heartbeat pings once a second; ttd without an answer calls onHBLost once.
+func (c *Client) heartbeat(ttd time.Duration) {
+	defer close(c.hbDone)
+	t := time.NewTicker(time.Second / 2)
+	defer t.Stop()
+	missed := false
+	for {
+		select {
+		case <-c.hbStop:
+			return
+		case <-t.C:
+		}
+		c.mu.RLock()
+		s := c.socks
+		c.mu.RUnlock()
+		if s != nil {
+			_ = s.hb.Send(zmq4.NewMsgFrom([]byte{}, []byte("ping")))
+		}
+		age := time.Since(time.Unix(0, c.lastPong.Load()))
+		if age > time.Second {
+			c.hbMisses.Add(1)
+		}
+		if age > ttd && !missed {
+			missed = true
+			c.log.Warn("kernel: heartbeat lost", "silent_for", age.Round(time.Millisecond))
+			if c.onHBLost != nil {
+				c.onHBLost()
+			}
+		} else if age <= ttd {
+			missed = false
+		}
+	}
+}
+
+// send signs m and writes it on ch.
+func (c *Client) send(ch Channel, m *Message) error {
+	c.mu.RLock()
+	s, dead := c.socks, c.dead
+	c.mu.RUnlock()
+	if dead != nil {
+		return dead
+	}
+	if s == nil {
+		return ErrClosed
+	}
+	sock, err := s.socket(ch)
+	if err != nil {
+		return err
+	}
+	if err := sock.Send(zmq4.NewMsgFrom(c.session.Encode(m)...)); err != nil {
+		return fmt.Errorf("kernel: send %s on %s: %w", m.MsgType, ch, err)
+	}
+	c.sent.Add(1)
+	return nil
+}
+
+// Send writes m on ch as given (header, parent, identities untouched) and signs it with this
+// connection's key: a gateway forwards its clients' messages through it. Replies reach subscribers.
+func (c *Client) Send(ch Channel, m *Message) error {
+	if m == nil {
+		return fmt.Errorf("kernel: Send: nil message")
+	}
+	return c.send(ch, m)
+}
+
+// Request sends m on ch (shell or control) and returns the reply whose parent it is. A message from
+// NewMessage gets this client's session.
+func (c *Client) Request(ctx context.Context, ch Channel, m *Message) (*Message, error) {
+	if err := m.withSession(c.session.ID); err != nil {
+		return nil, err
+	}
+	w, err := c.register(m.MsgID)
+	if err != nil {
+		return nil, err
+	}
+	defer c.unregister(m.MsgID)
+	if err := c.send(ch, m); err != nil {
+		return nil, err
+	}
+	for {
+		r, err := w.next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kernel: %s: %w", m.MsgType, err)
+		}
+		if r.Channel == ch {
+			return r, nil
+		}
+	}
+}
+
+// KernelInfo asks the kernel for its kernel_info_reply content.
+func (c *Client) KernelInfo(ctx context.Context) (json.RawMessage, error) {
+	m, err := newMessage("kernel_info_request", c.session.ID, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.Request(ctx, Shell, m)
+	if err != nil {
+		return nil, err
+	}
+	return r.Content, nil
+}
+
+// Subscribe returns a channel that receives every incoming message on all channels (including
+// ones with no known parent: other clients' requests, background threads). A subscriber whose buffer
+// is full misses messages (counted in Stats.SubscriberDrops) rather than stall the kernel client. The
+// channel is closed by cancel or when the client closes or the kernel dies.
+func (c *Client) Subscribe(buffer int) (<-chan *Message, func()) {
+	ch := make(chan *Message, max(buffer, 1))
+	c.mu.Lock()
+	if c.dead != nil {
+		c.mu.Unlock()
+		close(ch)
+		return ch, func() {}
+	}
+	id := c.nextSub
+	c.nextSub++
+	c.subs[id] = ch
+	c.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			c.mu.Lock()
+			if s, ok := c.subs[id]; ok {
+				delete(c.subs, id)
+				close(s)
+			}
+			c.mu.Unlock()
+		})
+	}
+}
+
+// Session returns this client's session id (also its DEALER identity).
+func (c *Client) Session() string { return c.session.ID }
+
+// ConnectionInfo returns the kernel's connection parameters.
+func (c *Client) ConnectionInfo() ConnectionInfo { return c.info }
+
+// Stats returns counters since the client was made.
+func (c *Client) Stats() Stats {
+	return Stats{
+		Sent: c.sent.Load(), Received: c.received.Load(), BadSignatures: c.badSig.Load(),
+		Malformed: c.malformed.Load(), SubscriberDrops: c.subDrops.Load(), HeartbeatMisses: c.hbMisses.Load(),
+		Restarts: c.restarts.Load(),
+	}
+}
+
+// Done is closed when the client can no longer talk to the kernel (closed, or the kernel died).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err says why Done is closed.
+func (c *Client) Err() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.dead
+}
+
+func (c *Client) deadErr() error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// Close disconnects; pending requests fail with ErrClosed. It does not stop the kernel.
+func (c *Client) Close() error {
+	c.markDead(ErrClosed)
+	return nil
+}
+
+// markDead ends the client with err: pending requests and subscribers are released, sockets closed.
+func (c *Client) markDead(err error) {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.dead = err
+		socks := c.socks
+		c.socks = nil
+		for id, w := range c.waiters {
+			w.fail(err)
+			delete(c.waiters, id)
+		}
+		for id, s := range c.subs {
+			close(s)
+			delete(c.subs, id)
+		}
+		close(c.done)
+		c.mu.Unlock()
+		if socks != nil {
+			socks.close()
+		}
+		close(c.hbStop)
+	})
+}
+
+// failPending fails every pending request with err (a restart), keeping the client usable.
+func (c *Client) failPending(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, w := range c.waiters {
+		w.fail(err)
+		delete(c.waiters, id)
+	}
+}
+
+func (c *Client) register(msgID string) (*waiter, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead != nil {
+		return nil, c.dead
+	}
+	w := newWaiter()
+	c.waiters[msgID] = w
+	return w, nil
+}
+
+func (c *Client) unregister(msgID string) {
+	c.mu.Lock()
+	delete(c.waiters, msgID)
+	c.mu.Unlock()
+}
+
+// waiter is an unbounded mailbox for the messages of one request.
+type waiter struct {
+	mu     sync.Mutex
+	q      []*Message
+	err    error
+	notify chan struct{}
+}
+
+func newWaiter() *waiter { return &waiter{notify: make(chan struct{}, 1)} }
+
+func (w *waiter) push(m *Message) {
+	w.mu.Lock()
+	w.q = append(w.q, m)
+	w.mu.Unlock()
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (w *waiter) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the next message; queued messages come before a failure.
+func (w *waiter) next(ctx context.Context) (*Message, error) {
+	for {
+		w.mu.Lock()
+		if len(w.q) > 0 {
+			m := w.q[0]
+			w.q[0] = nil
+			w.q = w.q[1:]
+			w.mu.Unlock()
+			return m, nil
+		}
+		err := w.err
+		w.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-w.notify:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pyrualean/pyrualean/notebooks"
+)
+
+// ExecuteOptions tune one execute_request.
+type ExecuteOptions struct {
+	Silent, NoHistory, AllowStdin, StopOnError bool
+	UserExpressions                            map[string]string
+	Metadata                                   map[string]any // execute_request metadata
+	// Timeout interrupts the cell; if the kernel is not idle within Grace (default 5 s) afterwards it
+	// is restarted (kernels we launched) and the result says so.
+	Timeout time.Duration
+	Grace   time.Duration
+	// OnOutput receives each output as it arrives (a stream chunk as its own stream output; an
+	// update_display_data as a display_data carrying DisplayID).
+	OnOutput func(notebooks.Output)
+	// Input answers input_request when AllowStdin is set. Without it, input() gets EOF and raises
+	// EOFError in the cell, so a cell never hangs waiting for a person.
+	Input func(ctx context.Context, prompt string, password bool) (string, error)
+}
+
+// ErrorInfo is an execute_reply or error output's exception.
+type ErrorInfo struct {
+	Ename, Evalue string
+	Traceback     []string
+}
+
+// ExecuteResult is one executed cell.
+type ExecuteResult struct {
+	MsgID           string
+	Outputs         []notebooks.Output // nbformat shape, streams merged, clear_output/update_display applied
+	ExecutionCount  *int
+	Status          string // ok | error | aborted | timeout
+	Error           *ErrorInfo
+	UserExpressions map[string]json.RawMessage
+	Timing          notebooks.ExecTiming
+	// DisplayUpdates are update_display_data for display ids shown by earlier cells.
+	DisplayUpdates               []notebooks.Output
+	TimedOut, Interrupted, Restarted bool
+}
+
+// ErrTimeout is wrapped in the error of an Execute whose kernel had to be restarted after a timeout
+// and could not even be restarted.
+var ErrTimeout = errors.New("kernel: cell timed out")
+
+type executeReply struct {
+	Status          string                     `json:"status"`
+	ExecutionCount  *int                       `json:"execution_count"`
+	Ename           string                     `json:"ename"`
+	Evalue          string                     `json:"evalue"`
+	Traceback       []string                   `json:"traceback"`
+	UserExpressions map[string]json.RawMessage `json:"user_expressions"`
+}
+
+// Execute runs code and returns when both its execute_reply and its status: idle have arrived.
+// It fails only when the kernel could not run the cell (dead, restarted, client closed, ctx done);
+// an exception in the cell is a result with Status "error".
+func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) (*ExecuteResult, error) {
+	ue := opts.UserExpressions
+	if ue == nil {
+		ue = map[string]string{}
+	}
+	content := map[string]any{
+		"code": code, "silent": opts.Silent, "store_history": !opts.NoHistory,
+		"user_expressions": ue, "allow_stdin": opts.AllowStdin, "stop_on_error": opts.StopOnError,
+	}
+	m, err := newMessage("execute_request", c.session.ID, content)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Metadata != nil {
+		if m.Metadata, err = marshalJSON(opts.Metadata); err != nil {
+			return nil, fmt.Errorf("kernel: execute metadata: %w", err)
+		}
+	}
+	w, err := c.register(m.MsgID)
+	if err != nil {
+		return nil, err
+	}
+	defer c.unregister(m.MsgID)
+	if err := c.send(Shell, m); err != nil {
+		return nil, err
+	}
+	res := &ExecuteResult{MsgID: m.MsgID}
+	var out outputs
+	var gotReply, gotIdle bool
+
+	// The timeout drives a small state machine: at Timeout interrupt, at Timeout+Grace restart.
+	var deadline <-chan time.Time
+	var timer *time.Timer
+	if opts.Timeout > 0 {
+		timer = time.NewTimer(opts.Timeout)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	grace := opts.Grace
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan *Message)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			r, err := w.next(wctx)
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- r:
+			case <-wctx.Done():
+				return
+			}
+		}
+	}()
+	finish := func() *ExecuteResult {
+		res.Outputs = out.final()
+		res.DisplayUpdates = out.foreignUpdates
+		if res.Outputs == nil {
+			res.Outputs = []notebooks.Output{}
+		}
+		return res
+	}
+	for !(gotReply && gotIdle) {
+		select {
+		case r := <-msgs:
+			switch r.Channel {
+			case IOPub:
+				switch r.MsgType {
+				case "status":
+					var s struct{ ExecutionState string `json:"execution_state"` }
+					_ = json.Unmarshal(r.Content, &s)
+					switch s.ExecutionState {
+					case "busy":
+						res.Timing.Busy = r.Date()
+					case "idle":
+						res.Timing.Idle = r.Date()
+						gotIdle = true
+					}
+				case "execute_input":
+					res.Timing.ExecuteInput = r.Date()
+					var s struct{ ExecutionCount *int `json:"execution_count"` }
+					if json.Unmarshal(r.Content, &s) == nil && s.ExecutionCount != nil && res.ExecutionCount == nil {
+						res.ExecutionCount = s.ExecutionCount
+					}
+				default:
+					o, err := out.add(r)
+					if err != nil {
+						c.malformed.Add(1)
+						c.log.Warn("kernel: skipped a malformed output", "type", r.MsgType, "err", err)
+					} else if o != nil && opts.OnOutput != nil {
+						opts.OnOutput(*o)
+					}
+				}
+			case Shell:
+				if r.MsgType != "execute_reply" {
+					continue
+				}
+				gotReply = true
+				res.Timing.ExecuteReply = r.Date()
+				var rep executeReply
+				if err := json.Unmarshal(r.Content, &rep); err != nil {
+					return nil, fmt.Errorf("%w: execute_reply: %v", ErrMalformed, err)
+				}
+				if res.Status != "timeout" {
+					res.Status = rep.Status
+				}
+				if rep.ExecutionCount != nil {
+					res.ExecutionCount = rep.ExecutionCount
+				}
+				res.UserExpressions = rep.UserExpressions
+				if rep.Status == "error" {
+					res.Error = &ErrorInfo{Ename: rep.Ename, Evalue: rep.Evalue, Traceback: rep.Traceback}
+				}
+			case Stdin:
+				if r.MsgType == "input_request" {
+					if err := c.answerInput(ctx, r, opts); err != nil {
+						return nil, err
+					}
+				}
+			}
+		case err := <-errc:
+			if errors.Is(err, ErrRestarted) && res.TimedOut {
+				// we restarted it ourselves after the grace period
+				res.Restarted = true
+				return finish(), nil
+			}
+			return nil, fmt.Errorf("kernel: execute: %w", err)
+		case <-deadline:
+			if !res.TimedOut {
+				res.TimedOut, res.Status = true, "timeout"
+				c.log.Info("kernel: cell timed out; interrupting", "timeout", opts.Timeout)
+				ictx, icancel := context.WithTimeout(ctx, grace)
+				err := c.interrupt(ictx)
+				icancel()
+				if err != nil {
+					c.log.Warn("kernel: interrupt after timeout failed", "err", err)
+				} else {
+					res.Interrupted = true
+				}
+				timer.Reset(grace)
+				continue
+			}
+			deadline = nil
+			if c.restartFn == nil {
+				return finish(), fmt.Errorf("%w: not idle %v after the interrupt and the kernel is not ours to restart", ErrTimeout, grace)
+			}
+			c.log.Warn("kernel: not idle after interrupt; restarting", "grace", grace)
+			if err := c.restartFn(ctx); err != nil {
+				return finish(), fmt.Errorf("%w: restart after timeout: %v", ErrTimeout, err)
+			}
+			res.Restarted = true
+			return finish(), nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kernel: execute: %w", context.Cause(ctx))
+		}
+	}
+	return finish(), nil
+}
+
+// answerInput replies to input_request: with opts.Input if the caller allowed stdin and gave one,
+// else with EOF ("\x04"), which ipykernel turns into EOFError in the cell.
+func (c *Client) answerInput(ctx context.Context, req *Message, opts ExecuteOptions) error {
+	value := "\x04"
+	if opts.Input != nil {
+		var p struct {
+			Prompt   string `json:"prompt"`
+			Password bool   `json:"password"`
+		}
+		_ = json.Unmarshal(req.Content, &p)
+		v, err := opts.Input(ctx, p.Prompt, p.Password)
+		if err == nil {
+			value = v
+		}
+	}
+	reply, err := newMessage("input_reply", c.session.ID, map[string]string{"value": value})
+	if err != nil {
+		return err
+	}
+	reply.ParentHeader = req.Header
+	reply.ParentMsgID = req.MsgID
+	return c.send(Stdin, reply)
+}
+
+// interrupt uses the kernel's own mechanism when we launched it (SIGINT or a message, per its spec),
+// else interrupt_request on control.
+func (c *Client) interrupt(ctx context.Context) error {
+	if c.interruptFn != nil {
+		return c.interruptFn(ctx)
+	}
+	return c.InterruptRequest(ctx)
+}
+
+// InterruptRequest sends interrupt_request on control and waits for the reply.
+func (c *Client) InterruptRequest(ctx context.Context) error {
+	m, err := newMessage("interrupt_request", c.session.ID, nil)
+	if err != nil {
+		return err
+	}
+	_, err = c.Request(ctx, Control, m)
+	return err
+}

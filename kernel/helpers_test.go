@@ -1,0 +1,73 @@
+package kernel
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// repoRoot walks up from the test's directory to go.mod.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// launchTest starts the real `pyrualean` kernelspec and shuts it down when the test ends.
+func launchTest(t testing.TB) *Kernel {
+	t.Helper()
+	spec, err := FindSpec("pyrualean")
+	if err != nil {
+		t.Fatalf("the pyrualean kernelspec must be installed by make setup: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	k, err := Launch(ctx, spec, LaunchOptions{Logger: testLogger(t), Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		k.Shutdown(ctx)
+	})
+	return k
+}
+
+func execOK(t testing.TB, c *Client, code string) *ExecuteResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, err := c.Execute(ctx, code, ExecuteOptions{})
+	if err != nil {
+		t.Fatalf("execute %q: %v", code, err)
+	}
+	return r
+}
