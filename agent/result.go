@@ -60,6 +60,19 @@ type Result struct {
 	Notes              string      `json:"notes,omitempty"`
 	PlannerAttempts    int         `json:"planner_attempts"`
 	Files              RunFiles    `json:"files"`
+	CLI                *CLIInfo    `json:"cli,omitempty"`
+}
+
+// CLIInfo describes an agent CLI runtime (codex, claude) in result.json.
+type CLIInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Events  string `json:"events,omitempty"` // events file in the run folder
+	Stderr  string `json:"stderr,omitempty"` // stderr file in the run folder
+
+	SessionID string `json:"session_id,omitempty"`
+	ExitCode  *int   `json:"exit_code"`        // nil when the process was killed
+	Killed    string `json:"killed,omitempty"` // why we stopped it (budget, cancellation), if we did
 }
 
 // ErrorField is result.json's error{type,message}.

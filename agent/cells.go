@@ -1,0 +1,376 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/notebooks"
+)
+
+// Tool descriptions the model reads.
+const (
+	pythonDescription = "Execute Python code in a persistent session where `robo` (the robot), `np`, `math` and `time` are defined. Variables, functions and imports persist between calls. Returns stdout, stderr, the exception if any, the value of a trailing expression, the robot state, and the current camera images whenever the robot moved."
+	finishDescription = "End the episode. status: \"success\" when the task is done, \"failure\" or \"stuck\" otherwise; summary: one or two sentences on what happened. Always allowed; never counted against any budget."
+)
+
+var (
+	pythonSchema = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","description":"Python source to run as one notebook cell."}},"required":["code"],"additionalProperties":false}`)
+	finishSchema = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string","enum":["success","failure","stuck"]},"summary":{"type":"string"}},"required":["status","summary"],"additionalProperties":false}`)
+)
+
+const reportExpr = "__import__('pyrualean_robot').cell_report()"
+
+// cellsToolkit is the cells arm: python(code) and finish.
+type cellsToolkit struct{ e *Episode }
+
+func (t *cellsToolkit) Tools() []ToolSpec {
+	return []ToolSpec{
+		{Name: "python", Description: pythonDescription, Parameters: pythonSchema, ReadOnly: true},
+		{Name: "finish", Description: finishDescription, Parameters: finishSchema, ReadOnly: true},
+	}
+}
+
+func (t *cellsToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
+	name = stripToolPrefix(name)
+	switch name {
+	case "finish":
+		return t.e.callFinish(args)
+	case "python":
+		var a struct {
+			Code *string `json:"code"`
+		}
+		if err := strictJSON(args, &a); err != nil || a.Code == nil {
+			msg := "malformed arguments for python: expected a JSON object {\"code\": \"<python source>\"}"
+			if err != nil {
+				msg += "; " + err.Error()
+			}
+			return t.e.refuse(msg), nil
+		}
+		return t.e.runCell(ctx, *a.Code, "python", notebooks.AuthorAgent)
+	default:
+		return t.e.refuse("unknown tool: " + name), nil
+	}
+}
+
+// toolsToolkit is the tools arm: one function tool per primitive, plus finish.
+type toolsToolkit struct{ e *Episode }
+
+func (t *toolsToolkit) Tools() []ToolSpec {
+	out := append([]ToolSpec{}, t.e.tools...)
+	return append(out, ToolSpec{Name: "finish", Description: finishDescription, Parameters: finishSchema, ReadOnly: true})
+}
+
+func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
+	name = stripToolPrefix(name)
+	if name == "finish" {
+		return t.e.callFinish(args)
+	}
+	known := false
+	for _, s := range t.e.tools {
+		if s.Name == name {
+			known = true
+		}
+	}
+	if !known {
+		return t.e.refuse("unknown tool: " + name), nil
+	}
+	var a map[string]any
+	if len(bytes.TrimSpace(args)) == 0 {
+		a = map[string]any{}
+	} else if err := strictJSON(args, &a); err != nil || a == nil {
+		msg := fmt.Sprintf("malformed arguments for %s: expected a JSON object of keyword arguments", name)
+		if err != nil {
+			msg += "; " + err.Error()
+		}
+		return t.e.refuse(msg), nil
+	}
+	code, err := primitiveCell(name, a)
+	if err != nil {
+		return t.e.refuse(fmt.Sprintf("malformed arguments for %s: %v", name, err)), nil
+	}
+	return t.e.runCell(ctx, code, name, notebooks.AuthorTool)
+}
+
+// stripToolPrefix removes MCP-style prefixes (mcp__server__tool).
+func stripToolPrefix(name string) string {
+	if strings.HasPrefix(name, "mcp__") {
+		if i := strings.LastIndex(name, "__"); i > 4 {
+			return name[i+2:]
+		}
+	}
+	return name
+}
+
+// strictJSON decodes a JSON object, keeping numbers exact and rejecting trailing data.
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid JSON: %v", err)
+	}
+	if dec.More() {
+		return errors.New("invalid JSON: trailing data after the object")
+	}
+	return nil
+}
+
+// refuse answers a call that did not run (malformed, unknown, budget); it is not counted.
+func (e *Episode) refuse(msg string) ToolResult {
+	e.log.Info("tool call refused", "reason", msg)
+	return ToolResult{Text: errorText(msg), IsError: true}
+}
+
+// callFinish records the model's finish: never refused, never counted.
+func (e *Episode) callFinish(args json.RawMessage) (ToolResult, error) {
+	var a struct {
+		Status  string `json:"status"`
+		Summary string `json:"summary"`
+	}
+	if err := strictJSON(args, &a); err != nil {
+		// Still a finish: the model wants to stop; keep what it sent.
+		a.Status, a.Summary = "unknown", strings.TrimSpace(string(args))
+	}
+	if a.Status == "" {
+		a.Status = "unknown"
+	}
+	e.mu.Lock()
+	terminated := e.res.EnvironmentSuccess != nil && *e.res.EnvironmentSuccess
+	if e.finish == nil {
+		e.finish = &FinishInfo{Status: a.Status, Summary: a.Summary, EnvironmentTerminated: terminated, AfterCallBudgetExhaust: e.budgetOut}
+	}
+	e.finished = true
+	e.lastTool = "finish"
+	e.mu.Unlock()
+	_ = e.trace.AddMarkdown(fmt.Sprintf("**finish** — status `%s`\n\n%s", a.Status, a.Summary),
+		map[string]any{"author": notebooks.AuthorAgent, "tool": "finish", "status": a.Status})
+	_ = e.saveResult()
+	text := encodeFeedback(struct {
+		OK                    bool   `json:"ok"`
+		Status                string `json:"status"`
+		Summary               string `json:"summary"`
+		EnvironmentTerminated bool   `json:"environment_terminated"`
+	}{true, a.Status, a.Summary, terminated})
+	return ToolResult{Text: text, Finished: true}, nil
+}
+
+// runCell executes one agent (or tool-arm) cell: budget, gate, kernel execution with the sandbox on,
+// trace, ledger, feedback.
+func (e *Episode) runCell(ctx context.Context, code, tool, author string) (ToolResult, error) {
+	if err := e.gate.wait(ctx); err != nil {
+		return ToolResult{}, err
+	}
+	e.callMu.Lock()
+	defer e.callMu.Unlock()
+	e.mu.Lock()
+	if e.ended {
+		e.mu.Unlock()
+		return ToolResult{}, ErrEpisodeOver
+	}
+	if e.cfg.MaxTurns > 0 && e.turns >= e.cfg.MaxTurns {
+		first := !e.budgetOut
+		e.budgetOut = true
+		e.finished = true
+		i := e.turns
+		e.mu.Unlock()
+		if first {
+			e.log.Info("call budget exhausted", "max_turns", e.cfg.MaxTurns)
+			_ = e.saveResult()
+		}
+		return ToolResult{Text: errorText("call budget exhausted: the episode is over, call finish", "cell", i), IsError: true, Finished: true}, nil
+	}
+	e.turns++
+	i := e.turns
+	e.lastTool = tool
+	humans := e.humans
+	e.humans = nil
+	e.mu.Unlock()
+
+	if err := os.WriteFile(filepath.Join(e.workspace, fmt.Sprintf("cell_%03d.py", i)), []byte(code), 0o644); err != nil {
+		e.log.Warn("cannot save cell source", "err", err)
+	}
+	var partial []notebooks.Output
+	opts := kernel.ExecuteOptions{
+		Metadata: map[string]any{notebooks.MetaKey: map[string]any{
+			"sandbox": true, "author": author, "turn": i, "tool": tool,
+		}},
+		UserExpressions: map[string]string{"pyrualean": reportExpr},
+		Timeout:         e.cfg.CellTimeout,
+		OnOutput:        func(o notebooks.Output) { partial = append(partial, o) },
+	}
+	start := time.Now()
+	res, err := e.kern.Client().Execute(ctx, code, opts)
+	elapsed := time.Since(start)
+	meta := map[string]any{"author": author, "turn": i, "tool": tool, "elapsed_s": round3(elapsed.Seconds())}
+	if err != nil {
+		// The cell did not finish: the kernel died, or the budget/ctx ended. Keep what it printed.
+		outs := mergeStreams(partial)
+		cause := err
+		if ctx.Err() != nil {
+			cause = context.Cause(ctx)
+			if e.kern != nil && !isDone(e.kern.Done()) {
+				ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				_ = e.kern.Interrupt(ictx)
+				cancel()
+			}
+		}
+		if isDone(e.kern.Done()) && e.kern.Err() != nil && !errors.Is(cause, kernel.ErrKernelDied) {
+			cause = fmt.Errorf("%w (%v)", e.kern.Err(), err)
+		}
+		outs = append(outs, notebooks.Output{OutputType: notebooks.OutputError, Ename: errorType(cause), Evalue: cause.Error(), Traceback: []string{errorType(cause) + ": " + cause.Error()}})
+		meta["status"] = "aborted"
+		_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: outs}, meta)
+		e.mu.Lock()
+		e.res.ToolTurns = e.turns
+		e.mu.Unlock()
+		_ = e.saveResult()
+		return ToolResult{}, fmt.Errorf("cell %d: %w", i, cause)
+	}
+	var report *cellReport
+	if j, rerr := userExpressionJSON(res.UserExpressions, "pyrualean"); rerr == nil {
+		var r cellReport
+		if json.Unmarshal(j, &r) == nil {
+			report = &r
+		}
+	} else if !res.Restarted {
+		e.log.Warn("no cell report", "cell", i, "err", rerr)
+	}
+	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: elapsed, Report: report,
+		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: e.cfg.CellTimeout.Seconds()}
+	var result ToolResult
+	if author == notebooks.AuthorTool {
+		result = buildToolFeedback(run, tool, e.cfg.Images, humans)
+	} else {
+		result, _ = buildCellFeedback(run, e.cfg.Feedback, e.cfg.Images, humans)
+	}
+	meta["status"] = res.Status
+	if len(result.Images) > 0 {
+		names := make([]string, len(result.Images))
+		for k, im := range result.Images {
+			names[k] = im.Name
+		}
+		meta["images_sent"] = names
+	}
+	if report != nil && len(report.SandboxFlags) > 0 {
+		meta["sandbox_flags"] = report.SandboxFlags
+	}
+	if err := e.trace.AddCode(code, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing}, meta); err != nil {
+		e.log.Warn("trace", "err", err)
+	}
+	e.absorbReport(report)
+	if report != nil {
+		for _, c := range report.Calls {
+			c["cell"] = i
+			if err := e.callsW.Write(c); err != nil {
+				e.log.Warn("calls.jsonl", "err", err)
+			}
+		}
+	}
+	if err := e.saveResult(); err != nil {
+		return result, fmt.Errorf("result.json: %w", err)
+	}
+	return result, nil
+}
+
+// absorbReport folds a cell report into the episode's counters.
+func (e *Episode) absorbReport(r *cellReport) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.res.ToolTurns = e.turns
+	if r == nil {
+		return
+	}
+	e.res.Calls += len(r.Calls)
+	for _, c := range r.Calls {
+		if s, ok := c["stateful"].(bool); ok && s {
+			e.res.StatefulCalls++
+		}
+	}
+	e.res.EnvSteps += r.EnvSteps
+	if r.EnvStepsTotal > 0 {
+		e.res.EnvStepsTotal = r.EnvStepsTotal
+	}
+	if r.Success != nil {
+		s := *r.Success
+		if e.res.EnvironmentSuccess == nil || !*e.res.EnvironmentSuccess {
+			e.res.EnvironmentSuccess = &s
+		}
+	}
+	if len(r.SandboxFlags) > 0 {
+		e.res.Generation.SandboxFlags = append(e.res.Generation.SandboxFlags, r.SandboxFlags...)
+		if len(e.res.Generation.SandboxFlags) > 200 {
+			e.res.Generation.SandboxFlags = e.res.Generation.SandboxFlags[:200]
+		}
+	}
+}
+
+// mergeStreams joins consecutive stream chunks of the same name (OnOutput delivers them one by one).
+func mergeStreams(outs []notebooks.Output) []notebooks.Output {
+	var merged []notebooks.Output
+	for _, o := range outs {
+		if n := len(merged); n > 0 && o.OutputType == notebooks.OutputStream && merged[n-1].OutputType == notebooks.OutputStream && merged[n-1].Name == o.Name {
+			merged[n-1].Text += o.Text
+			continue
+		}
+		merged = append(merged, o)
+	}
+	return merged
+}
+
+// toolFeedback is a primitive call's result in the tools arm (RPent-style: result, state, images).
+type toolFeedback struct {
+	Tool            string         `json:"tool"`
+	OK              bool           `json:"ok"`
+	Result          *string        `json:"result,omitempty"`
+	Error           *string        `json:"error,omitempty"`
+	Stdout          string         `json:"stdout,omitempty"`
+	Moved           bool           `json:"moved"`
+	EnvSteps        int            `json:"env_steps"`
+	State           map[string]any `json:"state"`
+	EpisodeDone     bool           `json:"episode_done"`
+	EpisodeFinished *string        `json:"episode_finished,omitempty"`
+	Images          []string       `json:"images,omitempty"`
+	HumanCells      []humanNote    `json:"human_cells,omitempty"`
+}
+
+func buildToolFeedback(run cellRun, tool, images string, humans []humanNote) ToolResult {
+	ct := collectText(run.Outputs)
+	fb := toolFeedback{Tool: tool, OK: !ct.hasError && !run.TimedOut, Result: ct.value, Stdout: ct.stdout, HumanCells: humans, State: map[string]any{}}
+	if r := run.Report; r != nil {
+		fb.Moved, fb.EnvSteps, fb.EpisodeDone = r.Moved, r.EnvSteps, r.Done
+		if r.State != nil {
+			fb.State = r.State
+		}
+		if r.EpisodeFinished != nil && *r.EpisodeFinished != "" {
+			fb.EpisodeFinished = r.EpisodeFinished
+		}
+	}
+	if ct.hasError {
+		if ct.ename == "EpisodeFinished" {
+			reason := strings.TrimSpace(ct.evalue)
+			if reason == "" {
+				reason = "terminated"
+			}
+			fb.EpisodeFinished = &reason
+		} else {
+			msg := ct.ename + ": " + ct.evalue
+			fb.Error = &msg
+		}
+	}
+	if run.TimedOut {
+		msg := fmt.Sprintf("TimeoutError: the call ran past its %.0f s limit and was interrupted", run.TimeoutS)
+		fb.Error = &msg
+	}
+	imgs := selectImages(run.Outputs, images)
+	for _, im := range imgs {
+		fb.Images = append(fb.Images, im.Name)
+	}
+	return ToolResult{Text: encodeFeedback(fb), Images: imgs, Finished: fb.EpisodeFinished != nil}
+}

@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// PythonPath is the repository's venv interpreter.
+func PythonPath(root string) string { return filepath.Join(root, ".venv", "bin", "python") }
+
+// RobotReference runs `python -m pyrualean_robot.api` (no simulator boot): the API reference the
+// agent reads (format text) or the primitives as function tools (format tools).
+func RobotReference(ctx context.Context, python, robot, primitives, format string) (string, error) {
+	cmd := exec.CommandContext(ctx, python, "-m", "pyrualean_robot.api", "--robot", robot, "--primitives", primitives, "--format", format)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = os.Environ()
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("robot API reference (%s %s): %w: %s", robot, format, err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+	}
+	return stdout.String(), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ParseToolSchemas reads `api --format tools`: a JSON list of OpenAI function tools
+// ({"type":"function","function":{name,description,parameters}}) or of plain {name, description,
+// parameters|input_schema} objects, or an object holding such a list under "tools".
+func ParseToolSchemas(b []byte) ([]ToolSpec, error) {
+	var list []json.RawMessage
+	if err := json.Unmarshal(b, &list); err != nil {
+		var obj struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if err2 := json.Unmarshal(b, &obj); err2 != nil || obj.Tools == nil {
+			return nil, fmt.Errorf("tool schemas: not a JSON list of tools: %w", err)
+		}
+		list = obj.Tools
+	}
+	var out []ToolSpec
+	for i, raw := range list {
+		var t struct {
+			Type     string `json:"type"`
+			Function *struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+			} `json:"function"`
+			Name         string          `json:"name"`
+			Description  string          `json:"description"`
+			Parameters   json.RawMessage `json:"parameters"`
+			InputSchema  json.RawMessage `json:"input_schema"`
+			InputSchema2 json.RawMessage `json:"inputSchema"`
+			ReadOnly     bool            `json:"read_only"`
+			Stateful     *bool           `json:"stateful"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, fmt.Errorf("tool schemas[%d]: %w", i, err)
+		}
+		s := ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters, ReadOnly: t.ReadOnly}
+		if t.Function != nil {
+			s.Name, s.Description, s.Parameters = t.Function.Name, t.Function.Description, t.Function.Parameters
+		}
+		if len(s.Parameters) == 0 {
+			s.Parameters = t.InputSchema
+		}
+		if len(s.Parameters) == 0 {
+			s.Parameters = t.InputSchema2
+		}
+		if t.Stateful != nil && !*t.Stateful {
+			s.ReadOnly = true
+		}
+		if s.Name == "" {
+			return nil, fmt.Errorf("tool schemas[%d]: no name", i)
+		}
+		if !isIdentifier(s.Name) {
+			return nil, fmt.Errorf("tool schemas[%d]: %q is not a Python identifier", i, s.Name)
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("tool schemas: empty list")
+	}
+	return out, nil
+}
+
+// toolsReference lists the primitive tools for the tools arm's prompt.
+func toolsReference(tools []ToolSpec) string {
+	var b strings.Builder
+	for _, t := range tools {
+		fmt.Fprintf(&b, "- `%s`: %s\n", t.Name, firstParagraph(t.Description))
+	}
+	return b.String()
+}
+
+func firstParagraph(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.Index(s, "\n\n"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ReplaceAll(s, "\n", " ")
+}
+
+func isIdentifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (i > 0 && r >= '0' && r <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// pyLiteral renders a JSON value as a Python literal (for generated tool-arm cells).
+func pyLiteral(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "None", nil
+	case bool:
+		if x {
+			return "True", nil
+		}
+		return "False", nil
+	case json.Number:
+		return x.String(), nil
+	case float64:
+		return fmt.Sprint(x), nil
+	case string:
+		return pyStr(x), nil
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			s, err := pyLiteral(e)
+			if err != nil {
+				return "", err
+			}
+			parts[i] = s
+		}
+		return "[" + strings.Join(parts, ", ") + "]", nil
+	case map[string]any:
+		var parts []string
+		for _, k := range sortedKeys(x) {
+			s, err := pyLiteral(x[k])
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, pyStr(k)+": "+s)
+		}
+		return "{" + strings.Join(parts, ", ") + "}", nil
+	}
+	return "", fmt.Errorf("unsupported JSON value %T", v)
+}
+
+// primitiveCell generates the cell the tools arm runs for one primitive call: robo.name(k=v, ...).
+func primitiveCell(name string, args map[string]any) (string, error) {
+	var parts []string
+	for _, k := range sortedKeys(args) {
+		if !isIdentifier(k) {
+			return "", fmt.Errorf("argument name %q is not an identifier", k)
+		}
+		s, err := pyLiteral(args[k])
+		if err != nil {
+			return "", fmt.Errorf("argument %s: %w", k, err)
+		}
+		parts = append(parts, k+"="+s)
+	}
+	return "robo." + name + "(" + strings.Join(parts, ", ") + ")", nil
+}

@@ -1,0 +1,322 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// OpenAIConfig configures the openai runtime: any OpenAI-compatible chat completions endpoint.
+type OpenAIConfig struct {
+	BaseURL     string
+	APIKey      string
+	Model       string
+	MaxTokens   int            // 0: server default
+	ToolChoice  string         // "", "auto", "required", "none"
+	Temperature *float64       // sent even when 0 (go-openai would drop it)
+	ExtraBody   map[string]any // merged into every request body
+	// ImagesInToolMessages puts images inside the tool message; by default they go in a user message
+	// right after the tool results, since many endpoints reject images in tool messages.
+	ImagesInToolMessages bool
+
+	HTTPAttempts     int           // HTTP attempts per request (default 5)
+	Backoff          time.Duration // first retry wait (default 2 s)
+	MaxBackoff       time.Duration // (default 60 s)
+	RequestTimeout   time.Duration // one attempt's deadline (default 10 min)
+	PlannerAttempts  int           // LLM-call attempts before the first tool call (default 3)
+	PlannerRetryWait time.Duration // wait between those attempts (default 15 s)
+	MaxLLMCalls      int           // safety ceiling on LLM calls (default max-turns+10, else 300)
+
+	Prices     PriceTable
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+func (c *OpenAIConfig) defaults() {
+	if c.HTTPAttempts <= 0 {
+		c.HTTPAttempts = 5
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = 2 * time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 60 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Minute
+	}
+	if c.PlannerAttempts <= 0 {
+		c.PlannerAttempts = 3
+	}
+	if c.PlannerRetryWait <= 0 {
+		c.PlannerRetryWait = 15 * time.Second
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// ErrPlanner marks a provider failure that ended an episode (status planner_error).
+var ErrPlanner = errors.New("planner error")
+
+// ErrNoToolCall marks a model that kept answering without calling a tool.
+var ErrNoToolCall = errors.New("the model stopped calling tools")
+
+// Turn is one LLM call, one line of turns.jsonl.
+type Turn struct {
+	Turn         int      `json:"turn"`
+	StartedAt    string   `json:"started_at"`
+	LatencyS     float64  `json:"latency_s"`
+	Attempts     int      `json:"attempts"`
+	Usage        Usage    `json:"usage"`
+	CostUSD      *float64 `json:"cost_usd"`
+	FinishReason string   `json:"finish_reason,omitempty"`
+	ToolCalls    []string `json:"tool_calls"`
+	Content      string   `json:"content,omitempty"`
+	Reasoning    string   `json:"reasoning,omitempty"`
+	Error        string   `json:"error,omitempty"`
+	Images       int      `json:"images_sent"`
+}
+
+// llmClient is the production go-openai client behind the provider doer.
+type llmClient struct {
+	cfg    OpenAIConfig
+	client *openai.Client
+	price  *Price
+}
+
+func newLLMClient(cfg OpenAIConfig) *llmClient {
+	extra := map[string]any{}
+	for k, v := range cfg.ExtraBody {
+		extra[k] = v
+	}
+	if cfg.Temperature != nil {
+		extra["temperature"] = *cfg.Temperature
+	}
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	oc.HTTPClient = &providerDoer{
+		client: cfg.HTTPClient, extra: extra, attempts: cfg.HTTPAttempts, backoff: cfg.Backoff,
+		maxBackoff: cfg.MaxBackoff, perAttempt: cfg.RequestTimeout, logger: cfg.Logger,
+	}
+	lc := &llmClient{cfg: cfg, client: openai.NewClientWithConfig(oc)}
+	if p, ok := cfg.Prices.Lookup(cfg.Model); ok {
+		lc.price = &p
+	}
+	return lc
+}
+
+// complete makes one chat completion and accounts for it.
+func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool) (openai.ChatCompletionMessage, Turn, error) {
+	req := openai.ChatCompletionRequest{
+		Model: lc.cfg.Model, Messages: msgs, Tools: tools, MaxTokens: lc.cfg.MaxTokens,
+	}
+	if lc.cfg.ToolChoice != "" {
+		req.ToolChoice = lc.cfg.ToolChoice
+	}
+	sink := &rawSink{}
+	start := time.Now()
+	resp, err := lc.client.CreateChatCompletion(withRawSink(ctx, sink), req)
+	t := Turn{StartedAt: start.UTC().Format(time.RFC3339Nano), LatencyS: round3(time.Since(start).Seconds()), Attempts: sink.Attempts, ToolCalls: []string{}}
+	if err != nil {
+		t.Error = err.Error()
+		return openai.ChatCompletionMessage{}, t, err
+	}
+	if len(resp.Choices) == 0 {
+		err := fmt.Errorf("provider returned no choices")
+		t.Error = err.Error()
+		return openai.ChatCompletionMessage{}, t, err
+	}
+	u, reasoning := parseRawCompletion(sink.Body)
+	if u.Calls == 0 { // raw bytes unreadable: fall back on go-openai's view
+		u = Usage{Calls: 1, InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
+	}
+	t.Usage = u
+	if lc.price != nil {
+		c := lc.price.Cost(u)
+		t.CostUSD = &c
+	}
+	msg := resp.Choices[0].Message
+	t.FinishReason = string(resp.Choices[0].FinishReason)
+	t.Content = msg.Content
+	t.Reasoning = reasoning
+	for _, tc := range msg.ToolCalls {
+		t.ToolCalls = append(t.ToolCalls, tc.Function.Name)
+	}
+	return msg, t, nil
+}
+
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// toolDefs converts a toolkit's specs to OpenAI function tools.
+func toolDefs(specs []ToolSpec) []openai.Tool {
+	out := make([]openai.Tool, 0, len(specs))
+	for _, s := range specs {
+		params := s.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out = append(out, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: s.Name, Description: s.Description, Parameters: params,
+		}})
+	}
+	return out
+}
+
+func imageParts(images []Image) []openai.ChatMessagePart {
+	parts := make([]openai.ChatMessagePart, 0, len(images))
+	for _, im := range images {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{
+			URL: "data:image/png;base64," + base64.StdEncoding.EncodeToString(im.PNG), Detail: openai.ImageURLDetailAuto,
+		}})
+	}
+	return parts
+}
+
+// firstUserMessage holds the prompt text and the task card's images.
+func firstUserMessage(p Prompt) openai.ChatCompletionMessage {
+	if len(p.Images) == 0 {
+		return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: p.Text}
+	}
+	parts := []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: p.Text}}
+	for _, im := range p.Images {
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: "Task card image: " + im.Name})
+		parts = append(parts, imageParts([]Image{im})...)
+	}
+	return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, MultiContent: parts}
+}
+
+// Driver is what a runtime needs from a live episode. *Episode implements it.
+type Driver interface {
+	Toolkit() Toolkit
+	Prompt() Prompt
+	RecordTurn(Turn) error
+	Finished() bool
+	SetPlannerAttempts(n int)
+}
+
+// RunOpenAI drives an episode with a model behind an OpenAI-compatible endpoint until the model
+// calls finish, the episode ends, or ctx ends. It returns nil when the model finished (or stopped
+// on its own), an error wrapping ErrPlanner when the provider failed after the first tool call, or
+// the context's error. The caller then calls Episode.Finish, which derives the status.
+func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
+	cfg.defaults()
+	lc := newLLMClient(cfg)
+	tk := ep.Toolkit()
+	tools := toolDefs(tk.Tools())
+	msgs := []openai.ChatCompletionMessage{firstUserMessage(ep.Prompt())}
+	maxCalls := cfg.MaxLLMCalls
+	if maxCalls <= 0 {
+		maxCalls = 300
+	}
+	toolCallsMade := 0
+	plannerAttempts := 1
+	ep.SetPlannerAttempts(plannerAttempts)
+	noToolStreak := 0
+	for turn := 1; turn <= maxCalls; turn++ {
+		if ep.Finished() {
+			return nil
+		}
+		msg, rec, err := lc.complete(ctx, msgs, tools)
+		rec.Turn = turn
+		if err != nil {
+			if ctx.Err() != nil {
+				_ = ep.RecordTurn(rec)
+				return context.Cause(ctx)
+			}
+			rec.Usage.Calls = 1
+			_ = ep.RecordTurn(rec)
+			if toolCallsMade == 0 && plannerAttempts < cfg.PlannerAttempts {
+				plannerAttempts++
+				ep.SetPlannerAttempts(plannerAttempts)
+				cfg.Logger.Warn("planner failed before its first tool call; retrying", "attempt", plannerAttempts, "err", err)
+				select {
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				case <-time.After(cfg.PlannerRetryWait):
+				}
+				continue
+			}
+			return fmt.Errorf("%w: %w", ErrPlanner, err)
+		}
+		rec.Images = countImages(msgs)
+		if err := ep.RecordTurn(rec); err != nil {
+			return err
+		}
+		// go-openai omits empty content on assistant messages with tool calls; keep the message as sent.
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: msg.Content, ToolCalls: msg.ToolCalls, ReasoningContent: ""})
+		if len(msg.ToolCalls) == 0 {
+			noToolStreak++
+			if noToolStreak >= 3 {
+				return ErrNoToolCall
+			}
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser,
+				Content: "Continue by calling a tool: use the tools to act, and call `finish` when you are done."})
+			continue
+		}
+		noToolStreak = 0
+		var followUp []openai.ChatMessagePart
+		finished := false
+		for _, tc := range msg.ToolCalls {
+			res, err := tk.Call(ctx, tc.Function.Name, json.RawMessage(tc.Function.Arguments))
+			if err != nil {
+				return err
+			}
+			toolCallsMade++
+			text := res.Text
+			if text == "" {
+				text = "(no output)"
+			}
+			tm := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: text}
+			if len(res.Images) > 0 {
+				names := make([]string, len(res.Images))
+				for i, im := range res.Images {
+					names[i] = im.Name
+				}
+				if cfg.ImagesInToolMessages {
+					tm.Content = ""
+					tm.MultiContent = append([]openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: text}}, imageParts(res.Images)...)
+				} else {
+					tm.Content = text + fmt.Sprintf("\n[%d image(s) attached below: %s]", len(res.Images), strings.Join(names, ", "))
+					followUp = append(followUp, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText,
+						Text: fmt.Sprintf("Images from call %s: %s", tc.ID, strings.Join(names, ", "))})
+					followUp = append(followUp, imageParts(res.Images)...)
+				}
+			}
+			msgs = append(msgs, tm)
+			if res.Finished {
+				finished = true
+			}
+		}
+		if len(followUp) > 0 {
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, MultiContent: followUp})
+		}
+		if finished || ep.Finished() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: reached the ceiling of %d LLM calls", ErrNoToolCall, maxCalls)
+}
+
+func countImages(msgs []openai.ChatCompletionMessage) int {
+	n := 0
+	for _, m := range msgs {
+		for _, p := range m.MultiContent {
+			if p.Type == openai.ChatMessagePartTypeImageURL {
+				n++
+			}
+		}
+	}
+	return n
+}
