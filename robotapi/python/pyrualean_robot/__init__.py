@@ -1,0 +1,32 @@
+"""pyrualean_robot: the `robo` object an LLM agent drives from notebook cells.
+
+    from pyrualean_robot import make
+    robo = make("tabletop", task="stack_blocks", seed=0)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .base import Robot, TaskInfo, tool
+from .errors import EpisodeFinished, SandboxError, ToolError
+from .notebook import cell_report, display, episode_card
+from .robots import REGISTRY, RobotUnavailable, robot_class
+
+__all__ = ["make", "Robot", "TaskInfo", "tool", "EpisodeFinished", "SandboxError", "ToolError", "cell_report",
+           "display", "episode_card", "REGISTRY", "RobotUnavailable", "robot_class"]
+
+
+def make(robot: str = "tabletop", *, task: Optional[str] = None, seed: int = 0, workspace: Optional[str] = None,
+         images: str = "on-motion", primitives: str = "full", suite: Optional[str] = None,
+         vla_endpoint: Optional[str] = None, max_env_steps: int = 10000, **extra: Any) -> Robot:
+    """Create a robot and make it the kernel's active robot (hooks, cell_report, episode_card).
+
+    robot: "tabletop" (embedded MuJoCo, default), "libero", "robotwin", "robocasa", "robodojo_xpl_rgb".
+    task: the task name (`pyrualean tasks --robot R`); seed: layout seed (same task+seed+cells = same run).
+    workspace: folder for calls.jsonl and the files policy code may open (default: the current directory).
+    images: "on-motion" | "on-demand" | "none"; primitives: "full" | "no-vla".
+    """
+    cls = robot_class(robot)
+    return cls(task=task, seed=seed, workspace=workspace, images=images, primitives=primitives, suite=suite,
+               vla_endpoint=vla_endpoint, max_env_steps=max_env_steps, **extra)

@@ -1,0 +1,29 @@
+"""python -m pyrualean_robot.api --robot R --primitives full|no-vla --format text|tools"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pyrualean_robot.api",
+                                description="print the robot API reference the agent sees")
+    p.add_argument("--robot", default="tabletop")
+    p.add_argument("--primitives", default="full", choices=["full", "no-vla"])
+    p.add_argument("--format", default="text", choices=["text", "tools"])
+    a = p.parse_args(argv)
+    from .apiref import render
+    from .robots import RobotUnavailable
+
+    try:
+        sys.stdout.write(render(a.robot, a.primitives, a.format))
+    except (ValueError, RobotUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""The kernel side of the contract (docs/contracts.md): images as display_data, the on-motion hook,
+``display()``, ``cell_report()`` and ``episode_card()`` evaluated through user_expressions, and the sandbox.
+
+Outside IPython (plain Python, pytest) images are kept in ``Session.emitted`` instead of being displayed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import numpy as np
+
+
+class JSONReport:
+    """A value whose IPython representation is application/json (what user_expressions return)."""
+
+    def __init__(self, data: dict):
+        self.data = data
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"application/json": self.data,
+                "text/plain": json.dumps(self.data, default=str)[:2000]}
+
+    def __repr__(self) -> str:
+        return json.dumps(self.data, default=str)[:2000]
+
+
+class Session:
+    """Per-process glue between the active robot and IPython. One lives on the IPython shell (or, outside
+    IPython, on this module's `_fallback`), never as free-floating globals."""
+
+    def __init__(self) -> None:
+        self.robot: Any = None
+        self.emitted: list[tuple[bytes, dict]] = []  # outside IPython
+        self.steps_at_cell_start = 0
+        self.display_count = 0
+        self.hooks_installed = False
+        self.sandbox: Any = None
+
+
+_fallback = Session()
+
+
+def _ipython():
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is in base.txt
+        return None
+    return get_ipython()
+
+
+def session() -> Session:
+    ip = _ipython()
+    if ip is None:
+        return _fallback
+    s = getattr(ip, "_pyrualean_session", None)
+    if s is None:
+        s = Session()
+        ip._pyrualean_session = s
+    return s
+
+
+def emit_png(png: bytes, meta: dict) -> None:
+    """Display a PNG now, as display_data with metadata {"pyrualean": meta}."""
+    ip = _ipython()
+    if ip is None:
+        session().emitted.append((png, meta))
+        return
+    from IPython.display import display as ipy_display
+
+    ipy_display({"image/png": png}, raw=True, metadata={"image/png": {}, "pyrualean": meta})
+
+
+def display(obj: Any, name: Optional[str] = None) -> None:
+    """Show an image in this cell's output: a numpy array (H,W[,3|4]) or a PIL image becomes a PNG;
+    anything else goes to IPython's display()."""
+    from .base import png_bytes
+
+    s = session()
+    if isinstance(obj, np.ndarray) or type(obj).__module__.startswith("PIL."):
+        arr = np.asarray(obj)
+        label = name or f"display_{s.display_count}"
+        s.display_count += 1
+        emit_png(png_bytes(arr), {"camera": label, "source": "display"})
+        return
+    ip = _ipython()
+    if ip is None:
+        print(repr(obj))
+        return
+    from IPython.display import display as ipy_display
+
+    ipy_display(obj)
+
+
+def attach(robot: Any) -> None:
+    """Make `robot` the active robot; inside IPython install the hooks and put `display` in the namespace."""
+    s = session()
+    s.robot = robot
+    s.steps_at_cell_start = robot._env_steps()
+    ip = _ipython()
+    if ip is None:
+        return
+    ip.user_ns.setdefault("display", display)
+    if not s.hooks_installed:
+        ip.events.register("pre_run_cell", _pre_run_cell)
+        ip.events.register("post_run_cell", _post_run_cell)
+        from . import sandbox
+
+        s.sandbox = sandbox.install(ip, robot.workspace)
+        s.hooks_installed = True
+    elif s.sandbox is not None:
+        s.sandbox.workspace = robot.workspace
+
+
+def _pre_run_cell(info: Any = None) -> None:
+    s = session()
+    if s.robot is not None:
+        s.steps_at_cell_start = s.robot._env_steps()
+
+
+def _post_run_cell(result: Any = None) -> None:
+    s = session()
+    r = s.robot
+    if r is None or r.images != "on-motion":
+        return
+    if r._env_steps() == s.steps_at_cell_start:
+        return
+    try:
+        for cam, img in r._on_motion_images():
+            r._emit_image(img, cam, "on-motion")
+    except Exception as e:  # an image failure must not break the cell's result
+        print(f"[pyrualean] on-motion images failed: {type(e).__name__}: {e}")
+
+
+def cell_report() -> JSONReport:
+    """The per-cell report (application/json); each call starts a new window."""
+    s = session()
+    flags = s.sandbox.take_flags() if s.sandbox is not None else []
+    if s.robot is None:
+        return JSONReport({"moved": False, "env_steps": 0, "env_steps_total": 0, "calls": [], "state": None,
+                           "done": False, "success": False, "episode_finished": None, "sandbox_flags": flags,
+                           "error": "no robot: run make(...) first"})
+    return JSONReport(s.robot._cell_report(flags))
+
+
+def episode_card() -> JSONReport:
+    """The task card (application/json) with step-0 camera images as base64 PNG."""
+    s = session()
+    if s.robot is None:
+        return JSONReport({"error": "no robot: run make(...) first"})
+    return JSONReport(s.robot._episode_card())

@@ -1,0 +1,786 @@
+"""The embedded tabletop robot: a Franka Panda with a parallel gripper in MuJoCo, on CPU."""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import json
+import math
+import os
+import urllib.error
+import urllib.request
+import weakref
+from functools import lru_cache
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from ..base import Robot, TaskInfo, png_bytes, tool
+from ..errors import ToolError
+from ..results import (BackProjection, Gripper, Move, MovePose, Pick, PolicyRun, Release, Rotation, Segment,
+                       State)
+from . import tabletop_scene as scene
+from . import tabletop_tasks as tasks
+
+CONTROL_HZ = 20
+SUBSTEPS = 25            # 25 x 2 ms physics = one 50 ms control step
+XYZ_MIN = (0.15, -0.55, 0.005)
+XYZ_MAX = (0.85, 0.55, 0.65)
+REACH_M = 0.88           # from the shoulder (0, 0, 0.333)
+MAX_MOVE_M = 0.6
+PICKABLE = tasks.BLOCKS
+SEGMENTABLE = ("red_block", "green_block", "blue_block", "bowl", "plate", "cabinet", "drawer", "drawer_handle",
+               "table", "robot")
+R0 = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # gripper down, fingers closing along y
+
+KNOWLEDGE = """\
+# Tabletop robot notes
+- Frame: metres, radians; x away from the robot base, y to the robot's LEFT (the right side of the agentview
+  image), z up; the table top is z = 0. Reach: x 0.3-0.75 and |y| < 0.35 are comfortable.
+- The eef point is between the fingertips. A 4 cm block resting on the table is grasped at z ~= 0.02.
+- Gripper: OPEN = -1, CLOSE = +1; `gripper=None` keeps the current command. `gripper_opening` ~0.08 open,
+  ~0 closed on nothing, 0.02-0.05 holding a block.
+- Carry at z >= 0.15 so held objects clear the bowl rim and other blocks; descend, then `release()`.
+- `segment(name)` gives object positions from the simulator's segmentation + depth (`top_xyz` is the top
+  surface centre); `pick(name)` is a scripted top-down grasp that lifts the object 15 cm.
+- The drawer opens toward the robot (-x). Its handle sticks out of the front; grasp it from above and pull
+  back, or push it (gripper closed) toward +x to close.
+- A motion stops early when the task predicate fires; the next motion then raises EpisodeFinished.
+"""
+
+
+def _rot_z(a: float) -> np.ndarray:
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _rot_y(a: float) -> np.ndarray:
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
+
+
+def target_rotation(yaw: float, pitch: float = 0.0) -> np.ndarray:
+    """Gripper orientation: pointing down, rotated by `yaw` about z, tilted forward by `pitch`."""
+    return _rot_z(yaw) @ _rot_y(-pitch) @ R0
+
+
+def yaw_pitch(R: np.ndarray) -> tuple[float, float]:
+    yaw = math.atan2(-R[0, 0], R[1, 0])
+    pitch = math.atan2(R[0, 2] * math.cos(yaw) + R[1, 2] * math.sin(yaw), -R[2, 2])
+    return yaw, pitch
+
+
+def _wrap(a: float) -> float:
+    return (a + math.pi) % (2 * math.pi) - math.pi
+
+
+def _ori_error(R: np.ndarray, Rt: np.ndarray) -> np.ndarray:
+    return 0.5 * (np.cross(R[:, 0], Rt[:, 0]) + np.cross(R[:, 1], Rt[:, 1]) + np.cross(R[:, 2], Rt[:, 2]))
+
+
+def _close_renderers(ref: "weakref.ref[TabletopRobot]") -> None:
+    robot = ref()
+    if robot is not None:
+        robot.close()
+
+
+@lru_cache(maxsize=1)
+def _mjcf() -> str:
+    return scene.build_mjcf()
+
+
+def _vec(xyz: Any, name: str = "xyz") -> np.ndarray:
+    try:
+        v = np.asarray(xyz, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be three numbers (x, y, z), not {xyz!r}") from None
+    if v.shape != (3,) or not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be three finite numbers (x, y, z), not {xyz!r}")
+    return v
+
+
+def _num(v: Any, name: str, lo: float, hi: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a number, not {v!r}")
+    if not lo <= float(v) <= hi:
+        raise ValueError(f"{name} must be within [{lo}, {hi}], not {v}")
+    return float(v)
+
+
+def _int(v: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ValueError(f"{name} must be an int, not {v!r}")
+    if not lo <= int(v) <= hi:
+        raise ValueError(f"{name} must be within [{lo}, {hi}], not {v}")
+    return int(v)
+
+
+class _SimView:
+    """What the task predicates read (simulator ground truth; never shown to the agent)."""
+
+    def __init__(self, robot: "TabletopRobot"):
+        self.r = robot
+
+    def pos(self, name: str) -> np.ndarray:
+        return self.r._data.xpos[self.r._body[name]].copy()
+
+    def speed(self, name: str) -> float:
+        j = self.r._model.body_jntadr[self.r._body[name]]
+        if j < 0:
+            return 0.0
+        a = self.r._model.jnt_dofadr[j]
+        return float(np.linalg.norm(self.r._data.qvel[a:a + 3]))
+
+    def held(self, name: str) -> bool:
+        return self.r._touching_fingers(name)
+
+    def drawer_q(self) -> float:
+        return float(self.r._data.qpos[self.r._drawer_qadr])
+
+
+class TabletopRobot(Robot):
+    """A Franka Panda arm (7 joints) with a parallel gripper on a table, simulated in MuJoCo.
+
+    Conventions: metres and radians; x away from the robot, y to the robot's LEFT (right side of the agentview
+    image), z up, table top at z = 0. The gripper points down; `yaw` turns it about z (0 = fingers close along
+    y). Gripper commands: OPEN = -1.0, CLOSE = +1.0; motions keep the current gripper command unless you pass
+    `gripper`. Motions block until done and return a result dataclass instead of raising; invalid arguments
+    raise ValueError before anything moves. Once the task is solved (or the step budget is spent) the next
+    motion raises EpisodeFinished. Images are uint8 RGB arrays; cameras: "agentview" (fixed, facing the robot)
+    and "wrist" (on the hand).
+    """
+
+    NAME = "tabletop"
+    CAMERAS = ("agentview", "wrist")
+    ON_MOTION_IMAGES = ("agentview", "wrist")
+    KNOWLEDGE = KNOWLEDGE
+    CONTROL_HZ = CONTROL_HZ
+    MAX_MOVE_M = MAX_MOVE_M
+    CONSTANTS = ("OPEN", "CLOSE", "CAMERAS", "ON_MOTION_IMAGES", "CONTROL_HZ", "MAX_MOVE_M")
+
+    def __init__(self, task: Optional[str] = None, seed: int = 0, **opts: Any):
+        spec = tasks.get(task)
+        super().__init__(task=spec.name, seed=seed, **opts)
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        import mujoco
+
+        self._mj = mujoco
+        self._spec = spec
+        self._model = mujoco.MjModel.from_xml_string(_mjcf())
+        self._data = mujoco.MjData(self._model)
+        self._ik = mujoco.MjData(self._model)
+        m = self._model
+        self._body = {m.body(i).name: i for i in range(m.nbody)}
+        self._site = m.site("eef").id
+        self._arm_q = np.array([m.jnt_qposadr[m.joint(j).id] for j in scene.ARM_JOINTS])
+        self._arm_v = np.array([m.jnt_dofadr[m.joint(j).id] for j in scene.ARM_JOINTS])
+        self._f1 = m.jnt_qposadr[m.joint("finger_joint1").id]
+        self._f2 = m.jnt_qposadr[m.joint("finger_joint2").id]
+        self._drawer_qadr = m.jnt_qposadr[m.joint("drawer").id]
+        self._lo = m.jnt_range[[m.joint(j).id for j in scene.ARM_JOINTS], 0]
+        self._hi = m.jnt_range[[m.joint(j).id for j in scene.ARM_JOINTS], 1]
+        self._home = np.array(scene.HOME_QPOS)
+        self._geom_obj = self._geom_objects()
+        self._pad_geoms = {m.geom("leftpad").id, m.geom("rightpad").id}
+        self._renderers: dict = {}
+        self._steps = 0
+        self._monitor = tasks.Monitor()
+        self._sim = _SimView(self)
+        self._reset()
+        self._renderer(256, "rgb")  # create the GL context now, not inside a (sandboxed) agent cell
+        # Free GL contexts before mujoco's own atexit terminates the EGL display (LIFO order), else every
+        # renderer prints an EGL_NOT_INITIALIZED traceback at interpreter exit.
+        atexit.register(_close_renderers, weakref.ref(self))
+        from .. import notebook
+
+        notebook.attach(self)
+
+    # ----- set-up -------------------------------------------------------------------------------------------
+    def _geom_objects(self) -> list[str]:
+        m = self._model
+        robot_bodies = {"link%d" % i for i in range(8)} | {"hand", "leftfinger", "rightfinger"}
+        out = []
+        for g in range(m.ngeom):
+            b = m.geom_bodyid[g]
+            name = ""
+            while True:
+                bn = m.body(b).name
+                if bn in SEGMENTABLE:
+                    name = bn
+                    break
+                if bn in robot_bodies:
+                    name = "robot"
+                    break
+                if b == 0:
+                    name = "table" if m.geom(g).name == "table" else ""
+                    break
+                b = m.body_parentid[b]
+            out.append(name)
+        return out
+
+    def _reset(self) -> None:
+        mj, m, d = self._mj, self._model, self._data
+        mj.mj_resetData(m, d)
+        rng = np.random.default_rng(self.seed)
+        layout = self._spec.layout(rng, self._spec.swap)
+        for name in ("red_block", "green_block", "blue_block", "bowl", "plate"):
+            x, y, yaw = layout.poses.get(name, (*tasks.PARK[name], 0.0))
+            z = scene.BLOCK_HALF if name in tasks.BLOCKS else 0.0
+            if name not in layout.poses:
+                z = -0.75 + (scene.BLOCK_HALF if name in tasks.BLOCKS else 0.0)  # parked on the floor
+            j = m.body_jntadr[self._body[name]]
+            a = m.jnt_qposadr[j]
+            d.qpos[a:a + 7] = [x, y, z, math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
+        cx, cy, _ = layout.poses.get("cabinet", (*tasks.PARK["cabinet"], 0.0))
+        cz = 0.0 if "cabinet" in layout.poses else -0.75
+        m.body_pos[self._body["cabinet"]] = [cx, cy, cz]
+        d.qpos[self._drawer_qadr] = layout.drawer_q
+        d.qpos[self._arm_q] = self._home
+        d.qpos[self._f1], d.qpos[self._f2] = 0.04, -0.04
+        self._q_cmd = self._home.copy()
+        self._grip = self.OPEN
+        self._apply_ctrl()
+        mj.mj_forward(m, d)
+        for _ in range(100):  # let objects settle before step 0; not counted
+            mj.mj_step(m, d)
+        self._yaw_cmd, self._pitch_cmd = 0.0, 0.0
+
+    def _apply_ctrl(self) -> None:
+        w = 0.04 * (1.0 - self._grip) / 2.0
+        self._data.ctrl[:7] = self._q_cmd
+        self._data.ctrl[7] = w
+        self._data.ctrl[8] = -w
+
+    # ----- base hooks ---------------------------------------------------------------------------------------
+    def _env_steps(self) -> int:
+        return self._steps
+
+    def _solved(self) -> bool:
+        return self._terminated
+
+    def _task_language(self) -> str:
+        return self._spec.instruction
+
+    def _object_names(self) -> tuple[str, ...]:
+        return self._spec.objects
+
+    def _episode_facts(self) -> dict:
+        return {"control_hz": CONTROL_HZ, "table_z": 0.0, "block_size_m": 2 * scene.BLOCK_HALF,
+                "family": self._spec.family, "swap": self._spec.swap,
+                "simulator": f"MuJoCo {self._mj.__version__} (CPU)"}
+
+    @classmethod
+    def tasks(cls) -> list[TaskInfo]:
+        """The tabletop tasks."""
+        return [t.info() for t in tasks.TASKS.values()]
+
+    # ----- simulation core ----------------------------------------------------------------------------------
+    def _control_step(self) -> bool:
+        """One 50 ms control step; returns True when the episode ended during it."""
+        self._apply_ctrl()
+        for _ in range(SUBSTEPS):
+            self._mj.mj_step(self._model, self._data)
+        self._steps += 1
+        if not self._terminated and self._spec.success(self._sim, self._monitor, self._steps):
+            self._mark_terminated()
+        if self._steps >= self.max_env_steps and not self._terminated:
+            self._mark_truncated()
+        return self._terminated or self._truncated
+
+    def _eef(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._data.site_xpos[self._site].copy(), self._data.site_xmat[self._site].reshape(3, 3).copy()
+
+    def _fk_cmd(self) -> tuple[np.ndarray, np.ndarray]:
+        d = self._ik
+        d.qpos[self._arm_q] = self._q_cmd
+        self._mj.mj_kinematics(self._model, d)
+        self._mj.mj_comPos(self._model, d)
+        return d.site_xpos[self._site].copy(), d.site_xmat[self._site].reshape(3, 3).copy()
+
+    def _ik_toward(self, p: np.ndarray, Rt: np.ndarray, iters: int = 3) -> None:
+        """Damped least-squares IK on the commanded configuration (a scratch MjData), with a null-space pull
+        toward the home posture so the redundant joint does not drift."""
+        mj, m, d = self._mj, self._model, self._ik
+        jp, jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        lam2 = 0.03 ** 2
+        for _ in range(iters):
+            d.qpos[self._arm_q] = self._q_cmd
+            mj.mj_kinematics(m, d)
+            mj.mj_comPos(m, d)
+            cur = d.site_xpos[self._site]
+            R = d.site_xmat[self._site].reshape(3, 3)
+            e = np.concatenate([p - cur, _ori_error(R, Rt)])
+            mj.mj_jacSite(m, d, jp, jr, self._site)
+            J = np.vstack([jp[:, self._arm_v], jr[:, self._arm_v]])
+            JJt = J @ J.T + lam2 * np.eye(6)
+            Jpinv = J.T @ np.linalg.solve(JJt, np.eye(6))
+            dq = Jpinv @ e
+            dq += (np.eye(7) - Jpinv @ J) @ (0.2 * (self._home - self._q_cmd))
+            n = np.linalg.norm(dq)
+            if n > 0.25:
+                dq *= 0.25 / n
+            self._q_cmd = np.clip(self._q_cmd + dq, self._lo + 0.01, self._hi - 0.01)
+            if np.linalg.norm(e) < 1e-4:
+                break
+
+    def _servo(self, target: np.ndarray, yaw: float, pitch: float, gripper: Optional[float], tol: float,
+               ori_tol: float, step_clip: float, max_steps: int, ang_clip: float = 0.15) -> tuple[int, bool]:
+        """Move the eef to `target` with the given orientation; returns (steps used, reached)."""
+        if gripper is not None:
+            self._grip = gripper
+        Rt = target_rotation(yaw, pitch)
+        self._yaw_cmd, self._pitch_cmd = yaw, pitch
+        best, since_best, used = math.inf, 0, 0
+        for used in range(1, max_steps + 1):
+            cp, cR = self._fk_cmd()
+            delta = target - cp
+            n = np.linalg.norm(delta)
+            way = cp + (delta * (step_clip / n) if n > step_clip else delta)
+            # orientation: move at most ang_clip per step toward Rt
+            err = _ori_error(cR, Rt)
+            en = np.linalg.norm(err)
+            if en > ang_clip:
+                k = ang_clip / en
+                Rw = self._rotate(cR, err * k / max(1e-9, 1.0))
+            else:
+                Rw = Rt
+            self._ik_toward(way, Rw)
+            ended = self._control_step()
+            pos, R = self._eef()
+            dist = float(np.linalg.norm(target - pos))
+            oerr = float(np.linalg.norm(_ori_error(R, Rt)))
+            if dist <= tol and oerr <= ori_tol:
+                return used, True
+            if ended:
+                return used, False
+            if dist < best - 5e-4:
+                best, since_best = dist, 0
+            else:
+                since_best += 1
+                cmd_dist = float(np.linalg.norm(target - self._fk_cmd()[0]))
+                if since_best >= 10 and cmd_dist < 2e-3:
+                    return used, False  # stalled: the command arrived but the arm is blocked
+        return used, False
+
+    @staticmethod
+    def _rotate(R: np.ndarray, w: np.ndarray) -> np.ndarray:
+        th = np.linalg.norm(w)
+        if th < 1e-9:
+            return R
+        k = w / th
+        K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+        Rk = np.eye(3) + math.sin(th) * K + (1 - math.cos(th)) * K @ K
+        return Rk @ R
+
+    def _hold(self, steps: int) -> int:
+        used = 0
+        for used in range(1, steps + 1):
+            if self._control_step():
+                break
+        return used
+
+    def _opening(self) -> float:
+        return float(abs(self._data.qpos[self._f1]) + abs(self._data.qpos[self._f2]))
+
+    def _touching_fingers(self, obj: str) -> bool:
+        d = self._data
+        for i in range(d.ncon):
+            c = d.contact[i]
+            g1, g2 = c.geom1, c.geom2
+            if g1 in self._pad_geoms and self._geom_obj[g2] == obj:
+                return True
+            if g2 in self._pad_geoms and self._geom_obj[g1] == obj:
+                return True
+        return False
+
+    def _check_target(self, v: np.ndarray) -> None:
+        for i, ax in enumerate("xyz"):
+            if not XYZ_MIN[i] <= v[i] <= XYZ_MAX[i]:
+                raise ValueError(f"target {ax}={v[i]:.3f} is outside the workspace "
+                                 f"[{XYZ_MIN[i]}, {XYZ_MAX[i]}]")
+        if np.linalg.norm(v - np.array([0.0, 0.0, 0.333])) > REACH_M:
+            raise ValueError(f"target {v.round(3).tolist()} is beyond the arm's reach")
+        dist = float(np.linalg.norm(v - self._eef()[0]))
+        if dist > MAX_MOVE_M:
+            raise ValueError(f"move of {dist:.2f} m exceeds {MAX_MOVE_M} m; split it into waypoints")
+
+    def _gripper_arg(self, gripper: Any) -> Optional[float]:
+        if gripper is None:
+            return None
+        return _num(gripper, "gripper", -1.0, 1.0)
+
+    # ----- rendering ----------------------------------------------------------------------------------------
+    def _renderer(self, size: int, mode: str):
+        key = (size, mode)
+        r = self._renderers.get(key)
+        if r is None:
+            mj = self._mj
+            r = mj.Renderer(self._model, size, size)
+            r.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = False
+            r.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = False
+            if mode == "depth":
+                r.enable_depth_rendering()
+            elif mode == "seg":
+                r.enable_segmentation_rendering()
+            self._renderers[key] = r
+        return r
+
+    def close(self) -> None:
+        """Free the renderers (GL contexts). The robot cannot render afterwards."""
+        for r in self._renderers.values():
+            try:
+                r.close()
+            except Exception:
+                pass
+        self._renderers.clear()
+
+    def _render(self, camera: str, size: int, mode: str) -> np.ndarray:
+        r = self._renderer(size, mode)
+        r.update_scene(self._data, camera=camera)
+        return r.render()
+
+    def _render_rgb(self, camera: str, size: int) -> np.ndarray:
+        return self._render(camera, size, "rgb")
+
+    def _resolution(self, resolution: Any) -> int:
+        if resolution == "high":
+            return 256
+        if resolution == "low":
+            return 128
+        return _int(resolution, "resolution", 16, 512)
+
+    def _camera_frame(self, camera: str) -> tuple[np.ndarray, np.ndarray, float]:
+        cid = self._model.camera(camera).id
+        return (self._data.cam_xpos[cid].copy(), self._data.cam_xmat[cid].reshape(3, 3).copy(),
+                float(self._model.cam_fovy[cid]))
+
+    def _world_points(self, camera: str, size: int) -> tuple[np.ndarray, np.ndarray]:
+        depth = self._render(camera, size, "depth").astype(np.float64)
+        pos, R, fovy = self._camera_frame(camera)
+        f = (size / 2) / math.tan(math.radians(fovy) / 2)
+        cols, rows = np.meshgrid(np.arange(size) + 0.5, np.arange(size) + 0.5)
+        pc = np.stack([(cols - size / 2) / f * depth, -(rows - size / 2) / f * depth, -depth], axis=-1)
+        world = pc @ R.T + pos
+        far = depth >= 0.99 * self._model.vis.map.zfar * self._model.stat.extent
+        world[far] = np.nan
+        return world, depth
+
+    # ----- read -------------------------------------------------------------------------------------------
+    @tool(stateful=False)
+    def state(self) -> State:
+        """Current robot state: step, eef_pos (x, y, z), eef_quat (x, y, z, w), gripper_qpos, gripper_opening,
+        eef_yaw, eef_pitch, object_names, terminated, truncated."""
+        pos, R = self._eef()
+        q = np.zeros(4)
+        self._mj.mju_mat2Quat(q, R.reshape(-1))
+        yaw, pitch = yaw_pitch(R)
+        g = (float(self._data.qpos[self._f1]), float(self._data.qpos[self._f2]))
+        return State(step=self._steps, task=self.task, eef_pos=tuple(round(float(v), 5) for v in pos),
+                     eef_quat=(float(q[1]), float(q[2]), float(q[3]), float(q[0])), gripper_qpos=g,
+                     gripper_opening=round(self._opening(), 5), object_names=self._spec.objects,
+                     terminated=self._terminated, truncated=self._truncated, eef_yaw=round(yaw, 4),
+                     eef_pitch=round(pitch, 4))
+
+    @tool(stateful=False)
+    def image(self, camera: str = "agentview", *, resolution: Union[int, str] = 256) -> np.ndarray:
+        """Render a camera now: uint8 RGB array of shape (resolution, resolution, 3). resolution: pixels
+        (16-512) or "high" (256) / "low" (128). Does not attach anything to the feedback (see show)."""
+        self._check_camera(camera)
+        return self._render_rgb(camera, self._resolution(resolution))
+
+    @tool(stateful=False)
+    def show(self, camera: str = "agentview", *, resolution: Union[int, str] = 256) -> None:
+        """Attach this camera's current image to this cell's output. Costs tokens: look only when a decision
+        depends on it."""
+        self._check_camera(camera)
+        img = self._render_rgb(camera, self._resolution(resolution))
+        self._emit_image(img, camera, "show")
+
+    @tool(stateful=False)
+    def camera_meta(self, camera: str = "agentview", *, resolution: Union[int, str] = 256) -> dict:
+        """Camera model for `resolution`: {intrinsic_K (3x3), extrinsic_cv (4x4 world->camera, OpenCV axes),
+        cam2world_gl (4x4, OpenGL axes), width, height, fovy_deg}."""
+        self._check_camera(camera)
+        size = self._resolution(resolution)
+        pos, R, fovy = self._camera_frame(camera)
+        f = (size / 2) / math.tan(math.radians(fovy) / 2)
+        K = [[f, 0.0, size / 2], [0.0, f, size / 2], [0.0, 0.0, 1.0]]
+        gl = np.eye(4)
+        gl[:3, :3], gl[:3, 3] = R, pos
+        cv = gl.copy()
+        cv[:3, 1:3] *= -1  # OpenCV: y down, z forward
+        w2c = np.linalg.inv(cv)
+        return {"intrinsic_K": K, "extrinsic_cv": w2c.round(6).tolist(), "cam2world_gl": gl.round(6).tolist(),
+                "width": size, "height": size, "fovy_deg": fovy}
+
+    @tool(stateful=False)
+    def depth(self, camera: str = "agentview", *, resolution: Union[int, str] = 256) -> np.ndarray:
+        """Depth image: float32 (H, W) metres along the camera's optical axis."""
+        self._check_camera(camera)
+        return self._render(camera, self._resolution(resolution), "depth").astype(np.float32)
+
+    @tool(stateful=False)
+    def world_map(self, camera: str = "agentview", *, resolution: Union[int, str] = 256) -> np.ndarray:
+        """Per-pixel world coordinates: float32 (H, W, 3) xyz in metres, NaN where nothing was hit. Pixel
+        (row, col) of image(camera, resolution=...) sees world_map(...)[row, col]."""
+        self._check_camera(camera)
+        world, _ = self._world_points(camera, self._resolution(resolution))
+        return world.astype(np.float32)
+
+    @tool(stateful=False)
+    def back_project(self, row: int, col: int, *, camera: str = "agentview",
+                     resolution: Union[int, str] = 256) -> BackProjection:
+        """World point (x, y, z) seen at pixel (row, col) of the camera image at `resolution`."""
+        self._check_camera(camera)
+        size = self._resolution(resolution)
+        r, c = _int(row, "row", 0, size - 1), _int(col, "col", 0, size - 1)
+        world, depth = self._world_points(camera, size)
+        p = world[r, c]
+        if not np.all(np.isfinite(p)):
+            raise ToolError("back_project", f"pixel ({r}, {c}) sees nothing (background)")
+        return BackProjection(world_xyz=tuple(round(float(v), 4) for v in p), pixel=(r, c), camera=camera,
+                              resolution=size, step=self._steps, image_size=(size, size),
+                              depth_m=round(float(depth[r, c]), 4))
+
+    def _match_object(self, prompt: str) -> Optional[str]:
+        p = prompt.strip().lower().replace("-", " ").replace("_", " ")
+        p = p.replace("cube", "block").replace("the ", " ").strip()
+        words = set(p.split())
+        if p.replace(" ", "_") in SEGMENTABLE:
+            return p.replace(" ", "_")
+        if "handle" in words or "knob" in words:
+            return "drawer_handle"
+        for name in SEGMENTABLE:
+            if set(name.split("_")) <= words:
+                return name
+        for name in SEGMENTABLE:  # a single distinctive word ("bowl", "red")
+            parts = name.split("_")
+            if parts[0] in words and (len(parts) == 1 or parts[0] in ("red", "green", "blue")):
+                return name
+        return None
+
+    @tool(stateful=False)
+    def segment(self, name_or_prompt: str, *, camera: str = "agentview",
+                resolution: Union[int, str] = 256) -> Segment:
+        """Find an object in a camera view with the simulator's segmentation render plus depth.
+        `name_or_prompt`: an object name (see state().object_names, also "drawer_handle", "table") or a short
+        phrase such as "the red block". Returns Segment(found, name, world_xyz, top_xyz, n_pixels, box, ...);
+        found=False when it is not visible from that camera."""
+        if not isinstance(name_or_prompt, str) or not name_or_prompt.strip():
+            raise ValueError("name_or_prompt must be a non-empty string")
+        self._check_camera(camera)
+        size = self._resolution(resolution)
+        name = self._match_object(name_or_prompt)
+        if name is None:
+            return Segment(False, name_or_prompt, None, None, 0, None, camera, self._steps,
+                           f"no object matches {name_or_prompt!r}; objects: {', '.join(SEGMENTABLE)}")
+        seg = self._render(camera, size, "seg")
+        ids, types = seg[..., 0], seg[..., 1]
+        geom_ids = [g for g, o in enumerate(self._geom_obj) if o == name]
+        mask = np.isin(ids, geom_ids) & (types == int(self._mj.mjtObj.mjOBJ_GEOM))
+        n = int(mask.sum())
+        if n == 0:
+            return Segment(False, name, None, None, 0, None, camera, self._steps, f"{name} is not visible from {camera}")
+        world, _ = self._world_points(camera, size)
+        pts = world[mask]
+        pts = pts[np.all(np.isfinite(pts), axis=1)]
+        rows, cols = np.nonzero(mask)
+        c = pts.mean(axis=0)
+        top = pts[pts[:, 2] >= pts[:, 2].max() - 0.01].mean(axis=0)
+        return Segment(True, name, tuple(round(float(v), 4) for v in c), tuple(round(float(v), 4) for v in top),
+                       n, (int(rows.min()), int(cols.min()), int(rows.max()), int(cols.max())), camera, self._steps)
+
+    # ----- move -------------------------------------------------------------------------------------------
+    @tool(stateful=True)
+    def move_to(self, xyz: Sequence[float], gripper: Optional[float] = None, *, tol: float = 0.01,
+                step_clip: float = 0.02, max_steps: int = 100, target_yaw: Optional[float] = None) -> Move:
+        """Move the eef (between the fingertips) in a straight line to `xyz` with the gripper pointing down.
+        gripper: OPEN (-1) ... CLOSE (+1) held during the motion, None keeps the current command. step_clip:
+        metres per 50 ms control step (max 0.05). target_yaw: gripper yaw in radians (None keeps it).
+        Returns Move(reached, final_dist_m, steps_used, ...); reached=False means it stalled or ran out of
+        steps. Raises ValueError for targets outside the workspace or moves longer than MAX_MOVE_M."""
+        v = _vec(xyz)
+        g = self._gripper_arg(gripper)
+        tol = _num(tol, "tol", 0.001, 0.1)
+        step_clip = _num(step_clip, "step_clip", 0.001, 0.05)
+        max_steps = _int(max_steps, "max_steps", 1, 1000)
+        yaw = self._yaw_cmd if target_yaw is None else _wrap(_num(target_yaw, "target_yaw", -7.0, 7.0))
+        self._check_target(v)
+        used, reached = self._servo(v, yaw, self._pitch_cmd, g, tol, 0.08, step_clip, max_steps)
+        pos = self._eef()[0]
+        return Move(tuple(float(x) for x in v), tuple(round(float(x), 4) for x in pos),
+                    round(float(np.linalg.norm(v - pos)), 4), reached, used, max_steps, self._terminated,
+                    self._truncated)
+
+    @tool(stateful=True)
+    def move_pose(self, xyz: Sequence[float], *, target_pitch: Optional[float] = None,
+                  target_yaw: Optional[float] = None, gripper: Optional[float] = None, step_clip: float = 0.02,
+                  tol: float = 0.01, ori_tol: float = 0.05, max_steps: int = 150) -> MovePose:
+        """Move to `xyz` and orient the gripper: target_pitch tilts the fingers forward (+, away from the robot)
+        from straight down (0), within [-1.2, 1.2] rad; target_yaw turns about z. None keeps the current value."""
+        v = _vec(xyz)
+        g = self._gripper_arg(gripper)
+        pitch = self._pitch_cmd if target_pitch is None else _num(target_pitch, "target_pitch", -1.2, 1.2)
+        yaw = self._yaw_cmd if target_yaw is None else _wrap(_num(target_yaw, "target_yaw", -7.0, 7.0))
+        step_clip = _num(step_clip, "step_clip", 0.001, 0.05)
+        tol = _num(tol, "tol", 0.001, 0.1)
+        ori_tol = _num(ori_tol, "ori_tol", 0.005, 0.5)
+        max_steps = _int(max_steps, "max_steps", 1, 1000)
+        self._check_target(v)
+        used, reached = self._servo(v, yaw, pitch, g, tol, ori_tol, step_clip, max_steps)
+        pos, R = self._eef()
+        fy, fp = yaw_pitch(R)
+        return MovePose(tuple(float(x) for x in v), tuple(round(float(x), 4) for x in pos),
+                        round(float(np.linalg.norm(v - pos)), 4), round(fp, 4), round(fy, 4),
+                        round(float(np.linalg.norm(_ori_error(R, target_rotation(yaw, pitch)))), 4), reached, used,
+                        max_steps, self._terminated, self._truncated)
+
+    @tool(stateful=True)
+    def rotate_wrist(self, *, target_yaw: Optional[float] = None, delta_yaw: Optional[float] = None,
+                     gripper: Optional[float] = None, max_steps: int = 40, tol: float = 0.03) -> Rotation:
+        """Turn the gripper about the vertical axis in place. Give exactly one of target_yaw (absolute,
+        radians, 0 = fingers close along y) or delta_yaw (relative)."""
+        if (target_yaw is None) == (delta_yaw is None):
+            raise ValueError("give exactly one of target_yaw or delta_yaw")
+        g = self._gripper_arg(gripper)
+        max_steps = _int(max_steps, "max_steps", 1, 500)
+        tol = _num(tol, "tol", 0.005, 0.5)
+        start = yaw_pitch(self._eef()[1])[0]
+        if target_yaw is not None:
+            tgt = _wrap(_num(target_yaw, "target_yaw", -7.0, 7.0))
+        else:
+            tgt = _wrap(self._yaw_cmd + _num(delta_yaw, "delta_yaw", -7.0, 7.0))
+        hold = self._fk_cmd()[0]
+        used, _ = self._servo(hold, tgt, self._pitch_cmd, g, 0.02, tol, 0.02, max_steps)
+        final = yaw_pitch(self._eef()[1])[0]
+        err = abs(_wrap(final - tgt))
+        return Rotation(round(start, 4), round(tgt, 4), round(final, 4), round(err, 4), err <= tol, used, max_steps,
+                        self._terminated, self._truncated)
+
+    @tool(stateful=True)
+    def set_gripper(self, gripper: float, steps: int = 8) -> Gripper:
+        """Command the gripper (OPEN = -1.0 ... CLOSE = +1.0) and hold the arm still for `steps` control steps.
+        After closing on an object, gripper_opening tells whether something is held (> ~0.01)."""
+        g = _num(gripper, "gripper", -1.0, 1.0)
+        steps = _int(steps, "steps", 1, 100)
+        self._grip = g
+        used = self._hold(steps)
+        return Gripper(g, used, round(self._opening(), 4), self._terminated, self._truncated)
+
+    @tool(stateful=True)
+    def release(self, max_steps: int = 12) -> Release:
+        """Open the gripper fully (drops what it holds) and wait until the fingers have opened."""
+        max_steps = _int(max_steps, "max_steps", 1, 100)
+        start = self._opening()
+        peak = start
+        self._grip = self.OPEN
+        used = 0
+        for used in range(1, max_steps + 1):
+            ended = self._control_step()
+            peak = max(peak, self._opening())
+            if ended or self._opening() > 0.075:
+                break
+        return Release(used, round(start, 4), round(peak, 4), round(self._opening(), 4), self._terminated,
+                       self._truncated)
+
+    # ----- skills -------------------------------------------------------------------------------------------
+    @tool(stateful=True)
+    def pick(self, object: str, *, lift: float = 0.15, max_steps: int = 250) -> Pick:
+        """Scripted top-down grasp of a block: open, go above it with the yaw aligned to its faces, descend,
+        close, and lift by `lift` metres. Pick(success=True) means the block rose and is held. Only blocks
+        (red_block, green_block, blue_block) can be picked."""
+        if object not in PICKABLE:
+            raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}")
+        if object not in self._spec.objects:
+            raise ValueError(f"{object} is not in this task; objects: {self._spec.objects}")
+        lift = _num(lift, "lift", 0.02, 0.3)
+        max_steps = _int(max_steps, "max_steps", 40, 1000)
+        bid = self._body[object]
+        p0 = self._data.xpos[bid].copy()
+        R = self._data.xmat[bid].reshape(3, 3)
+        face_yaw = math.atan2(R[1, 0], R[0, 0])
+        # the gripper is symmetric every 90 degrees for a cube: pick the equivalent yaw nearest the current one
+        cands = [_wrap(face_yaw + k * math.pi / 2) for k in range(4)]
+        yaw = min(cands, key=lambda a: abs(_wrap(a - self._yaw_cmd)) + 0.5 * abs(a))
+        budget = max_steps
+        used = 0
+        notes = []
+        min_open = self._opening()
+        above = np.array([p0[0], p0[1], max(p0[2] + 0.12, 0.14)])
+        steps, ok = self._servo(above, yaw, 0.0, self.OPEN, 0.012, 0.08, 0.025, min(budget, 80))
+        used += steps
+        if not ok:
+            notes.append("approach not reached")
+        if not self._ended():
+            grasp_z = max(p0[2], 0.012)
+            steps, ok = self._servo(np.array([p0[0], p0[1], grasp_z]), yaw, 0.0, self.OPEN, 0.008, 0.08, 0.015,
+                                    min(max(budget - used, 1), 60))
+            used += steps
+            if not ok:
+                notes.append("descent not reached")
+        if not self._ended():
+            self._grip = self.CLOSE
+            used += self._hold(10)
+            min_open = min(min_open, self._opening())
+        if not self._ended():
+            up = np.array([p0[0], p0[1], min(p0[2] + lift, XYZ_MAX[2])])
+            steps, ok = self._servo(up, yaw, 0.0, None, 0.012, 0.08, 0.02, min(max(budget - used, 1), 80))
+            used += steps
+        pz = self._data.xpos[bid][2]
+        lifted = float(pz - p0[2])
+        held = self._touching_fingers(object) and self._opening() > 0.01
+        success = lifted > 0.05 and held
+        if not held:
+            notes.append("not held after closing")
+        return Pick(success, object, used, round(lifted, 4), round(min_open, 4), round(self._opening(), 4),
+                    tuple(round(float(v), 4) for v in self._eef()[0]), self._terminated, self._truncated,
+                    "; ".join(notes))
+
+    def _ended(self) -> bool:
+        return self._terminated or self._truncated
+
+    @tool(stateful=True, vla=True)
+    def policy(self, instruction: Optional[str] = None, *, max_chunks: int = 10, timeout_s: float = 30.0) -> PolicyRun:
+        """Run a vision-language-action policy served over HTTP (make(..., vla_endpoint=URL) or
+        PYRUALEAN_VLA_ENDPOINT). Each chunk POSTs {instruction, images: {agentview, wrist: base64 PNG 224x224},
+        state} to the endpoint and applies the returned {"actions": [[dx, dy, dz, dyaw, gripper], ...]}
+        (metres / radians per 50 ms step) until {"done": true}, max_chunks, or the episode ends.
+        instruction: defaults to the task instruction. Raises ToolError without an endpoint."""
+        text = self.task if instruction is None else instruction
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("instruction must be a non-empty string")
+        max_chunks = _int(max_chunks, "max_chunks", 1, 100)
+        timeout_s = _num(timeout_s, "timeout_s", 0.1, 600.0)
+        if not self.vla_endpoint:
+            raise ToolError("policy", "no VLA endpoint configured: pass make(..., vla_endpoint=URL) or set "
+                                      "PYRUALEAN_VLA_ENDPOINT")
+        used_steps, chunks = 0, 0
+        for chunks in range(1, max_chunks + 1):
+            body = {"instruction": text,
+                    "images": {c: base64.b64encode(png_bytes(self._render_rgb(c, 224))).decode()
+                               for c in self.CAMERAS},
+                    "state": self._raw_state().brief()}
+            req = urllib.request.Request(self.vla_endpoint, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                    reply = json.loads(resp.read().decode())
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                raise ToolError("policy", f"VLA endpoint {self.vla_endpoint} failed: {e}") from e
+            actions = reply.get("actions") or []
+            for a in actions:
+                a = np.asarray(a, dtype=float).reshape(-1)
+                if a.shape != (5,) or not np.all(np.isfinite(a)):
+                    raise ToolError("policy", f"bad action from VLA (want 5 numbers): {a.tolist()}")
+                cp, _ = self._fk_cmd()
+                tgt = np.clip(cp + np.clip(a[:3], -0.05, 0.05), XYZ_MIN, XYZ_MAX)
+                self._yaw_cmd = _wrap(self._yaw_cmd + float(np.clip(a[3], -0.3, 0.3)))
+                self._grip = float(np.clip(a[4], -1, 1))
+                self._ik_toward(tgt, target_rotation(self._yaw_cmd, self._pitch_cmd))
+                used_steps += 1
+                if self._control_step():
+                    break
+            if self._ended() or reply.get("done"):
+                break
+        return PolicyRun(text, chunks, max_chunks, used_steps, tuple(round(float(v), 4) for v in self._eef()[0]),
+                         self._terminated, self._truncated)

@@ -1,0 +1,33 @@
+"""python -m pyrualean_robot.tasks --robot R [--json]: name, family, instruction, solution (no simulator)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Optional
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pyrualean_robot.tasks", description="list a robot's tasks")
+    p.add_argument("--robot", default="tabletop")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    from .robots import RobotUnavailable, robot_class
+
+    try:
+        rows = robot_class(a.robot).tasks()
+    except (ValueError, RobotUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
+    else:
+        for r in rows:
+            print(f"{r.name:26s} {r.family:11s} {r.instruction}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+# %% [markdown]
+# Reference solution: open the drawer by grasping its handle from above and pulling it toward the robot.
+
+# %%
+handle = robo.segment("drawer_handle")
+x, y, z = handle.top_xyz
+robo.move_to([x, y, z + 0.10], robo.OPEN, target_yaw=0.0)
+robo.move_to([x, y, z - 0.012], step_clip=0.01)
+robo.set_gripper(robo.CLOSE, steps=10)
+
+# %%
+robo.move_to([x - 0.17, y, z - 0.005], step_clip=0.01, max_steps=150)
+
+# %%
+if not robo.done:
+    robo.release()
+robo.state()

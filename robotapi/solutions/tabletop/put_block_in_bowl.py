@@ -1,0 +1,18 @@
+# %% [markdown]
+# Reference solution: put the red block in the bowl. Uses only `robo`.
+
+# %%
+grasp = robo.pick("red_block")
+assert grasp.success, grasp
+
+# %%
+bowl = robo.segment("bowl")
+x, y, _ = bowl.top_xyz
+robo.move_to([x, y, 0.16])
+robo.move_to([x, y, 0.08])
+robo.release()
+
+# %%
+if not robo.done:
+    robo.move_to([x, y, 0.2])
+robo.state()
