@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
+import tempfile
 import threading
 from typing import Any, Optional
 
@@ -98,7 +99,8 @@ class Sandbox:
         self._read_roots = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
                                                                os.path.dirname(os.__file__), "/usr", "/lib",
                                                                "/etc/ld.so.cache", "/dev/null", "/proc/self",
-                                                               "/sys/devices/system/cpu")})
+                                                               "/sys/devices/system/cpu",
+                                                               os.path.join(tempfile.gettempdir(), "ipykernel_"))})
 
     def take_flags(self) -> list[str]:
         out, self.flags = self.flags, []
@@ -138,7 +140,8 @@ class Sandbox:
         self.thread = None
 
     def _inside(self, path: str, roots: tuple[str, ...]) -> bool:
-        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+        return any(path == r or path.startswith(r.rstrip("/") + "/") or (r.endswith("_") and path.startswith(r))
+                   for r in roots)
 
     def audit(self, event: str, args: tuple) -> None:
         if not self.active or threading.get_ident() != self.thread:
@@ -174,6 +177,15 @@ def install(shell: Any, workspace: str) -> Sandbox:
     shell.events.register("pre_run_cell", sb.pre_run)
     shell.events.register("post_run_cell", sb.post_run)
     sys.addaudithook(sb.audit)  # permanent by design; inert unless a sandboxed cell is running
+    # The cell is over once IPython formats its traceback; that formatting reads source files outside the
+    # workspace, so switch the hook off first.
+    original = shell.showtraceback
+
+    def showtraceback(*args: Any, **kwargs: Any) -> Any:
+        sb.active = False
+        return original(*args, **kwargs)
+
+    shell.showtraceback = showtraceback
     return sb
 
 
