@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -34,11 +35,14 @@ type Options struct {
 	Out string
 	// KernelName overrides the trace's metadata.kernelspec.name.
 	KernelName string
-	// Dir is the kernel's working directory (the robot's workspace); default a fresh temp dir.
-	Dir         string
-	CellTimeout time.Duration // default 10 minutes
-	Tolerances  notebooks.Tolerances
-	Logger      *slog.Logger
+	// Dir is the kernel's working directory and the robot's workspace; default a fresh temp dir.
+	// The setup cell's workspace="..." argument is pointed here so a replay never writes into the
+	// recorded run's folder (KeepWorkspace turns that off).
+	Dir           string
+	KeepWorkspace bool
+	CellTimeout   time.Duration // default 10 minutes
+	Tolerances    notebooks.Tolerances
+	Logger        *slog.Logger
 	// OnCell, when set, is told about each cell as soon as it is compared.
 	OnCell func(CellReport)
 }
@@ -165,7 +169,11 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 		meta, _ := cell.Metadata[notebooks.MetaKey].(map[string]any)
 		author, _ := meta["author"].(string)
 		cr := CellReport{Index: i, ID: cell.ID, Author: author, ExecutionCount: cell.ExecutionCount}
-		res, err := client.Execute(ctx, cell.Source, kernel.ExecuteOptions{Metadata: executeMetadata(meta), Timeout: timeout})
+		code := cell.Source
+		if author == notebooks.AuthorSetup && !opts.KeepWorkspace {
+			code = retargetWorkspace(code, dir)
+		}
+		res, err := client.Execute(ctx, code, kernel.ExecuteOptions{Metadata: executeMetadata(meta), Timeout: timeout})
 		if err != nil {
 			// The kernel could not run the cell (died, ctx cancelled): that is the end of the replay.
 			cr.Reason = "not executed: " + err.Error()
@@ -209,6 +217,14 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 	}
 	rep.ReplayedNotebook = opts.Out
 	return rep, nil
+}
+
+var workspaceArg = regexp.MustCompile(`\bworkspace\s*=\s*(?:"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')`)
+
+// retargetWorkspace points a setup cell's workspace="..." argument at dir.
+func retargetWorkspace(code, dir string) string {
+	q, _ := json.Marshal(dir)
+	return workspaceArg.ReplaceAllLiteralString(code, "workspace="+string(q))
 }
 
 // executeMetadata is the execute_request metadata a cell ran with: its pyrualean block, with the
