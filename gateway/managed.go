@@ -1,0 +1,365 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// outMsg is one message on its way to sockets; frames are encoded once per protocol and shared.
+type outMsg struct {
+	m    *wireMsg
+	size int
+
+	legacyOnce sync.Once
+	legacy     []byte
+	legacyBin  bool
+	legacyErr  error
+
+	v1Once sync.Once
+	v1     []byte
+}
+
+func newOutMsg(m *wireMsg) *outMsg {
+	size := len(m.Header) + len(m.ParentHeader) + len(m.Metadata) + len(m.Content) + 64
+	for _, b := range m.Buffers {
+		size += len(b)
+	}
+	return &outMsg{m: m, size: size}
+}
+
+func (o *outMsg) frame(v1 bool) ([]byte, bool, error) {
+	if v1 {
+		o.v1Once.Do(func() { o.v1 = encodeV1(o.m) })
+		return o.v1, true, nil
+	}
+	o.legacyOnce.Do(func() { o.legacy, o.legacyBin, o.legacyErr = encodeLegacy(o.m) })
+	return o.legacy, o.legacyBin, o.legacyErr
+}
+
+type pendingKey struct{ session, msgID string }
+
+// maxPending bounds the request→socket routing table; the oldest entries go first.
+const maxPending = 4096
+
+// managedKernel is one kernel the gateway serves: a single kernel client fanned out to every socket.
+// IOPub goes to all; shell/control/stdin replies go to the socket whose request they answer.
+type managedKernel struct {
+	id, name string
+	h        kernelHandle
+	external bool // added with AddKernel (a live episode): the agent owns its lifetime
+	log      *slog.Logger
+	ringMax  [2]int
+
+	mu            sync.Mutex
+	st            *execState
+	lastActivity  time.Time
+	kernelSession string                // header.session of the kernel, reused for synthetic status
+	conns         map[string]*wsConn    // live sockets by client session id
+	cursors       map[string]uint64     // last sequence number each disconnected session received
+	ring          *replayRing           // recent messages for reconnecting sessions
+	pending       map[pendingKey]string // (request session, msg id) → client session id
+	pendingOrder  []pendingKey
+	closed        bool
+	restarting    bool
+
+	subCancel func()
+	stopped   chan struct{} // closed when the pump ends
+}
+
+func newManagedKernel(id, name string, h kernelHandle, external bool, log *slog.Logger, ringCount, ringBytes int) *managedKernel {
+	mk := &managedKernel{
+		id: id, name: name, h: h, external: external, log: log.With("kernel", id),
+		ringMax: [2]int{ringCount, ringBytes},
+		st:      newExecState(), lastActivity: time.Now(),
+		conns: map[string]*wsConn{}, cursors: map[string]uint64{}, ring: newReplayRing(ringCount, ringBytes),
+		pending: map[pendingKey]string{}, stopped: make(chan struct{}),
+	}
+	return mk
+}
+
+// start subscribes to the kernel client and learns the kernel's session; the kernel is ready by now.
+func (mk *managedKernel) start(ctx context.Context) {
+	sub, cancel := mk.h.subscribe(1024)
+	mk.subCancel = cancel
+	go mk.pump(sub)
+	mk.learnSession(ctx)
+	mk.mu.Lock()
+	if mk.st.state == StateStarting {
+		mk.st.set(StateIdle)
+	}
+	mk.mu.Unlock()
+}
+
+func (mk *managedKernel) learnSession(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := mk.h.kernelSession(ctx)
+	if err != nil {
+		mk.log.Warn("kernel_info for the kernel session failed", "err", err)
+		return
+	}
+	mk.mu.Lock()
+	mk.kernelSession = s
+	mk.mu.Unlock()
+}
+
+// pump reads everything the kernel client receives and routes it; it also notices kernel death.
+func (mk *managedKernel) pump(sub <-chan *wireMsg) {
+	defer close(mk.stopped)
+	done := mk.h.done()
+	for {
+		select {
+		case m, ok := <-sub:
+			if !ok {
+				// The kernel client closes subscriptions when the kernel dies (done is closed first).
+				select {
+				case <-mk.h.done():
+					mk.markDead()
+				default:
+				}
+				return
+			}
+			mk.fromKernel(m)
+		case <-done:
+			done = nil
+			mk.markDead()
+		}
+	}
+}
+
+func (mk *managedKernel) markDead() {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	if mk.closed || mk.st.state == StateDead {
+		return
+	}
+	mk.log.Warn("kernel died", "err", mk.h.err())
+	mk.st.set(StateDead)
+	mk.broadcastLocked(mk.syntheticStatusLocked(StateDead))
+}
+
+// fromKernel routes one message from the kernel.
+func (mk *managedKernel) fromKernel(m *wireMsg) {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	if mk.closed {
+		return
+	}
+	if m.Channel == "iopub" {
+		if m.MsgType == "iopub_welcome" {
+			return // our own subscription's handshake, not the clients'
+		}
+		if m.Session != "" {
+			mk.kernelSession = m.Session
+		}
+		if tracked(m.MsgType) || tracked(m.ParentMsgType) || mk.st.state == StateBusy {
+			mk.lastActivity = time.Now()
+		}
+		if m.MsgType == "status" {
+			var c struct {
+				ExecutionState string `json:"execution_state"`
+			}
+			if json.Unmarshal(m.Content, &c) == nil && !mk.restarting {
+				mk.st.observeStatus(c.ExecutionState, m.ParentMsgID, m.ParentMsgType)
+			}
+		}
+		mk.broadcastLocked(newOutMsg(m))
+		return
+	}
+	key := pendingKey{m.ParentSession, m.ParentMsgID}
+	target, ok := mk.pending[key]
+	if !ok {
+		return // a reply to the agent's own request, or to a socket long gone
+	}
+	if m.Channel != "stdin" && m.MsgType != "" && len(m.MsgType) > 6 && m.MsgType[len(m.MsgType)-6:] == "_reply" {
+		delete(mk.pending, key)
+	}
+	mk.deliverLocked(target, newOutMsg(m))
+}
+
+// fromClient forwards a socket's message to the kernel, remembering who asked.
+func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
+	mk.mu.Lock()
+	if mk.st.state == StateDead {
+		mk.mu.Unlock()
+		return fmt.Errorf("kernel %s is dead: %w", mk.id, ErrNoSuchKernel)
+	}
+	if m.Channel == "shell" || m.Channel == "control" {
+		key := pendingKey{m.Session, m.MsgID}
+		if _, dup := mk.pending[key]; !dup {
+			mk.pendingOrder = append(mk.pendingOrder, key)
+		}
+		mk.pending[key] = c.session
+		for len(mk.pendingOrder) > maxPending {
+			delete(mk.pending, mk.pendingOrder[0])
+			mk.pendingOrder = mk.pendingOrder[1:]
+		}
+		if len(mk.pendingOrder) > 2*len(mk.pending)+64 {
+			mk.compactPendingLocked()
+		}
+		if tracked(m.MsgType) {
+			mk.lastActivity = time.Now()
+		}
+	}
+	mk.mu.Unlock()
+	return mk.h.send(m)
+}
+
+func (mk *managedKernel) compactPendingLocked() {
+	kept := mk.pendingOrder[:0]
+	seen := map[pendingKey]bool{}
+	for _, k := range mk.pendingOrder {
+		if _, ok := mk.pending[k]; ok && !seen[k] {
+			seen[k] = true
+			kept = append(kept, k)
+		}
+	}
+	mk.pendingOrder = kept
+}
+
+// broadcastLocked records an IOPub message for replay and queues it on every socket.
+func (mk *managedKernel) broadcastLocked(o *outMsg) {
+	seq := mk.ring.add("", o)
+	for _, c := range mk.conns {
+		c.enqueue(seq, o)
+	}
+}
+
+// deliverLocked records a message meant for one client session and queues it if that client is here.
+func (mk *managedKernel) deliverLocked(target string, o *outMsg) {
+	seq := mk.ring.add(target, o)
+	if c := mk.conns[target]; c != nil {
+		c.enqueue(seq, o)
+	}
+}
+
+// syntheticStatusLocked builds an IOPub status the kernel did not send (dead, restarting, or the current
+// state for a new client). It reuses the kernel's session: JupyterLab drops messages of other sessions.
+func (mk *managedKernel) syntheticStatusLocked(state string) *outMsg {
+	header, _ := json.Marshal(map[string]string{
+		"msg_id": uuid.NewString(), "msg_type": "status", "session": mk.kernelSession, "username": "kernel",
+		"date": jupyterTime(time.Now()), "version": "5.3",
+	})
+	content, _ := json.Marshal(map[string]string{"execution_state": state})
+	m := &wireMsg{Channel: "iopub", Header: header, ParentHeader: emptyDict, Metadata: emptyDict, Content: content,
+		MsgType: "status", Session: mk.kernelSession}
+	return newOutMsg(m)
+}
+
+// attach registers a socket: a session seen before gets what it missed; everyone gets the current state.
+func (mk *managedKernel) attach(c *wsConn) {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	from, known := mk.cursors[c.session]
+	if old := mk.conns[c.session]; old != nil {
+		// Same kernel_id:session_id connected twice: the new socket replaces the old (jupyter_server does).
+		from, known = old.lastSeq.Load(), true
+		old.closeWith(4000, "replaced by a newer connection with the same session_id")
+	}
+	delete(mk.cursors, c.session)
+	mk.conns[c.session] = c
+	if known {
+		entries, gap := mk.ring.since(c.session, from)
+		if gap {
+			mk.log.Warn("replay buffer overflowed; the reconnecting client missed some messages", "session", c.session)
+		}
+		for _, e := range entries {
+			c.enqueue(e.seq, e.msg)
+		}
+	}
+	// The kernel's own status for a new client: execution_state survives page reloads.
+	c.enqueue(0, mk.syntheticStatusLocked(mk.st.modelState()))
+}
+
+// detach forgets a socket, keeping its cursor so a reconnect with the same session id can resume.
+func (mk *managedKernel) detach(c *wsConn) {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	if mk.conns[c.session] == c {
+		delete(mk.conns, c.session)
+		mk.cursors[c.session] = c.lastSeq.Load()
+		if len(mk.cursors) > 1024 { // bounded: forget the sessions furthest behind
+			var worst string
+			var min uint64 = ^uint64(0)
+			for s, q := range mk.cursors {
+				if q < min {
+					worst, min = s, q
+				}
+			}
+			delete(mk.cursors, worst)
+		}
+	}
+}
+
+// restart restarts the kernel, telling sockets restarting then idle; sockets stay open across it.
+func (mk *managedKernel) restart(ctx context.Context) error {
+	mk.mu.Lock()
+	mk.restarting = true
+	mk.st.set(StateRestarting)
+	mk.broadcastLocked(mk.syntheticStatusLocked(StateRestarting))
+	mk.mu.Unlock()
+	err := mk.h.restart(ctx)
+	mk.mu.Lock()
+	mk.restarting = false
+	mk.mu.Unlock()
+	if err != nil {
+		mk.mu.Lock()
+		mk.st.set(StateDead)
+		mk.broadcastLocked(mk.syntheticStatusLocked(StateDead))
+		mk.mu.Unlock()
+		return fmt.Errorf("restart kernel %s: %w", mk.id, err)
+	}
+	mk.learnSession(ctx)
+	mk.mu.Lock()
+	mk.st.set(StateIdle)
+	mk.lastActivity = time.Now()
+	mk.broadcastLocked(mk.syntheticStatusLocked(StateIdle))
+	mk.mu.Unlock()
+	return nil
+}
+
+// close stops routing and closes every socket; shutting the process down is the caller's choice.
+func (mk *managedKernel) close(code int, reason string) {
+	mk.mu.Lock()
+	if mk.closed {
+		mk.mu.Unlock()
+		return
+	}
+	mk.closed = true
+	conns := make([]*wsConn, 0, len(mk.conns))
+	for _, c := range mk.conns {
+		conns = append(conns, c)
+	}
+	mk.conns = map[string]*wsConn{}
+	mk.mu.Unlock()
+	if mk.subCancel != nil {
+		mk.subCancel()
+	}
+	for _, c := range conns {
+		c.closeWith(code, reason)
+	}
+}
+
+// model is the Jupyter kernel model.
+func (mk *managedKernel) model() kernelModel {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	return kernelModel{ID: mk.id, Name: mk.name, LastActivity: jupyterTime(mk.lastActivity),
+		ExecutionState: mk.st.modelState(), Connections: len(mk.conns)}
+}
+
+func (mk *managedKernel) idleFor(now time.Time) (time.Duration, bool) {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	cullable := len(mk.conns) == 0 && mk.st.state != StateBusy && !mk.external
+	return now.Sub(mk.lastActivity), cullable
+}
+
+// jupyterTime formats like jupyter_server: microseconds and a Z (its gateway client parses exactly that).
+func jupyterTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }

@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+const (
+	pingInterval = 30 * time.Second
+	pongWait     = 90 * time.Second
+	writeWait    = 10 * time.Second
+)
+
+// queued is one frame waiting for a socket's writer; seq 0 marks a message that is not in the replay ring.
+type queued struct {
+	seq uint64
+	msg *outMsg
+}
+
+// wsConn is one client WebSocket on a kernel. A writer goroutine owns all writes; a client too slow to
+// keep up is disconnected (it can reconnect with its session_id and replay) instead of slowing others.
+type wsConn struct {
+	ws      *websocket.Conn
+	session string
+	v1      bool
+	log     *slog.Logger
+
+	out     chan queued
+	lastSeq atomic.Uint64 // last replay sequence number written to the socket
+
+	closeOnce sync.Once
+	closing   chan struct{}
+	closeCode int
+	closeMsg  string
+}
+
+func newWSConn(ws *websocket.Conn, session string, v1 bool, queue int, log *slog.Logger) *wsConn {
+	return &wsConn{ws: ws, session: session, v1: v1, log: log, out: make(chan queued, queue), closing: make(chan struct{})}
+}
+
+func (c *wsConn) enqueue(seq uint64, o *outMsg) {
+	select {
+	case c.out <- queued{seq, o}:
+	default:
+		c.closeWith(websocket.CloseTryAgainLater, "client too slow: reconnect with the same session_id to replay")
+	}
+}
+
+// closeWith asks the writer to send a close frame and end the connection.
+func (c *wsConn) closeWith(code int, reason string) {
+	c.closeOnce.Do(func() {
+		c.closeCode, c.closeMsg = code, cleanReason(reason)
+		close(c.closing)
+	})
+}
+
+// writeLoop sends queued frames and pings until the connection closes.
+func (c *wsConn) writeLoop() {
+	ping := time.NewTicker(pingInterval)
+	defer ping.Stop()
+	defer c.ws.Close()
+	for {
+		select {
+		case q := <-c.out:
+			if err := c.write(q); err != nil {
+				c.log.Debug("websocket write failed", "err", err)
+				c.closeWith(websocket.CloseGoingAway, "")
+				return
+			}
+		case <-ping.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				return
+			}
+		case <-c.closing:
+			// Flush what is already queued (e.g. a final dead status), then say goodbye.
+		flush:
+			for {
+				select {
+				case q := <-c.out:
+					if c.write(q) != nil {
+						return
+					}
+				default:
+					break flush
+				}
+			}
+			msg := websocket.FormatCloseMessage(c.closeCode, c.closeMsg)
+			_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+			return
+		}
+	}
+}
+
+func (c *wsConn) write(q queued) error {
+	frame, binary, err := q.msg.frame(c.v1)
+	if err != nil {
+		c.log.Warn("dropping a kernel message that cannot be encoded", "err", err)
+		return nil
+	}
+	kind := websocket.TextMessage
+	if binary {
+		kind = websocket.BinaryMessage
+	}
+	_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
+	if err := c.ws.WriteMessage(kind, frame); err != nil {
+		return err
+	}
+	if q.seq > c.lastSeq.Load() {
+		c.lastSeq.Store(q.seq)
+	}
+	return nil
+}
+
+// readLoop decodes client frames and hands them to the kernel until the client goes away or misbehaves.
+func (c *wsConn) readLoop(mk *managedKernel, maxBytes int64) {
+	c.ws.SetReadLimit(maxBytes)
+	_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
+	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(pongWait)) })
+	for {
+		kind, data, err := c.ws.ReadMessage()
+		if err != nil {
+			switch {
+			case errors.Is(err, websocket.ErrReadLimit):
+				c.log.Warn("closing a websocket that sent an oversize message", "session", c.session, "limit", maxBytes)
+				c.closeWith(websocket.CloseMessageTooBig, "message exceeds the gateway's maximum message size")
+			case websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived):
+				c.closeWith(websocket.CloseNormalClosure, "")
+			default:
+				c.closeWith(websocket.CloseGoingAway, "")
+			}
+			return
+		}
+		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
+		var m *wireMsg
+		switch {
+		case c.v1:
+			if kind != websocket.BinaryMessage {
+				err = errors.Join(ErrBadFrame, errors.New("v1 protocol frames must be binary"))
+				break
+			}
+			m, err = decodeV1(data)
+		case kind == websocket.BinaryMessage:
+			m, err = decodeLegacyBinary(data)
+		default:
+			m, err = decodeLegacyText(data)
+		}
+		if err != nil {
+			c.log.Warn("closing a websocket that sent a malformed message", "session", c.session, "err", err)
+			c.closeWith(websocket.CloseInvalidFramePayloadData, err.Error())
+			return
+		}
+		if !validChannel(m.Channel) {
+			c.log.Warn("ignoring a message on a channel clients cannot send on", "channel", m.Channel, "msg_type", m.MsgType)
+			continue
+		}
+		if err := mk.fromClient(c, m); err != nil {
+			c.log.Warn("message not delivered to the kernel", "msg_type", m.MsgType, "err", err)
+		}
+	}
+}
