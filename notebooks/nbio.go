@@ -493,6 +493,9 @@ func intOrNil(p *int) any {
 // WriteFileAtomic replaces path with nb so that a crash at any moment leaves either the old file or
 // the new one, never a torn one: a temp file in the same directory, fsync, rename, fsync of the dir.
 func WriteFileAtomic(path string, nb *Notebook) error {
+	if err := nb.Check(); err != nil {
+		return err
+	}
 	b, err := nb.Bytes()
 	if err != nil {
 		return err

@@ -173,6 +173,20 @@ func TestReplayTabletopSolutions(t *testing.T) {
 		})
 	}
 	nbtest.Validate(t, traces...)
+	if len(traces) == 0 {
+		t.Fatal("no trace recorded")
+	}
+	// A person can open the trace (nbconvert renders it) and re-run it with Jupyter's own executor.
+	if html := nbtest.RenderHTML(t, traces[0]); !strings.Contains(html, "data:image/png;base64,") {
+		t.Error("rendered trace shows no camera image")
+	}
+	executed := nbtest.Execute(t, traces[0], "pyrualean", false, 3*time.Minute)
+	nbtest.Validate(t, executed)
+	if nb, err := notebooks.ReadFile(executed); err != nil {
+		t.Fatal(err)
+	} else if last := nb.Cells[len(nb.Cells)-1]; len(last.Outputs) == 0 || !strings.Contains(fmt.Sprint(last.Outputs[0].Data["text/plain"]), "terminated=True") {
+		t.Errorf("nbclient re-execution did not finish the task: %+v", last.Outputs)
+	}
 
 	// A deliberately edited trace: the first agent cell now picks the other block.
 	nb, err := notebooks.ReadFile(traces[0])
