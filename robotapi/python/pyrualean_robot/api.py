@@ -19,9 +19,12 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     try:
         sys.stdout.write(render(a.robot, a.primitives, a.format))
-    except (ValueError, RobotUnavailable) as e:
+    except ValueError as e:  # unknown robot or option: the caller's mistake
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RobotUnavailable as e:  # registered, but its adapter is not installed
+        print(f"error: {e}", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -18,9 +18,12 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     try:
         rows = robot_class(a.robot).tasks()
-    except (ValueError, RobotUnavailable) as e:
+    except ValueError as e:  # unknown robot or option: the caller's mistake
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RobotUnavailable as e:  # registered, but its adapter is not installed
+        print(f"error: {e}", file=sys.stderr)
+        return 3
     if a.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
     else:

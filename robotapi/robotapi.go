@@ -1,0 +1,294 @@
+// Package robotapi describes the robot the agent drives: the API reference it reads, the tasks it can be
+// given, the one-line setup cell that creates `robo` in a kernel, and the reference solutions. The robot
+// itself is the Python package pyrualean_robot (robotapi/python); this package asks it through the venv's
+// Python, so the docstrings stay the one source of truth.
+package robotapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Robots lists the registered robot names; tabletop is the embedded default, the others are adapters.
+var Robots = []string{"tabletop", "libero", "robotwin", "robocasa", "robodojo_xpl_rgb"}
+
+// DefaultRobot is the embedded MuJoCo tabletop.
+const DefaultRobot = "tabletop"
+
+// Primitive sets and reference formats accepted by Reference.
+const (
+	PrimitivesFull  = "full"
+	PrimitivesNoVLA = "no-vla"
+	FormatText      = "text"
+	FormatTools     = "tools"
+)
+
+// ErrNoRoot means the repository root (the folder with go.mod and .venv) could not be found.
+var ErrNoRoot = errors.New("robotapi: repository root not found (set PYRUALEAN_ROOT)")
+
+// ErrBadArgument is wrapped by errors about robot, task, primitives or format names.
+var ErrBadArgument = errors.New("robotapi: bad argument")
+
+// PythonError is a failed call into pyrualean_robot; Stderr holds its message.
+type PythonError struct {
+	Args   []string
+	Stderr string
+	Err    error
+}
+
+func (e *PythonError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if msg == "" {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("robotapi: python %s: %s", strings.Join(e.Args, " "), msg)
+}
+
+func (e *PythonError) Unwrap() error { return e.Err }
+
+// Is reports ErrBadArgument when the Python side rejected the arguments (exit status 2).
+func (e *PythonError) Is(target error) bool {
+	var ee *exec.ExitError
+	return target == ErrBadArgument && errors.As(e.Err, &ee) && ee.ExitCode() == 2
+}
+
+// Task is one task of a robot.
+type Task struct {
+	Name        string `json:"name"`
+	Family      string `json:"family"`
+	Instruction string `json:"instruction"`
+	Solution    string `json:"solution"`
+}
+
+// Python returns the venv interpreter under root.
+func Python(root string) string { return filepath.Join(root, ".venv", "bin", "python") }
+
+// Root finds the repository root: $PYRUALEAN_ROOT, else the nearest folder above the working directory
+// (then above the executable) holding go.mod.
+func Root() (string, error) {
+	if r := os.Getenv("PYRUALEAN_ROOT"); r != "" {
+		if _, err := os.Stat(filepath.Join(r, "go.mod")); err == nil {
+			return r, nil
+		}
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, d := range starts {
+		for {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				if _, err := os.Stat(filepath.Join(d, "robotapi", "python")); err == nil {
+					return d, nil
+				}
+			}
+			parent := filepath.Dir(d)
+			if parent == d {
+				break
+			}
+			d = parent
+		}
+	}
+	return "", ErrNoRoot
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$`)
+
+func checkName(kind, v string) error {
+	if !nameRE.MatchString(v) || strings.Contains(v, "..") {
+		return fmt.Errorf("%w: %s %q", ErrBadArgument, kind, v)
+	}
+	return nil
+}
+
+// runPython runs `python -m module args...` in the repo root and returns stdout.
+func runPython(ctx context.Context, module string, args ...string) ([]byte, error) {
+	root, err := Root()
+	if err != nil {
+		return nil, err
+	}
+	full := append([]string{"-m", module}, args...)
+	cmd := exec.CommandContext(ctx, Python(root), full...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "PYRUALEAN_ROOT="+root, "PYTHONDONTWRITEBYTECODE=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return nil, &PythonError{Args: full, Stderr: lastLines(stderr.String(), 5), Err: err}
+	}
+	return stdout.Bytes(), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Reference returns the API reference the agent sees, generated from the live class without booting a
+// simulator: format "text" (cells arm) or "tools" (JSON function schemas for the tool-calling arm).
+func Reference(ctx context.Context, robot, primitives, format string) (string, error) {
+	if robot == "" {
+		robot = DefaultRobot
+	}
+	if primitives == "" {
+		primitives = PrimitivesFull
+	}
+	if format == "" {
+		format = FormatText
+	}
+	if err := checkName("robot", robot); err != nil {
+		return "", err
+	}
+	if primitives != PrimitivesFull && primitives != PrimitivesNoVLA {
+		return "", fmt.Errorf("%w: primitives %q (full or no-vla)", ErrBadArgument, primitives)
+	}
+	if format != FormatText && format != FormatTools {
+		return "", fmt.Errorf("%w: format %q (text or tools)", ErrBadArgument, format)
+	}
+	out, err := runPython(ctx, "pyrualean_robot.api", "--robot", robot, "--primitives", primitives, "--format", format)
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
+}
+
+// Tasks lists a robot's tasks (no simulator boot).
+func Tasks(ctx context.Context, robot string) ([]Task, error) {
+	if robot == "" {
+		robot = DefaultRobot
+	}
+	if err := checkName("robot", robot); err != nil {
+		return nil, err
+	}
+	out, err := runPython(ctx, "pyrualean_robot.tasks", "--robot", robot, "--json")
+	if err != nil {
+		return nil, err
+	}
+	var tasks []Task
+	if err := json.Unmarshal(out, &tasks); err != nil {
+		return nil, fmt.Errorf("robotapi: tasks for %s: %w", robot, err)
+	}
+	return tasks, nil
+}
+
+// SetupOptions are make()'s arguments; zero values are left to the Python defaults.
+type SetupOptions struct {
+	Robot       string // default tabletop
+	Task        string
+	Seed        int
+	Workspace   string
+	Images      string // on-motion | on-demand | none
+	Primitives  string // full | no-vla
+	Suite       string
+	VLAEndpoint string
+	MaxEnvSteps int
+}
+
+// pyStr renders a Python string literal (JSON string syntax is valid Python for str).
+func pyStr(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// SetupCode is the one-line first cell that creates `robo`; a notebook starting with it re-creates the
+// episode in plain JupyterLab with the pyrualean kernel.
+func SetupCode(opts SetupOptions) string {
+	robot := opts.Robot
+	if robot == "" {
+		robot = DefaultRobot
+	}
+	args := []string{pyStr(robot)}
+	if opts.Task != "" {
+		args = append(args, "task="+pyStr(opts.Task))
+	}
+	args = append(args, "seed="+strconv.Itoa(opts.Seed))
+	if opts.Workspace != "" {
+		args = append(args, "workspace="+pyStr(opts.Workspace))
+	}
+	if opts.Images != "" {
+		args = append(args, "images="+pyStr(opts.Images))
+	}
+	if opts.Primitives != "" {
+		args = append(args, "primitives="+pyStr(opts.Primitives))
+	}
+	if opts.Suite != "" {
+		args = append(args, "suite="+pyStr(opts.Suite))
+	}
+	if opts.VLAEndpoint != "" {
+		args = append(args, "vla_endpoint="+pyStr(opts.VLAEndpoint))
+	}
+	if opts.MaxEnvSteps > 0 {
+		args = append(args, "max_env_steps="+strconv.Itoa(opts.MaxEnvSteps))
+	}
+	return "from pyrualean_robot import make; robo = make(" + strings.Join(args, ", ") + ")"
+}
+
+// SolutionPath is the reference solution file of a task (repo-relative).
+func SolutionPath(robot, task string) string {
+	return filepath.Join("robotapi", "solutions", robot, task+".py")
+}
+
+// SolutionCells returns the code cells of a task's reference solution (percent format, `# %%` cells;
+// markdown cells are dropped). The setup cell is not included: whoever runs it adds SetupCode first.
+func SolutionCells(robot, task string) ([]string, error) {
+	if err := checkName("robot", robot); err != nil {
+		return nil, err
+	}
+	if err := checkName("task", task); err != nil {
+		return nil, err
+	}
+	root, err := Root()
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.ReadFile(filepath.Join(root, SolutionPath(robot, task)))
+	if err != nil {
+		return nil, fmt.Errorf("robotapi: solution for %s/%s: %w", robot, task, err)
+	}
+	return SplitPercentCells(string(src)), nil
+}
+
+// SplitPercentCells splits percent-format source into its code cells (same rules as the Python runner).
+func SplitPercentCells(src string) []string {
+	var cells []string
+	kind := "code"
+	var cur []string
+	flush := func() {
+		body := strings.TrimSpace(strings.Join(cur, "\n"))
+		if kind == "code" && body != "" {
+			cells = append(cells, body+"\n")
+		}
+	}
+	for _, line := range strings.Split(strings.ReplaceAll(src, "\r\n", "\n"), "\n") {
+		if strings.HasPrefix(line, "# %%") {
+			flush()
+			kind = "code"
+			if strings.Contains(line, "[markdown]") {
+				kind = "markdown"
+			}
+			cur = cur[:0]
+			continue
+		}
+		cur = append(cur, line)
+	}
+	flush()
+	return cells
+}
