@@ -1,0 +1,715 @@
+"""``make("libero", suite=..., task=..., seed=...)``: a real LIBERO / LIBERO-PRO task (robosuite 1.4 Panda,
+OSC_POSE) on CPU, with the seed's LiberoRobot API (observation, perception, motion) minus the learned VLA
+calls, plus a scripted grasp."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional, Sequence, Union
+
+import numpy as np
+
+from ..base import Robot, TaskInfo, tool
+from ..errors import ToolError
+from ..results import (BackProjection, Gripper, Move, MovePose, Pick, Release, Rotation, Segment, State)
+from . import _libero_sim as sim_mod
+
+Vec3 = tuple[float, float, float]
+XYZ = Union[Sequence[float], np.ndarray]
+
+HIGH_RES = 1024
+LOW_RES = 256
+ROT_SCALE = 0.5  # OSC_POSE rotation output limit (rad per unit action)
+
+KNOWLEDGE = """\
+# LIBERO notes
+- Frame: x/y is the table plane, z up, metres and radians. +y is the robot's LEFT, which is the RIGHT side of
+  the agentview image (agentview looks at the robot from the front). The wrist camera looks down the gripper.
+- Scene heights (eef home z / table z): living room 0.68 / 0.43, kitchen 1.17 / 0.90, object suite 0.26 / 0.0.
+  Reach is about +-0.30 m in x/y around the home pose; one move_to may travel at most 0.30 m in the plane.
+- Motions block and hold the gripper command for the whole motion: move_to(..., gripper=robo.CLOSE) while
+  carrying, or the default -1 (open) drops what you hold.
+- Locate things with segment("<object words>") (top_xyz = the top of what is visible) or back_project(row, col).
+- A grasp: pick("<object>") or by hand: move_to 10 cm above, descend, set_gripper(robo.CLOSE, steps=8),
+  lift with gripper=robo.CLOSE. gripper_opening 0.01-0.05 after closing means something is held.
+- Bowls are grasped by the rim: pick() does that for names containing "bowl".
+- reached=False with steps_used < max_steps means the arm stalled (contact). There is no reset.
+"""
+
+
+@dataclass(frozen=True)
+class RegionCenter:
+    """Centre of the valid world points in an image window (rows/cols are half-open ranges)."""
+    center_xyz: Optional[Vec3]
+    median_xyz: Optional[Vec3]
+    n_valid: int
+    camera: str
+    step: int
+
+
+def _vec3(xyz: XYZ, what: str = "xyz") -> np.ndarray:
+    try:
+        a = np.asarray(xyz, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be 3 numbers, not {xyz!r}") from None
+    if a.shape != (3,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"{what} must be 3 finite numbers, not {xyz!r}")
+    return a
+
+
+def _t3(a: np.ndarray) -> Vec3:
+    return (float(a[0]), float(a[1]), float(a[2]))
+
+
+def _yaw(R: np.ndarray) -> float:
+    return math.atan2(R[1, 0], R[0, 0])
+
+
+def _pitch(R: np.ndarray) -> float:
+    return math.atan2(R[1, 2], -R[2, 2])
+
+
+def _rotz(a: float) -> np.ndarray:
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1.0]])
+
+
+def _rotx(a: float) -> np.ndarray:
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
+
+
+def _wrap(a: float) -> float:
+    return (a + math.pi) % (2 * math.pi) - math.pi
+
+
+def _rotvec(R: np.ndarray) -> np.ndarray:
+    """Axis-angle vector of a rotation matrix."""
+    from scipy.spatial.transform import Rotation as _R
+
+    return _R.from_matrix(R).as_rotvec()
+
+
+def _gripper_value(g: float) -> float:
+    if isinstance(g, bool) or not isinstance(g, (int, float, np.floating, np.integer)) or not math.isfinite(g):
+        raise ValueError(f"gripper must be a number in [-1, 1] (OPEN=-1, CLOSE=+1), not {g!r}")
+    if not -1.0 <= float(g) <= 1.0:
+        raise ValueError(f"gripper must be in [-1, 1] (OPEN=-1, CLOSE=+1), not {g}")
+    return float(g)
+
+
+def _positive_int(v: Any, name: str, hi: int = 100_000) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < int(v) <= hi:
+        raise ValueError(f"{name} must be an int in 1..{hi}, not {v!r}")
+    return int(v)
+
+
+def _positive(v: Any, name: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not (
+            math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a positive number, not {v!r}")
+    return float(v)
+
+
+class LiberoRobot(Robot):
+    """A Franka Panda in a LIBERO / LIBERO-PRO scene (robosuite, OSC_POSE delta control at 20 Hz).
+
+    Conventions: x/y is the table plane, z up; metres and radians. +y is the robot's left (the right side of
+    the agentview image). Motions block until reached, stalled or out of steps. The gripper command is held
+    for a whole motion: OPEN=-1 (default, so a carried object drops), CLOSE=+1. Object poses are never given:
+    find things with segment() or back_project(). The episode succeeds when LIBERO's own goal predicate
+    holds at any step; after that every motion raises EpisodeFinished (read-only calls keep working).
+    """
+
+    NAME: ClassVar[str] = "libero"
+    OPEN: ClassVar[float] = -1.0
+    CLOSE: ClassVar[float] = 1.0
+    CAMERAS: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
+    ON_MOTION_IMAGES: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
+    MAX_PLANAR_MOVE_M: ClassVar[float] = 0.30
+    RESOLUTIONS: ClassVar[dict[str, int]] = {"high": HIGH_RES, "low": LOW_RES}
+    KNOWLEDGE: ClassVar[str] = KNOWLEDGE
+    CONSTANTS: ClassVar[tuple[str, ...]] = ("OPEN", "CLOSE", "CAMERAS", "ON_MOTION_IMAGES", "MAX_PLANAR_MOVE_M",
+                                            "RESOLUTIONS")
+
+    def __init__(self, *, suite: Optional[str] = None, task: Union[int, str, None] = 0, seed: int = 0,
+                 workspace: Optional[str] = None, images: str = "on-motion", primitives: str = "full",
+                 vla_endpoint: Optional[str] = None, max_env_steps: int = 10000):
+        suite, index = self._parse_task(suite, task)
+        super().__init__(task=f"{suite}/{index}", seed=seed, workspace=workspace, images=images,
+                         primitives=primitives, suite=suite, vla_endpoint=vla_endpoint, max_env_steps=max_env_steps)
+        self.task_index = index
+        self.task_name = f"{suite}/{index}"
+        t0 = time.time()
+        self._sim = sim_mod.LiberoSim(suite, index, self.seed, max_env_steps=max_env_steps, render_max=HIGH_RES)
+        self.boot_s = time.time() - t0
+        self._states: list[State] = [self._make_state()]
+        # Step 0 is kept for the card and for back_project(..., step=0); later steps render on demand.
+        self._step0 = self._snapshot("agentview", HIGH_RES)
+
+    @staticmethod
+    def _parse_task(suite: Optional[str], task: Union[int, str, None]) -> tuple[str, int]:
+        """(suite, index) from task = index | "index" | "<suite>/<index>" | a LIBERO task name."""
+        if suite is not None and (not isinstance(suite, str) or not suite):
+            raise ValueError(f"suite must be a LIBERO suite name, not {suite!r}")
+        if task is None:
+            task = 0
+        if isinstance(task, bool):
+            raise ValueError(f"task must be an int index or a task name, not {task!r}")
+        if isinstance(task, str) and "/" in task:
+            s2, _, rest = task.partition("/")
+            if suite is not None and suite != s2:
+                raise ValueError(f"task {task!r} names suite {s2!r} but suite={suite!r}")
+            suite, task = s2, rest
+        suite = suite or "libero_spatial_swap"
+        if isinstance(task, (int, np.integer)):
+            return suite, int(task)
+        if isinstance(task, str) and task.strip().isdigit():
+            return suite, int(task)
+        names = [t.name for t in sim_mod.suite_tasks(suite)]
+        if task in names:
+            return suite, names.index(task)
+        raise ValueError(f"task {task!r} is neither an index nor a task name of {suite}")
+
+    # ----- base hooks ---------------------------------------------------------------------------------
+    def _env_steps(self) -> int:
+        return self._sim.steps
+
+    def _solved(self) -> bool:
+        return self._sim.success
+
+    def _render_rgb(self, camera: str, size: int) -> np.ndarray:
+        return self._sim.render(camera, size, size)
+
+    def _task_language(self) -> str:
+        return self._sim.language
+
+    def _object_names(self) -> tuple[str, ...]:
+        return self._sim.object_names
+
+    def _episode_facts(self) -> dict:
+        pos, _, _, _ = self._sim.eef()
+        return {"suite": self.suite, "task_index": self.task_index, "task_name": self._sim.task_name,
+                "init_state_index": self._sim.init_index, "fixtures": list(self._sim.fixture_names),
+                "cameras": list(self.CAMERAS), "image_resolutions": dict(self.RESOLUTIONS),
+                "suite_step_cap": sim_mod.SUITE_STEP_CAPS.get(self._base_suite()),
+                "eef_home_z": round(float(pos[2]), 3), "boot_s": round(self.boot_s, 2)}
+
+    def _base_suite(self) -> str:
+        for b in sim_mod.BASE_SUITES + ("libero_90",):
+            if self.suite == b or (self.suite or "").startswith(b + "_"):
+                return b
+        return self.suite or ""
+
+    def _card_images(self) -> dict[str, bytes]:
+        from ..base import png_bytes
+
+        return {"agentview_high": png_bytes(self._step0["rgb"]), "wrist": png_bytes(self._render_rgb("wrist", LOW_RES))}
+
+    @classmethod
+    def tasks(cls, suites: Sequence[str] = sim_mod.SUITES) -> list[TaskInfo]:
+        """Every task of the bundled suites: name '<suite>/<index>', family = suite (no simulator boot).
+        solution is the repo-relative reference solution (robotapi/solutions/libero/<suite>/<index>.py) or ''."""
+        from ..solutions import solution_path
+
+        rows = []
+        for s in suites:
+            for i, t in enumerate(sim_mod.suite_tasks(s)):
+                name = f"{s}/{i}"
+                sol = f"robotapi/solutions/libero/{name}.py" if os.path.isfile(solution_path("libero", name)) else ""
+                rows.append(TaskInfo(name=name, family=s, instruction=t.language, solution=sol))
+        return rows
+
+    def close(self) -> None:
+        """Free the simulator and its renderers."""
+        self._sim.close()
+
+    # ----- state ---------------------------------------------------------------------------------------
+    def _make_state(self) -> State:
+        pos, quat, rot, gq = self._sim.eef()
+        return State(step=self._sim.steps, task=self._sim.language, eef_pos=_t3(pos),
+                     eef_quat=(float(quat[0]), float(quat[1]), float(quat[2]), float(quat[3])),
+                     gripper_qpos=(float(gq[0]), float(gq[1])), gripper_opening=float(abs(gq[0]) + abs(gq[1])),
+                     object_names=self._sim.object_names, terminated=self._sim.success,
+                     truncated=self._sim.truncated, eef_yaw=_yaw(rot), eef_pitch=_pitch(rot))
+
+    def _raw_state(self) -> State:
+        return self._states[-1]
+
+    @tool(stateful=False)
+    def state(self, step: int = -1) -> State:
+        """The robot state now (step=-1) or after control step `step` (0 = the start).
+        eef_quat is x,y,z,w; eef_yaw=atan2(R10,R00); eef_pitch=atan2(R12,-R22) (0 = pointing down);
+        gripper_opening = |q0|+|q1| (~0.08 open, ~0 closed on nothing, 0.01-0.05 holding something)."""
+        return self._states[self._step_index(step)]
+
+    def _step_index(self, step: int) -> int:
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise ValueError(f"step must be an int, not {step!r}")
+        n = len(self._states)
+        if step == -1:
+            return n - 1
+        if not 0 <= step < n:
+            raise ValueError(f"step {step} out of range (0..{n - 1}, or -1 for now)")
+        return int(step)
+
+    # ----- simulator stepping ----------------------------------------------------------------------------
+    def _step(self, action: np.ndarray) -> bool:
+        """One control step; False when the episode ended (success or step budget) and motion must stop."""
+        if self._sim.success:
+            self._mark_terminated()
+            return False
+        if self._sim.steps >= self.max_env_steps:
+            self._mark_truncated()
+            return False
+        self._sim.step(action)
+        self._states.append(self._make_state())
+        if self._sim.success:
+            self._mark_terminated()
+            return False
+        if self._sim.steps >= self.max_env_steps:
+            self._mark_truncated()
+            return False
+        return True
+
+    def _ended(self) -> tuple[bool, bool]:
+        return self._sim.success, (self._sim.steps >= self.max_env_steps and not self._sim.success)
+
+    def _servo(self, target: np.ndarray, R_target: np.ndarray, gripper: float, *, step_clip: float,
+               rot_clip: float, tol: float, ori_tol: float, max_steps: int, action_scale: float,
+               stall_steps: int = 12) -> tuple[int, bool]:
+        """Delta-EEF servo (RPent's move_to): returns (steps_used, reached)."""
+        used = 0
+        best, since_best = math.inf, 0
+        for used in range(1, max_steps + 1):
+            pos, _, R, _ = self._sim.eef()
+            d = target - pos
+            err = _rotvec(R_target @ R.T)
+            dist = float(np.linalg.norm(d))
+            if dist <= tol and float(np.linalg.norm(err)) <= ori_tol:
+                return used - 1, True
+            # Stall: no 2 mm of progress in stall_steps steps means contact or a joint limit.
+            if dist < best - 0.002:
+                best, since_best = dist, 0
+            else:
+                since_best += 1
+                if since_best >= stall_steps and dist > tol:
+                    return used - 1, False
+            a = np.zeros(7)
+            a[:3] = np.clip(d, -step_clip, step_clip) / action_scale
+            a[3:6] = np.clip(err, -rot_clip, rot_clip) / ROT_SCALE
+            a[6] = gripper
+            if not self._step(a):
+                pos, _, R, _ = self._sim.eef()
+                ok = float(np.linalg.norm(target - pos)) <= tol
+                return used, ok
+        pos, _, R, _ = self._sim.eef()
+        return max_steps, bool(np.linalg.norm(target - pos) <= tol
+                               and np.linalg.norm(_rotvec(R_target @ R.T)) <= ori_tol)
+
+    # ----- motion ------------------------------------------------------------------------------------------
+    @tool(stateful=True)
+    def move_to(self, xyz: XYZ, gripper: float = -1.0, *, tol: float = 0.012, step_clip: float = 0.025,
+                max_steps: int = 80, target_yaw: Optional[float] = None, yaw_step_clip: float = 0.10,
+                action_scale: float = 0.05) -> Move:
+        """Move the gripper tip to world point xyz in a straight line, holding `gripper` (-1 open, +1 closed)
+        the whole way and keeping the current orientation (or turning to `target_yaw`, radians).
+        At most MAX_PLANAR_MOVE_M (0.30 m) in x/y per call (ValueError: split it into waypoints at carrying
+        height). step_clip is the per-step lead in metres (use 0.015 for cans, 0.012 for bottles).
+        reached=False with steps_used < max_steps means the arm stalled against something."""
+        target = _vec3(xyz)
+        g = _gripper_value(gripper)
+        tol, step_clip, action_scale = (_positive(tol, "tol"), _positive(step_clip, "step_clip"),
+                                        _positive(action_scale, "action_scale"))
+        max_steps = _positive_int(max_steps, "max_steps", 2000)
+        pos, _, R, _ = self._sim.eef()
+        planar = float(np.linalg.norm(target[:2] - pos[:2]))
+        if planar > self.MAX_PLANAR_MOVE_M + 1e-9:
+            raise ValueError(f"planar move of {planar:.3f} m exceeds {self.MAX_PLANAR_MOVE_M} m; split it into "
+                             "waypoints at carrying height")
+        R_t = R if target_yaw is None else _rotz(_wrap(float(target_yaw) - _yaw(R))) @ R
+        used, reached = self._servo(target, R_t, g, step_clip=step_clip, rot_clip=_positive(yaw_step_clip,
+                                    "yaw_step_clip"), tol=tol, ori_tol=math.inf if target_yaw is None else 0.05,
+                                    max_steps=max_steps, action_scale=action_scale)
+        pos, _, _, _ = self._sim.eef()
+        term, trunc = self._ended()
+        return Move(target_xyz=_t3(target), final_eef_pos=_t3(pos),
+                    final_dist_m=float(np.linalg.norm(target - pos)), reached=reached, steps_used=used,
+                    max_steps=max_steps, terminated=term, truncated=trunc)
+
+    @tool(stateful=True)
+    def move_pose(self, xyz: XYZ, *, target_pitch: Optional[float] = None, target_yaw: Optional[float] = None,
+                  gripper: float = -1.0, step_clip: float = 0.02, pitch_step: float = 0.08,
+                  yaw_step: float = 0.08, tol: float = 0.012, ori_tol: float = 0.05, max_steps: int = 150,
+                  action_scale: float = 0.05) -> MovePose:
+        """Move to xyz and turn the gripper to (target_pitch, target_yaw) together (radians; pitch 0 =
+        pointing down, yaw 0 = home). Unset angles keep their current value. Same 0.30 m planar limit."""
+        target = _vec3(xyz)
+        g = _gripper_value(gripper)
+        max_steps = _positive_int(max_steps, "max_steps", 2000)
+        pos, _, R, _ = self._sim.eef()
+        planar = float(np.linalg.norm(target[:2] - pos[:2]))
+        if planar > self.MAX_PLANAR_MOVE_M + 1e-9:
+            raise ValueError(f"planar move of {planar:.3f} m exceeds {self.MAX_PLANAR_MOVE_M} m; split it into "
+                             "waypoints at carrying height")
+        yaw = _yaw(R) if target_yaw is None else float(target_yaw)
+        pitch = _pitch(R) if target_pitch is None else float(target_pitch)
+        if not (math.isfinite(yaw) and math.isfinite(pitch)):
+            raise ValueError("target_pitch/target_yaw must be finite numbers")
+        R_t = self._pose_matrix(yaw, pitch)
+        used, reached = self._servo(target, R_t, g, step_clip=_positive(step_clip, "step_clip"),
+                                    rot_clip=max(_positive(pitch_step, "pitch_step"), _positive(yaw_step, "yaw_step")),
+                                    tol=_positive(tol, "tol"), ori_tol=_positive(ori_tol, "ori_tol"),
+                                    max_steps=max_steps, action_scale=_positive(action_scale, "action_scale"))
+        pos, _, R, _ = self._sim.eef()
+        term, trunc = self._ended()
+        return MovePose(target_xyz=_t3(target), final_eef_pos=_t3(pos),
+                        final_dist_m=float(np.linalg.norm(target - pos)), final_pitch=_pitch(R), final_yaw=_yaw(R),
+                        final_ori_err=float(np.linalg.norm(_rotvec(R_t @ R.T))), reached=reached,
+                        steps_used=used, max_steps=max_steps, terminated=term, truncated=trunc)
+
+    def _pose_matrix(self, yaw: float, pitch: float) -> np.ndarray:
+        """Gripper-down home orientation turned by yaw about world z and tilted by pitch about its x axis."""
+        R_home = np.diag([1.0, -1.0, -1.0])
+        return _rotz(yaw) @ R_home @ _rotx(pitch)
+
+    def _rotate(self, which: str, target: Optional[float], delta: Optional[float], gripper: float,
+                max_steps: int, tol: float, step_clip: float) -> Rotation:
+        if (target is None) == (delta is None):
+            raise ValueError(f"give exactly one of target_{which} or delta_{which}")
+        val = target if target is not None else delta
+        if isinstance(val, bool) or not isinstance(val, (int, float, np.floating, np.integer)) or not math.isfinite(val):
+            raise ValueError(f"{which} angle must be a finite number of radians, not {val!r}")
+        g = _gripper_value(gripper)
+        max_steps = _positive_int(max_steps, "max_steps", 2000)
+        pos, _, R, _ = self._sim.eef()
+        get = _yaw if which == "yaw" else _pitch
+        start = get(R)
+        goal = float(target) if target is not None else start + float(delta)
+        goal = _wrap(goal)
+        if which == "yaw":
+            R_t = _rotz(_wrap(goal - start)) @ R
+        else:
+            R_t = self._pose_matrix(_yaw(R), goal)
+        used, reached = self._servo(pos, R_t, g, step_clip=0.02, rot_clip=_positive(step_clip, "step_clip"),
+                                    tol=0.02, ori_tol=_positive(tol, "tol"), max_steps=max_steps,
+                                    action_scale=0.05)
+        _, _, R, _ = self._sim.eef()
+        final = get(R)
+        term, trunc = self._ended()
+        return Rotation(start=start, target=goal, final=final, final_err=abs(_wrap(final - goal)),
+                        reached=reached, steps_used=used, max_steps=max_steps, terminated=term, truncated=trunc)
+
+    @tool(stateful=True)
+    def rotate_wrist(self, *, target_yaw: Optional[float] = None, delta_yaw: Optional[float] = None,
+                     gripper: float = 1.0, max_steps: int = 40, tol: float = 0.02, step_clip: float = 0.10) -> Rotation:
+        """Turn the gripper about the vertical axis in place (radians; exactly one of target_yaw/delta_yaw).
+        The gripper is held at `gripper` (default +1 closed, so a held object stays held)."""
+        return self._rotate("yaw", target_yaw, delta_yaw, gripper, max_steps, tol, step_clip)
+
+    @tool(stateful=True)
+    def rotate_pitch(self, *, target_pitch: Optional[float] = None, delta_pitch: Optional[float] = None,
+                     gripper: float = 1.0, max_steps: int = 40, tol: float = 0.02, step_clip: float = 0.10) -> Rotation:
+        """Tilt the gripper in place (radians, 0 = pointing straight down; exactly one of target/delta)."""
+        return self._rotate("pitch", target_pitch, delta_pitch, gripper, max_steps, tol, step_clip)
+
+    def _hold(self, gripper: float, steps: int) -> int:
+        pos, _, R, _ = self._sim.eef()
+        used = 0
+        for used in range(1, steps + 1):
+            p, _, Rc, _ = self._sim.eef()
+            a = np.zeros(7)
+            a[:3] = np.clip(pos - p, -0.02, 0.02) / 0.05
+            a[3:6] = np.clip(_rotvec(R @ Rc.T), -0.1, 0.1) / ROT_SCALE
+            a[6] = gripper
+            if not self._step(a):
+                break
+        return used
+
+    @tool(stateful=True)
+    def set_gripper(self, gripper: float, steps: int = 5) -> Gripper:
+        """Command the gripper (-1 open .. +1 closed) for `steps` control steps while holding position.
+        After closing on an object use steps=8 so the grip settles."""
+        g = _gripper_value(gripper)
+        steps = _positive_int(steps, "steps", 500)
+        used = self._hold(g, steps)
+        term, trunc = self._ended()
+        return Gripper(gripper=g, steps=used, gripper_opening=self._states[-1].gripper_opening,
+                       terminated=term, truncated=trunc)
+
+    @tool(stateful=True)
+    def release(self, max_steps: int = 20) -> Release:
+        """Open the gripper in place until the fingers stop opening (drops what is held)."""
+        max_steps = _positive_int(max_steps, "max_steps", 500)
+        start = self._states[-1].gripper_opening
+        peak, used, still = start, 0, 0
+        for used in range(1, max_steps + 1):
+            if self._hold(-1.0, 1) < 1 or self.done:
+                break
+            op = self._states[-1].gripper_opening
+            still = still + 1 if op <= peak + 1e-4 else 0
+            peak = max(peak, op)
+            if still >= 3 and op > 0.07:
+                break
+        term, trunc = self._ended()
+        return Release(steps_used=used, start_gripper_opening=start, peak_gripper_opening=peak,
+                       final_gripper_opening=self._states[-1].gripper_opening, terminated=term, truncated=trunc)
+
+    @tool(stateful=True)
+    def pick(self, target: Union[str, XYZ], *, approach_z: float = 0.10, lift_m: float = 0.10,
+              target_yaw: Optional[float] = None, max_steps: int = 300) -> Pick:
+        """Scripted top-down grasp (the no-VLA stand-in for pi0_pick): `target` is an object name/words
+        (located with segment() on the agentview camera) or a world point to grasp at. Opens, moves
+        approach_z above, descends, closes, and lifts by lift_m with the gripper closed. Bowls are taken by
+        the rim. success = the object rose at least 3 cm and the fingers are not fully closed."""
+        if isinstance(target, str):
+            seg = self._segment_impl(target, "agentview", None, HIGH_RES, -1)
+            if not seg.found or seg.top_xyz is None or seg.world_xyz is None:
+                raise ToolError("pick", f"cannot see {target!r}: {seg.error or 'not found'}")
+            name = seg.name
+            point = self._grasp_point(name, np.array(seg.top_xyz), np.array(seg.world_xyz))
+        else:
+            point, name = _vec3(target, "target"), ""
+        approach_z = _positive(approach_z, "approach_z")
+        lift_m = _positive(lift_m, "lift_m")
+        max_steps = _positive_int(max_steps, "max_steps", 2000)
+        steps0 = self._sim.steps
+        pos, _, R, _ = self._sim.eef()
+        if float(np.linalg.norm(point[:2] - pos[:2])) > self.MAX_PLANAR_MOVE_M + 0.1:
+            raise ValueError(f"grasp point {np.round(point, 3).tolist()} is too far from the gripper "
+                             f"({np.linalg.norm(point[:2] - pos[:2]):.2f} m in x/y); move closer first")
+        obj_z0 = self._object_z(name)
+        yaw = _yaw(R) if target_yaw is None else float(target_yaw)
+        R_t = _rotz(_wrap(yaw - _yaw(R))) @ R
+
+        def budget() -> int:
+            return max(1, max_steps - (self._sim.steps - steps0))
+
+        above = point + np.array([0, 0, approach_z])
+        above[2] = max(above[2], pos[2] - 0.05) if pos[2] > point[2] + approach_z else above[2]
+        # Travel high, then descend: at most 0.30 m per leg, like the agent's own moves.
+        legs = max(1, int(math.ceil(np.linalg.norm(above[:2] - pos[:2]) / 0.28)))
+        for k in range(1, legs + 1):
+            wp = pos + (above - pos) * (k / legs)
+            self._servo(wp, R_t, -1.0, step_clip=0.025, rot_clip=0.1, tol=0.012, ori_tol=0.08,
+                        max_steps=min(120, budget()), action_scale=0.05)
+            if self.done:
+                break
+        if not self.done:
+            self._servo(point, R_t, -1.0, step_clip=0.015, rot_clip=0.1, tol=0.008, ori_tol=math.inf,
+                        max_steps=min(80, budget()), action_scale=0.05)
+        if not self.done:
+            self._hold(1.0, 10)
+        min_open = self._states[-1].gripper_opening
+        peak = 0.0
+        if not self.done:
+            p, _, _, _ = self._sim.eef()
+            self._servo(p + np.array([0, 0, lift_m]), R_t, 1.0, step_clip=0.02, rot_clip=0.1, tol=0.01,
+                        ori_tol=math.inf, max_steps=min(80, budget()), action_scale=0.05)
+        final_open = self._states[-1].gripper_opening
+        if name:
+            peak = self._object_z(name) - obj_z0
+        lifted = peak >= 0.03 if name else final_open > 0.005
+        success = bool(lifted and final_open > 0.003)
+        pos, _, _, _ = self._sim.eef()
+        term, trunc = self._ended()
+        diag = "" if success else ("fingers closed on nothing" if final_open <= 0.003 else
+                                   f"object rose only {peak:.3f} m")
+        return Pick(success=success, object=name, steps_used=self._sim.steps - steps0, peak_lift_m=float(peak),
+                    min_gripper_opening=float(min_open), final_gripper_opening=float(final_open),
+                    final_eef_pos=_t3(pos), terminated=term, truncated=trunc, diagnostics=diag)
+
+    def _object_z(self, name: str) -> float:
+        if not name or name not in self._sim.object_names:
+            return 0.0
+        return float(self._sim.object_pose(name)[0][2])
+
+    def _grasp_point(self, name: str, top: np.ndarray, centre: np.ndarray) -> np.ndarray:
+        """Where the fingertips go for a named object: the rim for bowls, else just below the top."""
+        if "bowl" in name:
+            seg = self._sim.render("agentview", LOW_RES, LOW_RES, "seg")
+            wm = self._sim.world_map("agentview", LOW_RES, LOW_RES)
+            pts = wm[self._sim.mask(name, seg)]
+            pts = pts[np.isfinite(pts).all(axis=1)]
+            c = np.median(pts, axis=0) if len(pts) else centre
+            radial = np.max(np.linalg.norm(pts[:, :2] - c[:2], axis=1)) if len(pts) else 0.05
+            # The fingers close along the hand's y axis: grip the rim wall that crosses that axis.
+            _, _, R, _ = self._sim.eef()
+            across = R[:, 1].copy()
+            across[2] = 0.0
+            across /= max(np.linalg.norm(across), 1e-9)
+            r = max(0.02, min(radial, 0.08) - 0.012)
+            p = c[:2] - r * across[:2] * np.sign(across[1] or 1.0)
+            return np.array([p[0], p[1], top[2] - 0.025])
+        return np.array([centre[0], centre[1], max(top[2] - 0.03, centre[2])])
+
+    # ----- images and perception -----------------------------------------------------------------------------
+    def _res(self, resolution: Union[str, int]) -> int:
+        if isinstance(resolution, str) and resolution in self.RESOLUTIONS:
+            return self.RESOLUTIONS[resolution]
+        if isinstance(resolution, (int, np.integer)) and not isinstance(resolution, bool) and 32 <= resolution <= HIGH_RES:
+            return int(resolution)
+        raise ValueError(f"resolution must be 'high' ({HIGH_RES}), 'low' ({LOW_RES}) or an int 32..{HIGH_RES}, "
+                         f"not {resolution!r}")
+
+    def _snapshot(self, camera: str, res: int) -> dict:
+        return {"rgb": self._sim.render(camera, res, res), "world": self._sim.world_map(camera, res, res),
+                "seg": self._sim.render(camera, res, res, "seg"), "cam": self._sim.camera(camera, res, res),
+                "camera": camera, "res": res, "step": self._sim.steps}
+
+    def _view(self, camera: str, res: int, step: int, need: str) -> Any:
+        """rgb / world / seg / cam of a camera now, or at step 0 (kept from the start)."""
+        self._check_camera(camera)
+        idx = self._step_index(step)
+        if idx == len(self._states) - 1 or (idx == 0 and self._sim.steps == 0):
+            if need == "rgb":
+                return self._sim.render(camera, res, res)
+            if need == "world":
+                return self._sim.world_map(camera, res, res)
+            if need == "seg":
+                return self._sim.render(camera, res, res, "seg")
+            return self._sim.camera(camera, res, res)
+        if idx == 0 and camera == self._step0["camera"] and res == self._step0["res"]:
+            return self._step0[need]
+        raise ValueError(f"only the current step and step 0 (agentview, resolution 'high') are kept; "
+                         f"asked for {camera} at step {step}, resolution {res}")
+
+    @tool(stateful=False)
+    def image(self, camera: str = "agentview", *, resolution: Union[str, int] = "high", step: int = -1) -> np.ndarray:
+        """The camera image as an (H, W, 3) uint8 RGB array ('high' 1024 px, 'low' 256 px). Not shown to you:
+        pass it to display(...) or use show(camera)."""
+        return self._view(camera, self._res(resolution), step, "rgb")
+
+    @tool(stateful=False)
+    def world_map(self, camera: str = "agentview", *, resolution: Union[str, int] = "high",
+                  step: int = -1) -> np.ndarray:
+        """Per-pixel world coordinates (H, W, 3) float32 of a camera image (NaN where nothing is hit)."""
+        return self._view(camera, self._res(resolution), step, "world")
+
+    @tool(stateful=False)
+    def camera_meta(self, camera: str = "agentview", *, resolution: Union[str, int] = "high",
+                    step: int = -1) -> dict:
+        """Camera model: intrinsic_K (3x3), extrinsic_cv (world->camera, OpenCV axes), cam2world_gl, size."""
+        cm = self._view(camera, self._res(resolution), step, "cam")
+        return {"camera": camera, "width": cm.width, "height": cm.height, "fovy_deg": cm.fovy_deg,
+                "intrinsic_K": cm.intrinsic().tolist(), "extrinsic_cv": cm.extrinsic_cv().tolist(),
+                "cam2world_gl": cm.cam2world_gl().tolist()}
+
+    @tool(stateful=False)
+    def show(self, camera: str = "agentview") -> None:
+        """Attach the camera's current image to this turn (256 px). Costs tokens: look only when a decision
+        depends on it."""
+        self._check_camera(camera)
+        self._emit_image(self._render_rgb(camera, LOW_RES), camera, "show")
+        self._shown.append(camera)
+
+    @tool(stateful=False)
+    def back_project(self, row: int, col: int, *, camera: str = "agentview", resolution: Union[str, int] = "high",
+                     step: int = -1) -> BackProjection:
+        """World point seen at pixel (row, col) of a camera image (row 0 = top). step=0 maps the task
+        card's agentview image. ToolError if the pixel is outside the image or sees nothing."""
+        res = self._res(resolution)
+        for v, n in ((row, "row"), (col, "col")):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer, float, np.floating)):
+                raise ValueError(f"{n} must be a pixel index, not {v!r}")
+        r, c = int(round(row)), int(round(col))
+        if not (0 <= r < res and 0 <= c < res):
+            raise ToolError("back_project", f"pixel ({r}, {c}) is outside the {res}x{res} image")
+        wm = self._view(camera, res, step, "world")
+        p = wm[r, c]
+        if not np.all(np.isfinite(p)):
+            raise ToolError("back_project", f"pixel ({r}, {c}) sees nothing (background)")
+        cm = self._view(camera, res, step, "cam")
+        depth = float(np.dot(cm.xmat[:, 2] * -1, p - cm.pos))
+        return BackProjection(world_xyz=_t3(p), pixel=(r, c), camera=camera, resolution=res,
+                              step=self._step_index(step), image_size=(res, res), depth_m=depth)
+
+    @tool(stateful=False)
+    def region_center(self, row_range: Sequence[int], col_range: Sequence[int], *, camera: str = "agentview",
+                      resolution: Union[str, int] = "high", z_min: Optional[float] = None,
+                      z_max: Optional[float] = None, step: int = -1) -> RegionCenter:
+        """Mean and median world point of the pixels rows [r0, r1) x cols [c0, c1), optionally only points
+        with z in [z_min, z_max] (e.g. to skip the table)."""
+        res = self._res(resolution)
+        try:
+            r0, r1 = (int(v) for v in row_range)
+            c0, c1 = (int(v) for v in col_range)
+        except (TypeError, ValueError):
+            raise ValueError("row_range and col_range must be (start, stop) pairs of ints") from None
+        if not (0 <= r0 < r1 <= res and 0 <= c0 < c1 <= res):
+            raise ValueError(f"window rows {r0}:{r1} cols {c0}:{c1} is empty or outside the {res}x{res} image")
+        pts = self._view(camera, res, step, "world")[r0:r1, c0:c1].reshape(-1, 3)
+        pts = pts[np.isfinite(pts).all(axis=1)]
+        if z_min is not None:
+            pts = pts[pts[:, 2] >= float(z_min)]
+        if z_max is not None:
+            pts = pts[pts[:, 2] <= float(z_max)]
+        if not len(pts):
+            return RegionCenter(None, None, 0, camera, self._step_index(step))
+        return RegionCenter(_t3(pts.mean(axis=0)), _t3(np.median(pts, axis=0)), int(len(pts)), camera,
+                            self._step_index(step))
+
+    @tool(stateful=False)
+    def segment(self, prompt: Optional[str] = None, *, camera: str = "agentview", point: Optional[Sequence[int]] = None,
+                min_score: float = 0.2, resolution: Union[str, int] = "high", step: int = -1) -> Segment:
+        """Find an object in a camera image by words ('black bowl', 'plate', or an exact name from
+        task card's object names) and/or by a pixel `point` (row, col) on it. Uses the simulator's
+        segmentation (exact masks). world_xyz = centroid of its visible surface; top_xyz = centre of its
+        highest visible points (a block's top face, a bowl's rim). When words match several objects the
+        one nearest `point` (or the first) is returned and `error` names the others."""
+        if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
+            raise ValueError(f"prompt must be non-empty words, not {prompt!r}")
+        if prompt is None and point is None:
+            raise ValueError("give a prompt, a point (row, col), or both")
+        if not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
+            raise ValueError(f"min_score must be in [0, 1], not {min_score!r}")
+        return self._segment_impl(prompt, camera, point, self._res(resolution), step)
+
+    def _segment_impl(self, prompt: Optional[str], camera: str, point: Optional[Sequence[int]], res: int,
+                      step: int) -> Segment:
+        seg = self._view(camera, res, step, "seg")
+        wm = self._view(camera, res, step, "world")
+        idx = self._step_index(step)
+        pt = None
+        if point is not None:
+            try:
+                pr, pc = (int(v) for v in point)
+            except (TypeError, ValueError):
+                raise ValueError(f"point must be (row, col), not {point!r}") from None
+            if not (0 <= pr < res and 0 <= pc < res):
+                raise ValueError(f"point ({pr}, {pc}) is outside the {res}x{res} image")
+            pt = (pr, pc)
+        if prompt is not None:
+            cands = self._sim.match_names(prompt)
+        else:
+            cands = [n for n in self._sim.scene_names() if self._sim.mask(n, seg)[pt]]  # type: ignore[index]
+        if not cands:
+            return Segment(found=False, name="", world_xyz=None, top_xyz=None, n_pixels=0, box=None, camera=camera,
+                           step=idx, error=f"nothing matches {prompt!r}; objects: {', '.join(self._sim.object_names)}")
+        scored = []
+        for n in cands:
+            m = self._sim.mask(n, seg)
+            if not m.any():
+                continue
+            rows, cols = np.nonzero(m)
+            d = 0.0 if pt is None else float(np.min((rows - pt[0]) ** 2 + (cols - pt[1]) ** 2))
+            scored.append((d, n, m))
+        if not scored:
+            return Segment(found=False, name=cands[0], world_xyz=None, top_xyz=None, n_pixels=0, box=None,
+                           camera=camera, step=idx, error=f"{', '.join(cands)} not visible from {camera}")
+        scored.sort(key=lambda x: x[0])
+        _, name, m = scored[0]
+        pts = wm[m]
+        pts = pts[np.isfinite(pts).all(axis=1)]
+        rows, cols = np.nonzero(m)
+        top = pts[pts[:, 2] >= pts[:, 2].max() - 0.01]
+        others = [n for _, n, _ in scored[1:]]
+        return Segment(found=True, name=name, world_xyz=_t3(pts.mean(axis=0)), top_xyz=_t3(top.mean(axis=0)),
+                       n_pixels=int(m.sum()), box=(int(rows.min()), int(cols.min()), int(rows.max()), int(cols.max())),
+                       camera=camera, step=idx, error=("also matches: " + ", ".join(others)) if others else "")
+
+
+ROBOT = LiberoRobot
