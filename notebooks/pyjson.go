@@ -57,13 +57,13 @@ func (e *pyEncoder) encode(v any, depth int) error {
 	case uint:
 		e.w.WriteString(strconv.FormatUint(uint64(x), 10))
 	case float64:
-		s, err := pyFloat(x)
+		s, err := goFloat(x)
 		if err != nil {
 			return err
 		}
 		e.w.WriteString(s)
 	case float32:
-		s, err := pyFloat(float64(x))
+		s, err := goFloat(float64(x))
 		if err != nil {
 			return err
 		}
@@ -205,6 +205,23 @@ func decodeGeneric(b []byte) (any, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
 	return g, nil
+}
+
+// goFloat formats a float64 built in Go. Whole numbers are written as integers, as encoding/json (and
+// JupyterLab) write them: a Go float64 is often an integer that lost its type in json.Unmarshal (e.g.
+// language_info.codemirror_mode.version), and Python reading "3" gets back the int it sent. Other values
+// get Python's repr, which any JSON reader parses to the same float.
+func goFloat(f float64) (string, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "", fmt.Errorf("%w: %v", ErrNotJSON, f)
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e21 {
+		if f == 0 {
+			return "0", nil
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64), nil
+	}
+	return pyFloat(f)
 }
 
 // pyFloat formats f as Python's float.__repr__ (shortest round-tripping digits; exponent form below

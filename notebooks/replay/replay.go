@@ -255,8 +255,12 @@ func (r *Report) addCell(c CellReport, on func(CellReport)) {
 // outcome asks the replayed robot for its report and compares success with the recorded one.
 func (r *Report) outcome(ctx context.Context, c *kernel.Client, trace *notebooks.Notebook) {
 	if ep, ok := trace.Metadata[notebooks.MetaKey].(map[string]any); ok {
-		if s, ok := ep["success"].(bool); ok {
-			r.RecordedSuccess = &s
+		// "success" is the trace contract's key; environment_success is what result.json calls it.
+		for _, key := range []string{"success", "environment_success"} {
+			if s, ok := ep[key].(bool); ok {
+				r.RecordedSuccess = &s
+				break
+			}
 		}
 	}
 	if r.Partial {
