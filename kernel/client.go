@@ -32,12 +32,12 @@ type ClientOptions struct {
 
 // Stats counts what a client has seen.
 type Stats struct {
-	Sent, Received   uint64
-	BadSignatures    uint64 // dropped: signature did not verify
-	Malformed        uint64 // dropped: not a Jupyter message
-	SubscriberDrops  uint64 // messages a full subscriber buffer missed
-	HeartbeatMisses  uint64 // heartbeat periods without an answer
-	Restarts         uint64
+	Sent, Received  uint64
+	BadSignatures   uint64 // dropped: signature did not verify
+	Malformed       uint64 // dropped: not a Jupyter message
+	SubscriberDrops uint64 // messages a full subscriber buffer missed
+	HeartbeatMisses uint64 // heartbeat periods without an answer
+	Restarts        uint64
 }
 
 // Client is one long-lived connection to a kernel, safe for concurrent use. Every incoming message
@@ -118,7 +118,7 @@ func Attach(ctx context.Context, connFile string, opts ClientOptions) (*Client, 
 
 // connect dials a fresh socket set, swaps it in and waits for readiness.
 func (c *Client) connect(ctx context.Context) error {
-	socks, err := dialSockets(ctx, c.info, c.session.ID, c.dispatch, c.pong)
+	socks, err := dialSockets(ctx, c.ConnectionInfo(), c.session.ID, c.dispatch, c.pong)
 	if err != nil {
 		return err
 	}
@@ -191,12 +191,13 @@ func (c *Client) waitReady(ctx context.Context) error {
 func (c *Client) dispatch(ch Channel, frames [][]byte) {
 	m, err := c.session.Decode(ch, frames)
 	if err != nil {
+		// logged at the first and then every 1000th, so a flood cannot flood the log too
 		if errors.Is(err, ErrBadSignature) {
-			c.badSig.Add(1)
-			c.log.Warn("kernel: dropped a message with a bad signature", "channel", ch)
-		} else {
-			c.malformed.Add(1)
-			c.log.Warn("kernel: dropped a malformed message", "channel", ch, "err", err)
+			if n := c.badSig.Add(1); n%1000 == 1 {
+				c.log.Warn("kernel: dropped a message with a bad signature", "channel", ch, "total", n)
+			}
+		} else if n := c.malformed.Add(1); n%1000 == 1 {
+			c.log.Warn("kernel: dropped a malformed message", "channel", ch, "err", err, "total", n)
 		}
 		return
 	}
@@ -353,7 +354,11 @@ func (c *Client) Subscribe(buffer int) (<-chan *Message, func()) {
 func (c *Client) Session() string { return c.session.ID }
 
 // ConnectionInfo returns the kernel's connection parameters.
-func (c *Client) ConnectionInfo() ConnectionInfo { return c.info }
+func (c *Client) ConnectionInfo() ConnectionInfo {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.info
+}
 
 // Stats returns counters since the client was made.
 func (c *Client) Stats() Stats {

@@ -113,3 +113,20 @@ func writeConnectionFile(ci ConnectionInfo) (string, error) {
 	}
 	return path, nil
 }
+
+// rewriteConnectionFile replaces the content of an existing connection file (new ports on retry).
+func rewriteConnectionFile(path string, ci ConnectionInfo) error {
+	b, err := json.MarshalIndent(ci, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("kernel: write connection file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("kernel: write connection file: %w", err)
+	}
+	return nil
+}

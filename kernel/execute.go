@@ -43,7 +43,7 @@ type ExecuteResult struct {
 	UserExpressions map[string]json.RawMessage
 	Timing          notebooks.ExecTiming
 	// DisplayUpdates are update_display_data for display ids shown by earlier cells.
-	DisplayUpdates               []notebooks.Output
+	DisplayUpdates                   []notebooks.Output
 	TimedOut, Interrupted, Restarted bool
 }
 
@@ -138,7 +138,9 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 			case IOPub:
 				switch r.MsgType {
 				case "status":
-					var s struct{ ExecutionState string `json:"execution_state"` }
+					var s struct {
+						ExecutionState string `json:"execution_state"`
+					}
 					_ = json.Unmarshal(r.Content, &s)
 					switch s.ExecutionState {
 					case "busy":
@@ -149,7 +151,9 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 					}
 				case "execute_input":
 					res.Timing.ExecuteInput = r.Date()
-					var s struct{ ExecutionCount *int `json:"execution_count"` }
+					var s struct {
+						ExecutionCount *int `json:"execution_count"`
+					}
 					if json.Unmarshal(r.Content, &s) == nil && s.ExecutionCount != nil && res.ExecutionCount == nil {
 						res.ExecutionCount = s.ExecutionCount
 					}

@@ -29,8 +29,10 @@ func repoRoot(t testing.TB) string {
 	}
 }
 
+var testLogLevel = slog.LevelWarn
+
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: testLogLevel}))
 }
 
 type testWriter struct{ t testing.TB }

@@ -88,8 +88,33 @@ func Launch(ctx context.Context, spec Spec, opts LaunchOptions) (*Kernel, error)
 	return k, nil
 }
 
-// start runs the process and waits until the client is ready on it.
+// start runs the process and waits until the client is ready on it. Free ports are only free until
+// someone binds them (another kernel starting, or an outgoing connection's ephemeral port), so a
+// kernel that fails with "Address already in use" is started again on fresh ports, as
+// jupyter_client's restarter does.
 func (k *Kernel) start(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := k.startOnce(ctx)
+		if err == nil || attempt == 5 || !strings.Contains(err.Error(), "Address already in use") || ctx.Err() != nil {
+			return err
+		}
+		k.log.Info("kernel: port taken; retrying on fresh ports", "attempt", attempt)
+		ci, cerr := newConnectionInfo()
+		if cerr != nil {
+			return err
+		}
+		ci.KernelName, ci.Key = k.spec.Name, k.info.Key // the client's session keeps signing with the key
+		if cerr := rewriteConnectionFile(k.connFile, ci); cerr != nil {
+			return err
+		}
+		k.info = ci
+		k.client.mu.Lock()
+		k.client.info = ci
+		k.client.mu.Unlock()
+	}
+}
+
+func (k *Kernel) startOnce(ctx context.Context) error {
 	p, err := k.spawn()
 	if err != nil {
 		return err
@@ -317,8 +342,9 @@ func (k *Kernel) stop(ctx context.Context, p *process, restart bool) {
 	default:
 		if m, err := newMessage("shutdown_request", k.client.session.ID, map[string]bool{"restart": restart}); err == nil {
 			rctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
-			_, _ = k.client.Request(rctx, Control, m)
+			_, err = k.client.Request(rctx, Control, m)
 			cancel()
+			k.log.Debug("kernel: shutdown_request answered", "err", err)
 		}
 	}
 	pid := p.cmd.Process.Pid

@@ -44,10 +44,10 @@ var (
 // that fields we do not know survive a round trip; MsgID, MsgType, Session and ParentMsgID are parsed
 // views of them.
 type Message struct {
-	Channel    Channel
-	Identities [][]byte
+	Channel                                 Channel
+	Identities                              [][]byte
 	Header, ParentHeader, Metadata, Content json.RawMessage
-	Buffers    [][]byte
+	Buffers                                 [][]byte
 
 	MsgID, MsgType, Session, ParentMsgID string
 }

@@ -1,0 +1,332 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitBusy returns once the kernel has started running something (execute_input on iopub).
+func startedRunning(c *Client) (wait func(t *testing.T), stop func()) {
+	sub, cancel := c.Subscribe(1024)
+	return func(t *testing.T) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case m, ok := <-sub:
+				if !ok {
+					t.Fatal("client ended before the cell started")
+				}
+				if m.MsgType == "execute_input" {
+					return
+				}
+			case <-deadline:
+				t.Fatal("cell did not start")
+			}
+		}
+	}, cancel
+}
+
+func TestInterruptSleep(t *testing.T) {
+	k := launchTest(t)
+	c := k.Client()
+	wait, stop := startedRunning(c)
+	defer stop()
+	type out struct {
+		r   *ExecuteResult
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		r, err := c.Execute(context.Background(), "import time\ntime.sleep(60)", ExecuteOptions{})
+		done <- out{r, err}
+	}()
+	wait(t)
+	time.Sleep(100 * time.Millisecond) // inside time.sleep, not before it
+	start := time.Now()
+	if err := k.Interrupt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-done:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if o.r.Status != "error" || o.r.Error.Ename != "KeyboardInterrupt" {
+			t.Fatalf("status %q error %+v", o.r.Status, o.r.Error)
+		}
+		t.Logf("interrupted after %v", time.Since(start))
+	case <-time.After(2 * time.Second):
+		t.Fatal("the interrupted cell did not return within 2 s")
+	}
+	if r := execOK(t, c, "6*7"); r.Outputs[0].Data["text/plain"] != "42" {
+		t.Fatalf("kernel not usable after interrupt: %+v", r.Outputs)
+	}
+}
+
+func TestRestartKeepsClient(t *testing.T) {
+	k := launchTest(t)
+	c := k.Client()
+	execOK(t, c, "x = 1")
+	oldPid := k.Pid()
+	// A cell pending at the restart fails clearly.
+	wait, stop := startedRunning(c)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Execute(context.Background(), "import time; time.sleep(60)", ExecuteOptions{})
+		errc <- err
+	}()
+	wait(t)
+	stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := k.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrRestarted) {
+		t.Fatalf("pending execute: err = %v, want ErrRestarted", err)
+	}
+	if k.Pid() == oldPid {
+		t.Fatal("pid unchanged after restart")
+	}
+	r := execOK(t, c, "x")
+	if r.Status != "error" || r.Error.Ename != "NameError" {
+		t.Fatalf("after restart x should be gone: %+v", r.Error)
+	}
+	if r := execOK(t, c, "print('alive')"); r.Outputs[0].Text != "alive\n" {
+		t.Fatalf("outputs after restart: %+v", r.Outputs)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	k := launchTest(t)
+	c := k.Client()
+	ctx := context.Background()
+	r, err := c.Execute(ctx, "import time; time.sleep(30)", ExecuteOptions{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TimedOut || !r.Interrupted || r.Restarted || r.Status != "timeout" {
+		t.Fatalf("interruptible cell: %+v", r)
+	}
+	execOK(t, c, "y = 2")
+	// A cell that swallows KeyboardInterrupt is not idle after the grace period: restart.
+	code := "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
+	r, err = c.Execute(ctx, code, ExecuteOptions{Timeout: time.Second, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TimedOut || !r.Restarted || r.Status != "timeout" {
+		t.Fatalf("stubborn cell: %+v", r)
+	}
+	if r := execOK(t, c, "y"); r.Error == nil || r.Error.Ename != "NameError" {
+		t.Fatalf("kernel was not restarted: %+v", r)
+	}
+}
+
+func TestDeathMidCell(t *testing.T) {
+	cases := []struct {
+		name, code string
+		kill       bool
+		want       string
+	}{
+		{"os._exit", "import os, time\ntime.sleep(0.2)\nos._exit(3)", false, "exited with code 3"},
+		{"SIGKILL", "import time\ntime.sleep(60)", true, "SIGKILL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k := launchTest(t)
+			c := k.Client()
+			wait, stop := startedRunning(c)
+			defer stop()
+			errc := make(chan error, 1)
+			go func() {
+				_, err := c.Execute(context.Background(), tc.code, ExecuteOptions{})
+				errc <- err
+			}()
+			wait(t)
+			start := time.Now()
+			if tc.kill {
+				syscall.Kill(k.Pid(), syscall.SIGKILL)
+			}
+			select {
+			case err := <-errc:
+				if !errors.Is(err, ErrKernelDied) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err = %v, want ErrKernelDied with %q", err, tc.want)
+				}
+				t.Logf("detected in %v: %v", time.Since(start), err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("death not detected")
+			}
+			if time.Since(start) > 3*time.Second+300*time.Millisecond { // os._exit sleeps 0.2 s first
+				t.Fatalf("death detected after %v, want ≤ 3 s", time.Since(start))
+			}
+			<-k.Done()
+			if !errors.Is(k.Err(), ErrKernelDied) {
+				t.Fatalf("k.Err() = %v", k.Err())
+			}
+			if _, err := c.Execute(context.Background(), "1", ExecuteOptions{}); !errors.Is(err, ErrKernelDied) {
+				t.Fatalf("execute on a dead kernel: %v", err)
+			}
+		})
+	}
+}
+
+func TestInput(t *testing.T) {
+	k := launchTest(t)
+	c := k.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cases := []struct {
+		name      string
+		opts      ExecuteOptions
+		wantEname string
+		wantOut   string
+	}{
+		{"stdin not allowed", ExecuteOptions{}, "StdinNotImplementedError", ""},
+		{"allowed, nobody answers", ExecuteOptions{AllowStdin: true}, "EOFError", ""},
+		{"answered", ExecuteOptions{AllowStdin: true, Input: func(ctx context.Context, prompt string, pw bool) (string, error) {
+			return "bob:" + prompt, nil
+		}}, "", "hello bob:name? \n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := c.Execute(ctx, "print('hello', input('name? '))", tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantEname != "" {
+				if r.Error == nil || r.Error.Ename != tc.wantEname {
+					t.Fatalf("error = %+v, want %s", r.Error, tc.wantEname)
+				}
+				return
+			}
+			if r.Status != "ok" || len(r.Outputs) == 0 || r.Outputs[len(r.Outputs)-1].Text != tc.wantOut {
+				t.Fatalf("result %+v", r.Outputs)
+			}
+		})
+	}
+}
+
+func TestThousandSequentialCells(t *testing.T) {
+	k := launchTest(t)
+	c := k.Client()
+	execOK(t, c, "n = 0")
+	start := time.Now()
+	for i := range 1000 {
+		r := execOK(t, c, "n += 1\nn")
+		want := strconv.Itoa(i + 1)
+		if len(r.Outputs) != 1 || r.Outputs[0].Data["text/plain"] != want {
+			t.Fatalf("cell %d: outputs %+v", i, r.Outputs)
+		}
+	}
+	t.Logf("1000 cells in %v", time.Since(start))
+	if s := c.Stats(); s.BadSignatures+s.Malformed != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestParallelKernels(t *testing.T) {
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := launchTest(t)
+			for j := range 5 {
+				r, err := k.Client().Execute(context.Background(), fmt.Sprintf("print(%d*%d)", i, j), ExecuteOptions{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if got, want := r.Outputs[0].Text, fmt.Sprintf("%d\n", i*j); got != want {
+					errs <- fmt.Errorf("kernel %d cell %d: %q, want %q", i, j, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// childPids lists our child processes (from /proc).
+func childPids(t *testing.T) []int {
+	me := os.Getpid()
+	ents, _ := os.ReadDir("/proc")
+	var kids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(me) {
+			kids = append(kids, pid)
+		}
+	}
+	return kids
+}
+
+func TestShutdownLeavesNothing(t *testing.T) {
+	before := runtime.NumGoroutine()
+	kidsBefore := len(childPids(t))
+	spec, err := FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	k, err := Launch(ctx, spec, LaunchOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a child of the kernel in its process group must go too
+	execOK(t, k.Client(), "import subprocess; p = subprocess.Popen(['sleep', '60'])")
+	execOK(t, k.Client(), "print('x')")
+	pid, connFile := k.Pid(), k.ConnectionFile()
+	if err := k.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(k.Err(), ErrShutdown) {
+		t.Fatalf("Err after shutdown = %v", k.Err())
+	}
+	if _, err := os.Stat(connFile); !os.IsNotExist(err) {
+		t.Fatalf("connection file left behind: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		groupGone := syscall.Kill(-pid, 0) == syscall.ESRCH
+		g := runtime.NumGoroutine()
+		kids := len(childPids(t))
+		if groupGone && g <= before && kids <= kidsBefore {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("leak: process group alive %v, goroutines %d (before %d), children %d (before %d)\n%s",
+				!groupGone, g, before, kids, kidsBefore, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
