@@ -160,11 +160,11 @@ def _tasks() -> list[TaskSpec]:
             return Layout(poses, q)
         T.append(TaskSpec(f"open_drawer{sfx}", "drawer", "open the drawer",
                           ("cabinet", "drawer", "drawer_handle", "red_block"),
-                          lambda rng, f=drawer_layout: f(rng, 0.0),
+                          lambda rng, swap, f=drawer_layout: f(rng, 0.0),
                           _simple(lambda s: s.drawer_q() > 0.12), swap))
         T.append(TaskSpec(f"close_drawer{sfx}", "drawer", "close the drawer",
                           ("cabinet", "drawer", "drawer_handle", "red_block"),
-                          lambda rng, f=drawer_layout: f(rng, float(rng.uniform(0.14, 0.17))),
+                          lambda rng, swap, f=drawer_layout: f(rng, float(rng.uniform(0.14, 0.17))),
                           _simple(lambda s: s.drawer_q() < 0.015), swap))
 
         def ordered_layout(rng, swap=swap):
