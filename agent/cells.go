@@ -54,7 +54,7 @@ func (t *cellsToolkit) Call(ctx context.Context, name string, args json.RawMessa
 			}
 			return t.e.refuse(msg), nil
 		}
-		return t.e.runCell(ctx, *a.Code, "python", notebooks.AuthorAgent)
+		return t.e.runCell(ctx, *a.Code, "python", notebooks.AuthorAgent, nil)
 	default:
 		return t.e.refuse("unknown tool: " + name), nil
 	}
@@ -96,7 +96,7 @@ func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessa
 	if err != nil {
 		return t.e.refuse(fmt.Sprintf("malformed arguments for %s: %v", name, err)), nil
 	}
-	return t.e.runCell(ctx, code, name, notebooks.AuthorTool)
+	return t.e.runCell(ctx, code, name, notebooks.AuthorTool, map[string]any{"args": a})
 }
 
 // stripToolPrefix removes MCP-style prefixes (mcp__server__tool).
@@ -163,7 +163,7 @@ func (e *Episode) callFinish(args json.RawMessage) (ToolResult, error) {
 
 // runCell executes one agent (or tool-arm) cell: budget, gate, kernel execution with the sandbox on,
 // trace, ledger, feedback.
-func (e *Episode) runCell(ctx context.Context, code, tool, author string) (ToolResult, error) {
+func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraMeta map[string]any) (ToolResult, error) {
 	if err := e.gate.wait(ctx); err != nil {
 		return ToolResult{}, err
 	}
@@ -177,7 +177,6 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string) (ToolR
 	if e.cfg.MaxTurns > 0 && e.turns >= e.cfg.MaxTurns {
 		first := !e.budgetOut
 		e.budgetOut = true
-		e.finished = true
 		i := e.turns
 		e.mu.Unlock()
 		if first {
@@ -209,6 +208,9 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string) (ToolR
 	res, err := e.kern.Client().Execute(ctx, code, opts)
 	elapsed := time.Since(start)
 	meta := map[string]any{"author": author, "turn": i, "tool": tool, "elapsed_s": round3(elapsed.Seconds())}
+	for k, v := range extraMeta {
+		meta[k] = v
+	}
 	if err != nil {
 		// The cell did not finish: the kernel died, or the budget/ctx ended. Keep what it printed.
 		outs := mergeStreams(partial)
@@ -289,7 +291,12 @@ func (e *Episode) absorbReport(r *cellReport) {
 	}
 	e.res.Calls += len(r.Calls)
 	for _, c := range r.Calls {
-		if s, ok := c["stateful"].(bool); ok && s {
+		s, ok := c["stateful"].(bool)
+		if !ok {
+			name, _ := c["tool"].(string)
+			s = e.stateful[name]
+		}
+		if s {
 			e.res.StatefulCalls++
 		}
 	}

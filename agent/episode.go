@@ -14,6 +14,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // EpisodeConfig says which episode to run and how.
@@ -92,30 +93,9 @@ func (c *EpisodeConfig) defaults() error {
 	return nil
 }
 
-// FindRoot walks up from the working directory, then from the executable, to the directory holding
-// go.mod (the repository root: .venv, robotapi/python).
-func FindRoot() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	for _, dir := range starts {
-		for d := dir; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				if _, err := os.Stat(filepath.Join(d, "robotapi")); err == nil {
-					return d, nil
-				}
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return "", errors.New("cannot find the pyrualean repository root (go.mod next to robotapi/) from the working directory or the executable")
-}
+// FindRoot finds the repository root (robotapi.Root: $PYRUALEAN_ROOT, the working directory or the
+// executable, walking up to go.mod).
+func FindRoot() (string, error) { return robotapi.Root() }
 
 // Errors that end an episode.
 var (
@@ -151,14 +131,15 @@ type EpisodeStatus struct {
 
 // Episode is one live episode: its kernel with the robot, trace, ledger, budgets and run folder.
 type Episode struct {
-	cfg    EpisodeConfig
-	log    *slog.Logger
-	kern   *kernel.Kernel
-	trace  *notebooks.Trace
-	prompt Prompt
-	card   Card
-	tk     Toolkit
-	tools  []ToolSpec // primitive tools (tools arm)
+	cfg      EpisodeConfig
+	log      *slog.Logger
+	kern     *kernel.Kernel
+	trace    *notebooks.Trace
+	prompt   Prompt
+	card     Card
+	tk       Toolkit
+	tools    []ToolSpec // the robot's primitives as tools (offered in the tools arm)
+	stateful map[string]bool
 
 	turnsW, callsW *jsonlWriter
 	workspace      string
@@ -342,19 +323,13 @@ func (e *Episode) boot(ctx context.Context) error {
 	return e.buildPrompt(ctx)
 }
 
-// setupCode is the one-line first cell that makes the robot (robotapi's contract).
+// setupCode is robotapi's one-line first cell that makes the robot, plus the names the contract
+// promises the agent (np, math, time).
 func setupCode(c EpisodeConfig, workspace string) string {
-	args := []string{pyStr(c.Robot)}
-	if c.Task != "" {
-		args = append(args, "task="+pyStr(c.Task))
-	}
-	args = append(args, fmt.Sprintf("seed=%d", c.Seed))
-	if c.Suite != "" {
-		args = append(args, "suite="+pyStr(c.Suite))
-	}
-	args = append(args, "workspace="+pyStr(workspace), "images="+pyStr(c.Images), "primitives="+pyStr(c.Primitives),
-		fmt.Sprintf("max_env_steps=%d", c.MaxEnvSteps))
-	return "from pyrualean_robot import make\nrobo = make(" + strings.Join(args, ", ") + ")"
+	return robotapi.SetupCode(robotapi.SetupOptions{
+		Robot: c.Robot, Task: c.Task, Seed: c.Seed, Workspace: workspace, Images: c.Images,
+		Primitives: c.Primitives, Suite: c.Suite, MaxEnvSteps: c.MaxEnvSteps,
+	}) + "\nimport math, time\nimport numpy as np"
 }
 
 func pyStr(s string) string {
@@ -419,12 +394,11 @@ func (e *Episode) writeCard(cardJSON []byte) error {
 // buildPrompt assembles prompt.txt: arm contract + API reference + robot knowledge + task card (+ guides).
 func (e *Episode) buildPrompt(ctx context.Context) error {
 	c := e.cfg
-	py := PythonPath(c.Root)
-	format := "text"
+	format := robotapi.FormatText
 	if c.Arm == ArmTools {
-		format = "tools"
+		format = robotapi.FormatTools
 	}
-	ref, err := RobotReference(ctx, py, c.Robot, c.Primitives, format)
+	ref, err := robotapi.Reference(ctx, c.Robot, c.Primitives, format)
 	if err != nil {
 		return err
 	}
@@ -435,6 +409,15 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 			return err
 		}
 		apiText = toolsReference(e.tools)
+	} else if tools, err := robotapi.Reference(ctx, c.Robot, c.Primitives, robotapi.FormatTools); err == nil {
+		// Only to tell stateful primitives apart in the ledger counts.
+		e.tools, _ = ParseToolSchemas([]byte(tools))
+	}
+	e.stateful = map[string]bool{}
+	for _, t := range e.tools {
+		if t.Stateful {
+			e.stateful[t.Name] = true
+		}
 	}
 	guides := ""
 	if c.Guides {
@@ -532,6 +515,17 @@ func (e *Episode) Finished() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.finished
+}
+
+// Success is the environment's verdict so far (nil: not known yet).
+func (e *Episode) Success() *bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.res.EnvironmentSuccess == nil {
+		return nil
+	}
+	s := *e.res.EnvironmentSuccess
+	return &s
 }
 
 // SetPlannerAttempts records how many times the runtime had to start the planner.
@@ -731,6 +725,8 @@ func (e *Episode) deriveStatusLocked(runErr error) string {
 		return StatusCompleted
 	case errors.Is(runErr, ErrBudgetExceeded):
 		return StatusTimeout
+	case errors.Is(runErr, context.Canceled):
+		return StatusInterrupted
 	case errors.Is(runErr, ErrPlanner):
 		return StatusPlannerError
 	case e.budgetOut && !success:

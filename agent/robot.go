@@ -1,39 +1,10 @@
 package agent
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 )
-
-// PythonPath is the repository's venv interpreter.
-func PythonPath(root string) string { return filepath.Join(root, ".venv", "bin", "python") }
-
-// RobotReference runs `python -m pyrualean_robot.api` (no simulator boot): the API reference the
-// agent reads (format text) or the primitives as function tools (format tools).
-func RobotReference(ctx context.Context, python, robot, primitives, format string) (string, error) {
-	cmd := exec.CommandContext(ctx, python, "-m", "pyrualean_robot.api", "--robot", robot, "--primitives", primitives, "--format", format)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = os.Environ()
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("robot API reference (%s %s): %w: %s", robot, format, err, strings.TrimSpace(lastLines(stderr.String(), 5)))
-	}
-	return stdout.String(), nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // ParseToolSchemas reads `api --format tools`: a JSON list of OpenAI function tools
 // ({"type":"function","function":{name,description,parameters}}) or of plain {name, description,
@@ -65,6 +36,9 @@ func ParseToolSchemas(b []byte) ([]ToolSpec, error) {
 			InputSchema2 json.RawMessage `json:"inputSchema"`
 			ReadOnly     bool            `json:"read_only"`
 			Stateful     *bool           `json:"stateful"`
+			X            *struct {
+				Stateful *bool `json:"stateful"`
+			} `json:"x-pyrualean"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return nil, fmt.Errorf("tool schemas[%d]: %w", i, err)
@@ -79,8 +53,12 @@ func ParseToolSchemas(b []byte) ([]ToolSpec, error) {
 		if len(s.Parameters) == 0 {
 			s.Parameters = t.InputSchema2
 		}
-		if t.Stateful != nil && !*t.Stateful {
-			s.ReadOnly = true
+		if t.X != nil && t.X.Stateful != nil {
+			t.Stateful = t.X.Stateful
+		}
+		if t.Stateful != nil {
+			s.Stateful = *t.Stateful
+			s.ReadOnly = !*t.Stateful
 		}
 		if s.Name == "" {
 			return nil, fmt.Errorf("tool schemas[%d]: no name", i)

@@ -224,9 +224,13 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 	plannerAttempts := 1
 	ep.SetPlannerAttempts(plannerAttempts)
 	noToolStreak := 0
+	grace := -1 // LLM calls left to call finish once the robot says the episode is over
 	for turn := 1; turn <= maxCalls; turn++ {
-		if ep.Finished() {
+		if ep.Finished() || grace == 0 {
 			return nil
+		}
+		if grace > 0 {
+			grace--
 		}
 		msg, rec, err := lc.complete(ctx, msgs, tools)
 		rec.Turn = turn
@@ -302,8 +306,12 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 		if len(followUp) > 0 {
 			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, MultiContent: followUp})
 		}
-		if finished || ep.Finished() {
+		if ep.Finished() {
 			return nil
+		}
+		if finished && grace < 0 {
+			// The robot ended the episode (task done, step budget): let the model call finish.
+			grace = 2
 		}
 	}
 	return fmt.Errorf("%w: reached the ceiling of %d LLM calls", ErrNoToolCall, maxCalls)

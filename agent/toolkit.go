@@ -26,6 +26,7 @@ type ToolSpec struct {
 	Description string
 	Parameters  json.RawMessage // a JSON Schema object
 	ReadOnly    bool            // MCP readOnlyHint: lets Codex run it under approval_policy=never
+	Stateful    bool            // a robot primitive that changes the simulation (tools arm)
 }
 
 // ToolResult is what one tool call gives back to the model.

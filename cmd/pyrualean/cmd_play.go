@@ -2,12 +2,331 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
 )
 
-// cmdPlay is filled in by the agent work; until then it says so plainly.
+// playFlags are `pyrualean play`'s flags (the seed's, plus the openai runtime's).
+type playFlags struct {
+	robot, arm, suite, task, model, out, cudaDevice, runtime string
+	baseURL, apiKeyEnv, toolChoice, temperature, extraBody   string
+	images, feedback, primitives, from, reasoning, prices    string
+	seed, maxTurns, maxTokens, maxEnvSteps                   int
+	budgetS, cellTimeoutS                                    float64
+	priceIn, priceCached, priceOut                           float64
+	guides, imagesInTool, verbose                            bool
+}
+
+func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
+	f := &playFlags{}
+	fs := flag.NewFlagSet("play", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.robot, "robot", "tabletop", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb)")
+	fs.StringVar(&f.arm, "arm", agent.ArmCells, "cells (python + finish) or tools (one tool per primitive + finish)")
+	fs.StringVar(&f.suite, "suite", "", "benchmark suite")
+	fs.StringVar(&f.task, "task", "", "task name (default: the robot's first task)")
+	fs.IntVar(&f.seed, "seed", 0, "episode seed")
+	fs.StringVar(&f.model, "model", "", "model name sent to the endpoint (default $PYRUALEAN_MODEL, else gpt-6-astra)")
+	fs.StringVar(&f.reasoning, "reasoning", "", "reasoning effort recorded in result.json (and sent as reasoning_effort when set)")
+	fs.IntVar(&f.maxTurns, "max-turns", 0, "maximum python/primitive calls (0: no limit; finish never counts)")
+	fs.Float64Var(&f.budgetS, "budget-s", 1200, "wall-clock budget of the policy in seconds (0: none)")
+	fs.Float64Var(&f.cellTimeoutS, "cell-timeout-s", 300, "per-cell timeout in seconds: the kernel is interrupted")
+	fs.IntVar(&f.maxEnvSteps, "max-episode-steps", 10000, "simulator step budget")
+	fs.StringVar(&f.out, "out", "", "run folder (default runs/<time>-<robot>-<task>-<arm>)")
+	fs.StringVar(&f.cudaDevice, "cuda-device", "", "CUDA_VISIBLE_DEVICES for the kernel")
+	fs.StringVar(&f.runtime, "runtime", "openai", "openai (any OpenAI-compatible endpoint) or replay (fixed actions, no model)")
+	fs.StringVar(&f.from, "from", "", "replay: a trace (.ipynb) or a percent-format script (.py) of agent cells")
+	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1)")
+	fs.StringVar(&f.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
+	fs.IntVar(&f.maxTokens, "openai-max-tokens", 0, "max_tokens per reply (0: server default)")
+	fs.StringVar(&f.toolChoice, "openai-tool-choice", "", "tool_choice: auto, required or none (default: not sent)")
+	fs.StringVar(&f.temperature, "openai-temperature", "", "temperature, sent even when 0 (default: not sent)")
+	fs.StringVar(&f.extraBody, "openai-extra-body", "", "JSON object merged into every request body (top_p, top_k, chat_template_kwargs, ...)")
+	fs.BoolVar(&f.imagesInTool, "openai-images-in-tool", false, "put images inside tool messages instead of a following user message")
+	fs.StringVar(&f.images, "images", agent.ImagesOnMotion, "on-motion, on-demand or none")
+	fs.StringVar(&f.feedback, "feedback", agent.FeedbackRich, "pure or rich")
+	fs.BoolVar(&f.guides, "guides", false, "add the robot's guides to the prompt and the workspace")
+	fs.StringVar(&f.primitives, "primitives", agent.PrimitivesFull, "full or no-vla")
+	fs.StringVar(&f.prices, "prices", "", "price table JSON {model: {input, cached_input, output}} in $ per million tokens")
+	fs.Float64Var(&f.priceIn, "price-input", -1, "$ per million input tokens (overrides --prices for --model)")
+	fs.Float64Var(&f.priceCached, "price-cached", -1, "$ per million cached input tokens")
+	fs.Float64Var(&f.priceOut, "price-output", -1, "$ per million output tokens")
+	fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
+	return fs, f
+}
+
+// playSetup is a validated play invocation.
+type playSetup struct {
+	episode agent.EpisodeConfig
+	openai  agent.OpenAIConfig
+	actions []agent.Action
+	runtime string
+}
+
+// parsePlay validates every flag before anything starts; the error is one line for the user.
+func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, error) {
+	fs, f := newPlayFlagSet(stderr)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	oneOf := func(name, v string, allowed ...string) error {
+		for _, a := range allowed {
+			if v == a {
+				return nil
+			}
+		}
+		return fmt.Errorf("--%s %q: want one of %s", name, v, strings.Join(allowed, ", "))
+	}
+	for _, err := range []error{
+		oneOf("arm", f.arm, agent.ArmCells, agent.ArmTools),
+		oneOf("runtime", f.runtime, "openai", "replay"),
+		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
+		oneOf("feedback", f.feedback, agent.FeedbackPure, agent.FeedbackRich),
+		oneOf("primitives", f.primitives, agent.PrimitivesFull, agent.PrimitivesNoVLA),
+		oneOf("openai-tool-choice", f.toolChoice, "", "auto", "required", "none"),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case f.robot == "":
+		return nil, errors.New("--robot: empty")
+	case f.seed < 0:
+		return nil, fmt.Errorf("--seed %d: must be >= 0", f.seed)
+	case f.maxTurns < 0:
+		return nil, fmt.Errorf("--max-turns %d: must be >= 0", f.maxTurns)
+	case f.budgetS < 0:
+		return nil, fmt.Errorf("--budget-s %g: must be >= 0", f.budgetS)
+	case f.cellTimeoutS <= 0:
+		return nil, fmt.Errorf("--cell-timeout-s %g: must be > 0", f.cellTimeoutS)
+	case f.maxEnvSteps <= 0:
+		return nil, fmt.Errorf("--max-episode-steps %d: must be > 0", f.maxEnvSteps)
+	case f.maxTokens < 0:
+		return nil, fmt.Errorf("--openai-max-tokens %d: must be >= 0", f.maxTokens)
+	case f.runtime == "replay" && f.from == "":
+		return nil, errors.New("--runtime replay needs --from TRACE.ipynb|CELLS.py")
+	case f.runtime != "replay" && f.from != "":
+		return nil, errors.New("--from is only for --runtime replay")
+	}
+	s := &playSetup{runtime: f.runtime}
+	model := f.model
+	if model == "" && f.runtime == "openai" {
+		model = os.Getenv("PYRUALEAN_MODEL")
+		if model == "" {
+			model = "gpt-6-astra"
+		}
+	}
+	if f.runtime == "replay" {
+		model = "replay"
+		acts, err := agent.LoadActions(f.from, f.arm)
+		if err != nil {
+			return nil, fmt.Errorf("--from: %w", err)
+		}
+		s.actions = acts
+	}
+	prices := agent.PriceTable{}
+	if f.prices != "" {
+		t, err := agent.ReadPriceTable(f.prices)
+		if err != nil {
+			return nil, fmt.Errorf("--prices: %w", err)
+		}
+		prices = t
+	}
+	if f.priceIn >= 0 || f.priceOut >= 0 || f.priceCached >= 0 {
+		if f.priceIn < 0 || f.priceOut < 0 {
+			return nil, errors.New("--price-input and --price-output go together")
+		}
+		cached := f.priceCached
+		if cached < 0 {
+			cached = f.priceIn
+		}
+		prices[model] = agent.Price{Input: f.priceIn, CachedInput: cached, Output: f.priceOut}
+	}
+	out := f.out
+	if out == "" {
+		task := f.task
+		if task == "" {
+			task = "default"
+		}
+		out = filepath.Join("runs", fmt.Sprintf("%s-%s-%s-%s", now.UTC().Format("20060102T150405"), f.robot, task, f.arm))
+	}
+	s.episode = agent.EpisodeConfig{
+		Robot: f.robot, Suite: f.suite, Task: f.task, Seed: f.seed, Arm: f.arm, Images: f.images,
+		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
+		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
+		MaxEnvSteps: f.maxEnvSteps, Out: out, Model: model, Runtime: f.runtime, ReasoningEffort: f.reasoning,
+		CUDADevice: f.cudaDevice, Prices: prices,
+	}
+	if f.runtime == "openai" {
+		extra := map[string]any{}
+		if f.extraBody != "" {
+			if err := json.Unmarshal([]byte(f.extraBody), &extra); err != nil || extra == nil {
+				return nil, fmt.Errorf("--openai-extra-body: want a JSON object: %v", errOr(err, "null"))
+			}
+		}
+		if f.reasoning != "" {
+			if _, set := extra["reasoning_effort"]; !set {
+				extra["reasoning_effort"] = f.reasoning
+			}
+		}
+		var temp *float64
+		if f.temperature != "" {
+			t, err := strconv.ParseFloat(f.temperature, 64)
+			if err != nil || t < 0 || t > 2 {
+				return nil, fmt.Errorf("--openai-temperature %q: want a number in [0, 2]", f.temperature)
+			}
+			temp = &t
+		}
+		base := f.baseURL
+		if base == "" {
+			base = os.Getenv("OPENAI_BASE_URL")
+		}
+		if base == "" {
+			base = "https://api.openai.com/v1"
+		}
+		if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+			return nil, fmt.Errorf("--base-url %q: want an http(s) URL", base)
+		}
+		if f.apiKeyEnv == "" {
+			return nil, errors.New("--api-key-env: empty")
+		}
+		maxCalls := 0
+		if f.maxTurns > 0 {
+			maxCalls = f.maxTurns + 10
+		}
+		s.openai = agent.OpenAIConfig{
+			BaseURL: base, APIKey: os.Getenv(f.apiKeyEnv), Model: model, MaxTokens: f.maxTokens,
+			ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra, ImagesInToolMessages: f.imagesInTool,
+			MaxLLMCalls: maxCalls, Prices: prices,
+		}
+	}
+	return s, nil
+}
+
+func errOr(err error, s string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+// playLine is play's one line of stdout (seed §11, plus the run folder).
+type playLine struct {
+	Arm                string            `json:"arm"`
+	Status             string            `json:"status"`
+	EnvironmentSuccess *bool             `json:"environment_success"`
+	Finish             *agent.FinishInfo `json:"finish"`
+	ToolTurns          int               `json:"tool_turns"`
+	StatefulCalls      int               `json:"stateful_calls"`
+	EnvSteps           int               `json:"env_steps"`
+	PolicyWallS        float64           `json:"policy_wall_s"`
+	LLMCalls           int               `json:"llm_calls"`
+	InputTokens        int               `json:"input_tokens"`
+	RunDir             string            `json:"run_dir"`
+	Trace              string            `json:"trace"`
+}
+
 func cmdPlay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "pyrualean play: not built yet")
-	return 2
+	s, err := parsePlay(args, stderr, time.Now())
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "pyrualean play: %v\n", err)
+			return 2
+		}
+		return 0
+	}
+	level := slog.LevelWarn
+	if hasFlag(args, "v") {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	s.episode.Logger = logger
+	s.openai.Logger = logger
+	res, err := playEpisode(ctx, s)
+	if res == nil {
+		fmt.Fprintf(stderr, "pyrualean play: %v\n", err)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean play: %v\n", err)
+	}
+	line := playLine{
+		Arm: res.Arm, Status: res.Status, EnvironmentSuccess: res.EnvironmentSuccess, Finish: res.Finish,
+		ToolTurns: res.ToolTurns, StatefulCalls: res.StatefulCalls, EnvSteps: res.EnvSteps, PolicyWallS: res.PolicyWallS,
+		LLMCalls: res.Generation.Turns, InputTokens: res.Generation.InputTokens,
+		RunDir: s.episode.Out, Trace: filepath.Join(s.episode.Out, res.Files.Trace),
+	}
+	b, _ := json.Marshal(line)
+	fmt.Fprintln(stdout, string(b))
+	switch res.Status {
+	case agent.StatusBootError, agent.StatusError, agent.StatusPlannerError, agent.StatusInterrupted:
+		return 1
+	}
+	return 0
+}
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "-"+name || a == "--"+name {
+			return true
+		}
+	}
+	return false
+}
+
+// playEpisode boots the episode, runs the runtime and finishes. A boot failure returns the
+// boot_error result written to result.json.
+func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
+	ep, err := agent.StartEpisode(ctx, s.episode)
+	if err != nil {
+		if errors.Is(err, agent.ErrBoot) {
+			if row, lerr := readResult(s.episode.Out); lerr == nil {
+				return row, err
+			}
+		}
+		return nil, err
+	}
+	pctx, cancel := ep.Context(ctx)
+	var runErr error
+	switch s.runtime {
+	case "replay":
+		runErr = agent.RunReplay(pctx, ep, s.actions)
+	default:
+		runErr = agent.RunOpenAI(pctx, ep, s.openai)
+	}
+	if runErr != nil && pctx.Err() != nil && ctx.Err() == nil {
+		// The policy context ended first: say why (budget or kernel death), not just "canceled".
+		if cause := context.Cause(pctx); cause != nil && !errors.Is(runErr, cause) {
+			runErr = fmt.Errorf("%w: %w", cause, runErr)
+		}
+	}
+	cancel()
+	return ep.Finish(context.WithoutCancel(ctx), "", runErr)
+}
+
+func readResult(dir string) (*agent.Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r agent.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }

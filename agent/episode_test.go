@@ -1,0 +1,550 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/notebooks"
+)
+
+// Reference cells for tabletop stack_blocks (robotapi/solutions/tabletop/stack_blocks.py).
+const (
+	pickRed   = "grasp = robo.pick(\"red_block\")\nassert grasp.success, grasp\n"
+	placeBlue = "base = robo.segment(\"blue block\")\nx, y, top = base.top_xyz\nrobo.move_to([x, y, top + 0.10])\nrobo.move_to([x, y, top + 0.025], step_clip=0.01)\nrobo.release()\n"
+)
+
+func py(code string) openaitest.ToolCall {
+	b, _ := json.Marshal(map[string]string{"code": code})
+	return openaitest.ToolCall{Name: "python", Arguments: string(b)}
+}
+
+func finish(status, summary string) openaitest.ToolCall {
+	b, _ := json.Marshal(map[string]string{"status": status, "summary": summary})
+	return openaitest.ToolCall{Name: "finish", Arguments: string(b)}
+}
+
+func call(tcs ...openaitest.ToolCall) openaitest.Step {
+	return openaitest.Step{Reply: openaitest.Reply{ToolCalls: tcs}}
+}
+
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := agent.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func episodeConfig(t *testing.T, mod func(*agent.EpisodeConfig)) agent.EpisodeConfig {
+	cfg := agent.EpisodeConfig{
+		Robot: "tabletop", Task: "stack_blocks", Seed: 0, Out: filepath.Join(t.TempDir(), "run"),
+		Model: "scripted", Root: root(t), CellTimeout: 60 * time.Second,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	return cfg
+}
+
+func openaiConfig(srv *openaitest.Server, mod func(*agent.OpenAIConfig)) agent.OpenAIConfig {
+	c := agent.OpenAIConfig{
+		BaseURL: srv.BaseURL(), APIKey: "test-key", Model: "scripted",
+		Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, PlannerRetryWait: 5 * time.Millisecond,
+	}
+	if mod != nil {
+		mod(&c)
+	}
+	return c
+}
+
+// playEpisode runs one whole episode against the scripted server, the way `pyrualean play` does.
+func playEpisode(t *testing.T, cfg agent.EpisodeConfig, oc agent.OpenAIConfig, during func(*agent.Episode)) (*agent.Result, *agent.Episode) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ep, err := agent.StartEpisode(ctx, cfg)
+	if err != nil {
+		t.Fatalf("StartEpisode: %v", err)
+	}
+	t.Cleanup(func() { ep.Finish(context.Background(), "", nil) })
+	if during != nil {
+		during(ep)
+	}
+	pctx, pcancel := ep.Context(ctx)
+	runErr := agent.RunOpenAI(pctx, ep, oc)
+	if runErr != nil && pctx.Err() != nil {
+		if cause := context.Cause(pctx); cause != nil {
+			runErr = cause
+		}
+	}
+	pcancel()
+	res, err := ep.Finish(ctx, "", runErr)
+	if err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	return res, ep
+}
+
+func readJSONL(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func readTrace(t *testing.T, dir string) *notebooks.Notebook {
+	t.Helper()
+	nb, err := notebooks.ReadFile(filepath.Join(dir, "trace.ipynb"))
+	if err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+	return nb
+}
+
+func cellsBy(nb *notebooks.Notebook, author string) []notebooks.Cell {
+	var out []notebooks.Cell
+	for _, c := range nb.Cells {
+		if m, ok := c.Metadata["pyrualean"].(map[string]any); ok && m["author"] == author && c.CellType == notebooks.CellCode {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// toolMessages returns the tool messages of a request, in order.
+func toolMessages(r openaitest.Request) []map[string]any {
+	var out []map[string]any
+	for _, m := range r.Messages() {
+		if m["role"] == "tool" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func lastToolText(t *testing.T, r openaitest.Request) string {
+	t.Helper()
+	tms := toolMessages(r)
+	if len(tms) == 0 {
+		t.Fatalf("request has no tool message")
+	}
+	s, _ := tms[len(tms)-1]["content"].(string)
+	return s
+}
+
+// imagesAfterLastTool returns the image parts of the user message that follows the last tool message.
+func imagesAfterLastTool(r openaitest.Request) (int, bool) {
+	msgs := r.Messages()
+	last := -1
+	for i, m := range msgs {
+		if m["role"] == "tool" {
+			last = i
+		}
+	}
+	if last < 0 || last+1 >= len(msgs) || msgs[last+1]["role"] != "user" {
+		return 0, false
+	}
+	parts, _ := msgs[last+1]["content"].([]any)
+	n := 0
+	for _, p := range parts {
+		if pm, _ := p.(map[string]any); pm["type"] == "image_url" {
+			n++
+		}
+	}
+	return n, true
+}
+
+func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
+	srv := openaitest.New(
+		openaitest.Step{Reply: openaitest.Reply{Reasoning: "pick first", ReasoningKey: "reasoning", ToolCalls: []openaitest.ToolCall{py(pickRed)}}},
+		openaitest.Step{Reply: openaitest.Reply{Reasoning: "then place", TopLevelReasoningTokens: true, ToolCalls: []openaitest.ToolCall{py(placeBlue)}}},
+		call(finish("success", "stacked")),
+	)
+	defer srv.Close()
+	temp := 0.0
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
+		c.Prices = agent.PriceTable{"scripted": {Input: 1, CachedInput: 0.1, Output: 4}}
+	})
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) {
+		c.Temperature = &temp
+		c.ExtraBody = map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": false}}
+		c.Prices = cfg.Prices
+	}), nil)
+
+	if res.Status != agent.StatusCompleted || res.EnvironmentSuccess == nil || !*res.EnvironmentSuccess {
+		t.Fatalf("status %s success %v, want completed/true (error %+v)", res.Status, res.EnvironmentSuccess, res.Error)
+	}
+	if res.Finish == nil || res.Finish.Status != "success" || res.ToolTurns != 2 {
+		t.Errorf("finish %+v tool_turns %d", res.Finish, res.ToolTurns)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 3 || res.Generation.Turns != 3 {
+		t.Fatalf("requests %d, generation.turns %d, want 3", len(reqs), res.Generation.Turns)
+	}
+	// Extra body, temperature 0 (go-openai alone would drop it) and tools on the wire.
+	for _, r := range reqs {
+		if string(r.Body["temperature"].(json.Number)) != "0" {
+			t.Errorf("temperature on the wire = %v, want 0", r.Body["temperature"])
+		}
+		if string(r.Body["top_k"].(json.Number)) != "20" {
+			t.Errorf("top_k = %v", r.Body["top_k"])
+		}
+		if ctk, _ := r.Body["chat_template_kwargs"].(map[string]any); ctk["enable_thinking"] != false {
+			t.Errorf("chat_template_kwargs = %v", r.Body["chat_template_kwargs"])
+		}
+		if tools, _ := r.Body["tools"].([]any); len(tools) != 2 {
+			t.Errorf("tools = %d, want python + finish", len(tools))
+		}
+	}
+	// First user message: prompt text plus the task card's images.
+	first := reqs[0].Messages()[0]
+	parts, _ := first["content"].([]any)
+	if first["role"] != "user" || len(parts) < 3 {
+		t.Fatalf("first message = %v", first["role"])
+	}
+	if txt, _ := parts[0].(map[string]any)["text"].(string); !strings.Contains(txt, "# How you control the robot") || !strings.Contains(txt, "stack the red block on the blue block") {
+		t.Errorf("prompt text lacks the contract or the task")
+	}
+	// on-motion: the pick moved the robot, so its images follow the tool message in a user message.
+	fb := lastToolText(t, reqs[1])
+	var cell map[string]any
+	if err := json.Unmarshal([]byte(strings.Split(fb, "\n[")[0]), &cell); err != nil {
+		t.Fatalf("feedback is not JSON: %v\n%s", err, fb)
+	}
+	for _, k := range []string{"cell", "stdout", "stderr", "elapsed_s", "images", "primitive_calls", "moved", "env_steps", "state", "episode_done"} {
+		if _, ok := cell[k]; !ok {
+			t.Errorf("rich feedback lacks %q: %s", k, fb)
+		}
+	}
+	if n, ok := imagesAfterLastTool(reqs[1]); !ok || n != 2 {
+		t.Errorf("images after the pick's tool message = %d (%v), want 2 in a user message", n, ok)
+	}
+	// Accounting: turns.jsonl has one line per LLM call; usage from the raw response.
+	turns := readJSONL(t, filepath.Join(cfg.Out, "turns.jsonl"))
+	if len(turns) != 3 {
+		t.Fatalf("turns.jsonl has %d lines", len(turns))
+	}
+	if turns[0]["reasoning"] != "pick first" {
+		t.Errorf("reasoning from the `reasoning` key = %v", turns[0]["reasoning"])
+	}
+	u1, _ := turns[1]["usage"].(map[string]any)
+	if u1["reasoning_output_tokens"].(float64) == 0 || u1["cached_input_tokens"].(float64) == 0 {
+		t.Errorf("turn 2 usage %v: want top-level reasoning tokens and cached tokens", u1)
+	}
+	var in float64
+	for _, tr := range turns {
+		in += tr["usage"].(map[string]any)["input_tokens"].(float64)
+	}
+	if int(in) != res.Generation.InputTokens || res.Generation.CachedInputTokens == 0 || res.CostUSD == nil || *res.CostUSD <= 0 {
+		t.Errorf("generation %+v cost %v (sum of turns %v)", res.Generation, res.CostUSD, in)
+	}
+	// Trace: setup cell, two agent cells with their outputs, the finish.
+	nb := readTrace(t, cfg.Out)
+	if got := len(cellsBy(nb, "agent")); got != 2 {
+		t.Errorf("trace has %d agent cells", got)
+	}
+	if st := nb.Metadata["pyrualean"].(map[string]any)["status"]; st != agent.StatusCompleted {
+		t.Errorf("trace status %v", st)
+	}
+	// Ledger copied into the run folder.
+	if calls := readJSONL(t, filepath.Join(cfg.Out, "calls.jsonl")); len(calls) < 3 || calls[0]["tool"] != "pick" {
+		t.Errorf("calls.jsonl = %v", calls)
+	}
+	if res.StatefulCalls == 0 {
+		t.Errorf("stateful_calls = 0")
+	}
+}
+
+func TestFailedEpisodeAndMalformedArguments(t *testing.T) {
+	srv := openaitest.New(
+		call(openaitest.ToolCall{Name: "python", Arguments: `{"code": "print(1)"`}),
+		call(openaitest.ToolCall{Name: "python", Arguments: `{"source": "print(1)"}`}),
+		call(openaitest.ToolCall{Name: "teleport", Arguments: `{}`}),
+		call(py("print('\\x1b[31mred\\x1b[0m')\n1/0")),
+		call(finish("failure", "gave up")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Feedback = agent.FeedbackPure })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if res.Status != agent.StatusCompleted || (res.EnvironmentSuccess != nil && *res.EnvironmentSuccess) || res.Finish.Status != "failure" {
+		t.Fatalf("status %s success %v finish %+v", res.Status, res.EnvironmentSuccess, res.Finish)
+	}
+	reqs := srv.Requests()
+	for i, want := range []string{"malformed arguments for python", "malformed arguments for python", "unknown tool: teleport"} {
+		if got := lastToolText(t, reqs[i+1]); !strings.Contains(got, want) {
+			t.Errorf("reply %d = %s, want %q", i+1, got, want)
+		}
+	}
+	if res.ToolTurns != 1 {
+		t.Errorf("tool_turns = %d: refused calls must not count", res.ToolTurns)
+	}
+	fb := lastToolText(t, reqs[4])
+	var cell map[string]any
+	if err := json.Unmarshal([]byte(fb), &cell); err != nil {
+		t.Fatal(err)
+	}
+	exc, _ := cell["exception"].(string)
+	if !strings.Contains(exc, "ZeroDivisionError") || strings.Contains(exc, "\x1b[") {
+		t.Errorf("exception %q: want ZeroDivisionError without ANSI", exc)
+	}
+	if cell["stdout"] != "red\n" {
+		t.Errorf("stdout %q: want ANSI stripped", cell["stdout"])
+	}
+	keys := map[string]bool{}
+	for k := range cell {
+		keys[k] = true
+	}
+	for _, k := range []string{"primitive_calls", "state", "moved", "images"} {
+		if keys[k] {
+			t.Errorf("pure feedback has %q", k)
+		}
+	}
+}
+
+func TestCallBudgetExhausted(t *testing.T) {
+	srv := openaitest.New(
+		call(py("x = 1")),
+		call(py("x += 1")),
+		call(py("x += 1")),
+		call(finish("failure", "out of calls")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.MaxTurns = 2 })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if res.Status != agent.StatusCallBudget || res.ToolTurns != 2 {
+		t.Fatalf("status %s tool_turns %d, want call_budget/2", res.Status, res.ToolTurns)
+	}
+	if len(srv.Requests()) != 4 {
+		t.Fatalf("requests %d", len(srv.Requests()))
+	}
+	if got := lastToolText(t, srv.Requests()[3]); !strings.Contains(got, "call budget exhausted") {
+		t.Errorf("third python call answered %s", got)
+	}
+}
+
+func TestWallClockBudget(t *testing.T) {
+	srv := openaitest.New(call(py("import time\nprint('start', flush=True)\ntime.sleep(60)")))
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Budget = 2 * time.Second })
+	start := time.Now()
+	res, ep := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if res.Status != agent.StatusTimeout {
+		t.Fatalf("status %s, want timeout (%+v)", res.Status, res.Error)
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Errorf("took %v", el)
+	}
+	_ = ep
+	nb := readTrace(t, cfg.Out)
+	agentCells := cellsBy(nb, "agent")
+	if len(agentCells) != 1 {
+		t.Fatalf("trace has %d agent cells, want the interrupted one", len(agentCells))
+	}
+	if out := agentCells[0].Outputs; len(out) == 0 || !strings.Contains(out[0].Text, "start") {
+		t.Errorf("partial output lost: %+v", out)
+	}
+}
+
+func TestKernelKilledMidEpisode(t *testing.T) {
+	var pid int
+	srv := openaitest.New(
+		call(py("a = 41")),
+		openaitest.Step{Func: func(openaitest.Request) openaitest.Reply {
+			syscall.Kill(pid, syscall.SIGKILL)
+			return openaitest.Reply{ToolCalls: []openaitest.ToolCall{py("a + 1")}}
+		}},
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, nil)
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) { pid = ep.Kernel().Pid() })
+	if res.Status != agent.StatusError || res.Error == nil {
+		t.Fatalf("status %s error %+v, want error", res.Status, res.Error)
+	}
+	nb := readTrace(t, cfg.Out)
+	if len(cellsBy(nb, "setup")) != 1 || len(cellsBy(nb, "agent")) < 1 {
+		t.Fatalf("trace lost cells: %d cells", len(nb.Cells))
+	}
+	if cellsBy(nb, "agent")[0].Source != "a = 41" {
+		t.Errorf("first agent cell = %q", cellsBy(nb, "agent")[0].Source)
+	}
+	var onDisk agent.Result
+	b, _ := os.ReadFile(filepath.Join(cfg.Out, "result.json"))
+	if err := json.Unmarshal(b, &onDisk); err != nil || onDisk.Status != agent.StatusError {
+		t.Errorf("result.json status %q (%v)", onDisk.Status, err)
+	}
+}
+
+func TestProviderErrorsRetried(t *testing.T) {
+	srv := openaitest.New(
+		openaitest.Step{Status: 500},
+		openaitest.Step{Status: 429},
+		openaitest.Step{Status: 503},
+		call(py("print('ok')")),
+		call(finish("failure", "done")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, nil)
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if res.Status != agent.StatusCompleted || res.ToolTurns != 1 {
+		t.Fatalf("status %s turns %d (%+v)", res.Status, res.ToolTurns, res.Error)
+	}
+	turns := readJSONL(t, filepath.Join(cfg.Out, "turns.jsonl"))
+	if turns[0]["attempts"].(float64) != 4 {
+		t.Errorf("first call attempts = %v, want 4 (3 failures, then success)", turns[0]["attempts"])
+	}
+}
+
+func TestPlannerErrors(t *testing.T) {
+	// 400 is not retried at the HTTP layer; before the first tool call the planner is restarted.
+	// After a tool call, a provider that keeps failing ends the episode with planner_error.
+	srv := openaitest.New(
+		openaitest.Step{Status: 400},
+		call(py("print('ok')")),
+		openaitest.Step{Status: 500},
+		openaitest.Step{Status: 500},
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, nil)
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) { c.HTTPAttempts = 2 }), nil)
+	if res.Status != agent.StatusPlannerError || res.PlannerAttempts != 2 {
+		t.Fatalf("status %s planner_attempts %d, want planner_error/2", res.Status, res.PlannerAttempts)
+	}
+}
+
+func TestImagePolicies(t *testing.T) {
+	cases := []struct {
+		images string
+		code   string
+		want   []string
+	}{
+		{agent.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\nrobo.show('wrist')", []string{"wrist"}},
+		{agent.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])", nil},
+		{agent.ImagesNone, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\ndisplay(np.zeros((8, 8, 3), dtype=np.uint8))", []string{"display_0"}},
+		{agent.ImagesOnMotion, "robo.state()", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.images+"/"+strings.Split(tc.code, "\n")[len(strings.Split(tc.code, "\n"))-1], func(t *testing.T) {
+			srv := openaitest.New(call(py(tc.code)), call(finish("failure", "x")))
+			defer srv.Close()
+			cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Images = tc.images })
+			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+			if res.Status != agent.StatusCompleted {
+				t.Fatalf("status %s %+v", res.Status, res.Error)
+			}
+			req := srv.Requests()[1]
+			var cell struct {
+				Images    []string `json:"images"`
+				Exception string   `json:"exception"`
+			}
+			json.Unmarshal([]byte(strings.Split(lastToolText(t, req), "\n[")[0]), &cell)
+			if cell.Exception != "" {
+				t.Fatalf("cell raised: %s", cell.Exception)
+			}
+			var got []string
+			for _, n := range cell.Images {
+				got = append(got, strings.TrimSuffix(n, ".png"))
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("images %v, want %v", got, tc.want)
+			}
+			n, _ := imagesAfterLastTool(req)
+			if n != len(tc.want) {
+				t.Errorf("%d image parts sent, want %d", n, len(tc.want))
+			}
+		})
+	}
+}
+
+func TestToolsArm(t *testing.T) {
+	srv := openaitest.New(
+		call(openaitest.ToolCall{Name: "pick", Arguments: `{"object": "red_block"}`}),
+		call(openaitest.ToolCall{Name: "move_to", Arguments: `{"xyz": [0.5, "far"]}`}),
+		call(openaitest.ToolCall{Name: "move_to", Arguments: `{"xyz": [0.5, 0.0, `}),
+		call(finish("failure", "x")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Arm = agent.ArmTools })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if res.Status != agent.StatusCompleted || res.ToolTurns != 2 {
+		t.Fatalf("status %s turns %d %+v", res.Status, res.ToolTurns, res.Error)
+	}
+	reqs := srv.Requests()
+	if tools, _ := reqs[0].Body["tools"].([]any); len(tools) < 5 {
+		t.Errorf("tools arm offers %d tools", len(tools))
+	}
+	var fb map[string]any
+	if err := json.Unmarshal([]byte(strings.Split(lastToolText(t, reqs[1]), "\n[")[0]), &fb); err != nil {
+		t.Fatal(err)
+	}
+	if fb["tool"] != "pick" || fb["ok"] != true || fb["state"] == nil || len(fb["images"].([]any)) != 2 {
+		t.Errorf("pick feedback = %v", fb)
+	}
+	if got := lastToolText(t, reqs[2]); !strings.Contains(got, `"ok": false`) {
+		t.Errorf("bad primitive argument feedback = %s", got)
+	}
+	if got := lastToolText(t, reqs[3]); !strings.Contains(got, "malformed arguments for move_to") {
+		t.Errorf("malformed = %s", got)
+	}
+	tc := cellsBy(readTrace(t, cfg.Out), "tool")
+	if len(tc) != 2 || tc[0].Source != `robo.pick(object="red_block")` {
+		t.Errorf("tool cells %+v", tc)
+	}
+}
+
+func TestHumanCellsAndPause(t *testing.T) {
+	srv := openaitest.New(call(py("y = 1")), call(py("y")), call(finish("failure", "x")))
+	defer srv.Close()
+	cfg := episodeConfig(t, nil)
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
+		// A person attaches to the episode's kernel, with its own session, and types a cell.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := kernel.Attach(ctx, ep.Kernel().ConnectionFile(), kernel.ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Execute(ctx, "print('hello from a person')\nh = 41", kernel.ExecuteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for ep.Status().HumanCells == 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if res.HumanCells != 1 {
+		t.Fatalf("human_cells = %d", res.HumanCells)
+	}
+	fb := lastToolText(t, srv.Requests()[1])
+	if !strings.Contains(fb, "human_cells") || !strings.Contains(fb, "hello from a person") {
+		t.Errorf("agent was not told about the human cell: %s", fb)
+	}
+	hc := cellsBy(readTrace(t, cfg.Out), "human")
+	if len(hc) != 1 || !strings.Contains(hc[0].Source, "h = 41") {
+		t.Errorf("human cells in trace: %+v", hc)
+	}
+}

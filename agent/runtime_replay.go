@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/robotapi"
+)
+
+// Action is one fixed agent action for the replay runtime: a tool name and its JSON arguments.
+type Action struct {
+	Tool string
+	Args json.RawMessage
+}
+
+// LoadActions reads the actions to replay from an episode trace (.ipynb: its agent and tool cells and
+// its finish) or a percent-format script (.py: each `# %%` code cell is one python call).
+func LoadActions(path, arm string) ([]Action, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(filepath.Ext(path), ".ipynb") {
+		nb, err := notebooks.Read(strings.NewReader(string(b)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return actionsFromNotebook(nb, arm)
+	}
+	if arm == ArmTools {
+		return nil, fmt.Errorf("%s: a script of cells replays only in the cells arm (--arm cells)", path)
+	}
+	var acts []Action
+	for _, cell := range robotapi.SplitPercentCells(string(b)) {
+		acts = append(acts, pythonAction(cell))
+	}
+	if len(acts) == 0 {
+		return nil, fmt.Errorf("%s: no code cells", path)
+	}
+	return acts, nil
+}
+
+func pythonAction(code string) Action {
+	args, _ := json.Marshal(map[string]string{"code": code})
+	return Action{Tool: "python", Args: args}
+}
+
+func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
+	var acts []Action
+	for _, c := range nb.Cells {
+		meta, _ := c.Metadata[notebooks.MetaKey].(map[string]any)
+		author, _ := meta["author"].(string)
+		tool, _ := meta["tool"].(string)
+		switch {
+		case c.CellType == notebooks.CellMarkdown && tool == "finish":
+			status, _ := meta["status"].(string)
+			summary := strings.TrimSpace(c.Source)
+			if _, rest, ok := strings.Cut(summary, "\n\n"); ok {
+				summary = strings.TrimSpace(rest)
+			}
+			args, _ := json.Marshal(map[string]string{"status": status, "summary": summary})
+			acts = append(acts, Action{Tool: "finish", Args: args})
+		case c.CellType != notebooks.CellCode:
+		case author == notebooks.AuthorSetup || author == notebooks.AuthorHuman:
+		case author == notebooks.AuthorTool && arm == ArmTools && meta["args"] != nil:
+			args, _ := json.Marshal(meta["args"])
+			acts = append(acts, Action{Tool: tool, Args: args})
+		default:
+			// agent cells, tool cells replayed in the cells arm, and plain notebooks' code cells.
+			if strings.TrimSpace(c.Source) != "" && !(author == "" && strings.Contains(c.Source, "make(")) {
+				acts = append(acts, pythonAction(c.Source))
+			}
+		}
+	}
+	if len(acts) == 0 {
+		return nil, fmt.Errorf("no agent cells to replay")
+	}
+	if arm == ArmTools {
+		for _, a := range acts {
+			if a.Tool == "python" {
+				return nil, fmt.Errorf("the trace holds python cells, which the tools arm cannot replay (use --arm cells)")
+			}
+		}
+	}
+	return acts, nil
+}
+
+// RunReplay plays fixed actions through the episode's toolkit with no model. Without a finish among
+// the actions it finishes with "success" if the environment says so, else "failure".
+func RunReplay(ctx context.Context, ep Driver, actions []Action) error {
+	tk := ep.Toolkit()
+	for _, a := range actions {
+		if ep.Finished() {
+			return nil
+		}
+		res, err := tk.Call(ctx, a.Tool, a.Args)
+		if err != nil {
+			return err
+		}
+		if res.Finished {
+			break
+		}
+	}
+	if ep.Finished() {
+		return nil
+	}
+	status := "failure"
+	if s, ok := ep.(interface{ Success() *bool }); ok && s.Success() != nil && *s.Success() {
+		status = "success"
+	}
+	args, _ := json.Marshal(map[string]string{"status": status, "summary": "replay: the recorded actions ran out without a finish"})
+	_, err := tk.Call(ctx, "finish", args)
+	return err
+}
