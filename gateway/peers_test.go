@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// jupyterPeer is a real `jupyter server` or `jupyter lab` from the venv, pointed at our gateway.
+type jupyterPeer struct {
+	url, token, root string
+	cmd              *exec.Cmd
+	logMu            sync.Mutex
+	log              strings.Builder
+}
+
+// startJupyter runs `jupyter <app> --gateway-url=<gw>` with its own runtime/config dirs and waits for /api.
+func startJupyter(t testing.TB, app, gatewayURL, gatewayToken string) *jupyterPeer {
+	t.Helper()
+	root := repoRoot(t)
+	jupyter := filepath.Join(root, ".venv", "bin", "jupyter")
+	if _, err := os.Stat(jupyter); err != nil {
+		t.Fatalf("jupyter not installed in .venv (pip install -r requirements/gateway.txt): %v", err)
+	}
+	tmp := t.TempDir()
+	nbRoot := filepath.Join(tmp, "root")
+	if err := os.MkdirAll(nbRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	p := &jupyterPeer{url: fmt.Sprintf("http://127.0.0.1:%d", port), token: "jt-" + uuid.NewString()[:8], root: nbRoot}
+	args := []string{app, "--no-browser", "--ip=127.0.0.1", fmt.Sprintf("--port=%d", port), "--ServerApp.port_retries=0",
+		"--IdentityProvider.token=" + p.token, "--ServerApp.root_dir=" + nbRoot,
+		"--gateway-url=" + gatewayURL, "--GatewayClient.auth_token=" + gatewayToken,
+		"--GatewayClient.request_timeout=60", "--ServerApp.disable_check_xsrf=True", "--allow-root"}
+	if app == "lab" {
+		args = append(args, "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+			"--ServerApp.open_browser=False")
+	}
+	cmd := exec.Command(jupyter, args...)
+	cmd.Env = append(os.Environ(), "JUPYTER_RUNTIME_DIR="+filepath.Join(tmp, "runtime"),
+		"JUPYTER_CONFIG_DIR="+filepath.Join(tmp, "config"), "JUPYTER_PLATFORM_DIRS=1", "PYTHONUNBUFFERED=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = cmd
+	exited := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.logMu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.logMu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("jupyter %s log:\n%s", app, p.logs())
+		}
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(p.url + "/api?token=" + p.token)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("jupyter %s exited:\n%s", app, p.logs())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	t.Fatalf("jupyter %s did not come up:\n%s", app, p.logs())
+	return nil
+}
+
+func (p *jupyterPeer) logs() string {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	return p.log.String()
+}
+
+// asServer lets the api helper talk to the peer.
+func (p *jupyterPeer) asServer() *httptest.Server { return &httptest.Server{URL: p.url} }
+
+// TestJupyterServerGateway runs a real jupyter_server with --gateway-url pointing at our gateway and
+// drives it through its own REST + WebSocket API: start a kernel, execute, interrupt, restart, shut down.
+func TestJupyterServerGateway(t *testing.T) {
+	const tok = "gw-token"
+	_, hs := startGateway(t, Config{Token: tok})
+	js := startJupyter(t, "server", hs.URL, tok)
+	jsrv := js.asServer()
+
+	var specs struct {
+		Default     string                    `json:"default"`
+		Kernelspecs map[string]map[string]any `json:"kernelspecs"`
+	}
+	mustStatus(t, api(t, jsrv, js.token, "GET", "/api/kernelspecs", nil, &specs), 200, "jupyter_server kernelspecs")
+	// (jupyter_server adopts our "default" asynchronously, so the first answer may still say python3.)
+	if specs.Kernelspecs["pyrualean"] == nil {
+		t.Fatalf("jupyter_server did not adopt our kernelspecs: %+v", specs)
+	}
+
+	var m kernelModel
+	mustStatus(t, api(t, jsrv, js.token, "POST", "/api/kernels", map[string]any{"name": "pyrualean"}, &m), 201, "start via jupyter_server")
+	checkModel(t, m, "pyrualean")
+	var ours []kernelModel
+	api(t, hs, tok, "GET", "/api/kernels", nil, &ours)
+	if len(ours) != 1 || ours[0].ID != m.ID {
+		t.Fatalf("our gateway lists %+v, jupyter_server started %s", ours, m.ID)
+	}
+
+	session := uuid.NewString()
+	dial := func() *wsClient {
+		c, resp, err := dialWS(t, wsURL(js.url, m.ID, session, js.token), session, false, nil)
+		if err != nil {
+			body := ""
+			if resp != nil {
+				b, _ := io.ReadAll(resp.Body)
+				body = string(b)
+			}
+			t.Fatalf("websocket through jupyter_server: %v %s", err, body)
+		}
+		return c
+	}
+	c := dial()
+	id, msgs := c.runCell("x = 6\nprint(x * 7)", 60*time.Second)
+	if got := streamText(msgs, id); got != "42\n" {
+		t.Fatalf("execute through jupyter_server: %q %s", got, summarize(msgs))
+	}
+
+	// Interrupt through jupyter_server's REST API.
+	id = c.execute("import time; time.sleep(60)")
+	c.until(30*time.Second, "execute_input", func(m *wireMsg) bool { return m.MsgType == "execute_input" && m.ParentMsgID == id })
+	mustStatus(t, api(t, jsrv, js.token, "POST", "/api/kernels/"+m.ID+"/interrupt", map[string]any{}, nil), 204, "interrupt via jupyter_server")
+	msgs = c.until(30*time.Second, "interrupted reply", func(m *wireMsg) bool { return m.MsgType == "execute_reply" && m.ParentMsgID == id })
+	if !strings.Contains(string(msgs[len(msgs)-1].Content), "KeyboardInterrupt") {
+		t.Fatalf("interrupt: %s", msgs[len(msgs)-1].Content)
+	}
+
+	// Restart: the model comes back; the namespace is fresh.
+	var rm kernelModel
+	mustStatus(t, api(t, jsrv, js.token, "POST", "/api/kernels/"+m.ID+"/restart", map[string]any{}, &rm), 200, "restart via jupyter_server")
+	if rm.ID != m.ID {
+		t.Fatalf("restart model %+v", rm)
+	}
+	c.ws.Close()
+	c = dial()
+	id, msgs = c.runCell("print('x' in dir())", 60*time.Second)
+	if got := streamText(msgs, id); got != "False\n" {
+		t.Fatalf("after restart: %q %s", got, summarize(msgs))
+	}
+
+	mustStatus(t, api(t, jsrv, js.token, "DELETE", "/api/kernels/"+m.ID, nil, nil), 204, "shutdown via jupyter_server")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		api(t, hs, tok, "GET", "/api/kernels", nil, &ours)
+		if len(ours) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kernel still on our gateway after jupyter_server shut it down: %+v", ours)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
