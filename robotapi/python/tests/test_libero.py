@@ -1,0 +1,139 @@
+"""LIBERO / LIBERO-PRO on CPU: boot, render, perception, primitive motion, scripted solutions, and one
+episode in a real IPython kernel. These boot the real simulator (about 5-10 s per scene)."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np
+import pytest
+
+from pyrualean_robot import EpisodeFinished, ToolError, make
+from pyrualean_robot.results import BackProjection, Move, Segment, State
+from pyrualean_robot.solutions import solution_path, split_cells
+
+SUITE = "libero_spatial_swap"
+
+
+@pytest.fixture(scope="module")
+def robo(tmp_path_factory):
+    r = make("libero", suite=SUITE, task=0, seed=0, workspace=str(tmp_path_factory.mktemp("libero")),
+             images="none")
+    yield r
+    r.close()
+
+
+def test_boot_card_and_state(robo):
+    assert robo.NAME == "libero" and robo.suite == SUITE and robo.task_name == f"{SUITE}/0"
+    assert "black bowl" in robo.task and "plate" in robo.task
+    st = robo.state()
+    assert isinstance(st, State) and st.step == 0 and not st.terminated and not st.truncated
+    assert "plate_1" in st.object_names and any("bowl" in n for n in st.object_names)
+    assert 0.06 < st.gripper_opening < 0.09  # settled open
+    assert abs(st.eef_yaw) < 0.05 and abs(st.eef_pitch) < 0.05  # seed convention: 0 at home
+    card = robo._episode_card()
+    assert card["robot"] == "libero" and card["task_language"] == robo.task
+    assert card["object_names"] == list(st.object_names)
+    assert len(card["eef_pos"]) == 3 and card["facts"]["task_index"] == 0
+    png = base64.b64decode(card["images"]["agentview_high"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_render_and_perception(robo):
+    img = robo.image("agentview", resolution="low")
+    assert img.shape == (256, 256, 3) and img.dtype == np.uint8 and img.std() > 10
+    wrist = robo.image("wrist", resolution=128)
+    assert wrist.shape == (128, 128, 3)
+    with pytest.raises(ValueError):
+        robo.image("nowhere")
+    with pytest.raises(ValueError):
+        robo.image(resolution="huge")
+    # segment agrees with the simulator's own object pose; back_project agrees with segment.
+    seg = robo.segment("plate")
+    assert isinstance(seg, Segment) and seg.found and seg.name == "plate_1"
+    true_pos, _ = robo._sim.object_pose("plate_1")
+    assert np.linalg.norm(np.array(seg.world_xyz[:2]) - true_pos[:2]) < 0.02
+    r0, c0, r1, c1 = seg.box
+    bp = robo.back_project((r0 + r1) // 2, (c0 + c1) // 2)
+    assert isinstance(bp, BackProjection) and np.linalg.norm(np.array(bp.world_xyz[:2]) - true_pos[:2]) < 0.05
+    with pytest.raises(ToolError):
+        robo.back_project(5000, 3)
+    two = robo.segment("black bowl")
+    assert two.found and "also matches" in two.error
+    assert not robo.segment("giraffe").found
+    meta = robo.camera_meta("agentview", resolution="low")
+    assert meta["width"] == 256 and len(meta["intrinsic_K"]) == 3
+    wm = robo.world_map("agentview", resolution="low")
+    assert wm.shape == (256, 256, 3) and np.isfinite(wm).mean() > 0.5
+    rc = robo.region_center((r0, r1), (c0, c1))
+    assert rc.n_valid > 0 and abs(rc.center_xyz[0] - true_pos[0]) < 0.05
+
+
+def test_motion_primitives(robo):
+    steps0 = robo.env_steps
+    st = robo.state()
+    with pytest.raises(ValueError, match="exceeds 0.3 m"):
+        robo.move_to([st.eef_pos[0] + 0.35, st.eef_pos[1], st.eef_pos[2]])
+    with pytest.raises(ValueError):
+        robo.move_to([0, 0])
+    with pytest.raises(ValueError):
+        robo.set_gripper(2.0)
+    assert robo.env_steps == steps0  # invalid calls never touch the simulator
+    target = (st.eef_pos[0] + 0.08, st.eef_pos[1] - 0.06, st.eef_pos[2] - 0.05)
+    mv = robo.move_to(target)
+    assert isinstance(mv, Move) and mv.reached and mv.final_dist_m < 0.012 and mv.steps_used > 3
+    assert robo.env_steps == steps0 + mv.steps_used
+    rot = robo.rotate_wrist(delta_yaw=0.4)
+    assert rot.reached and abs(robo.state().eef_yaw - 0.4) < 0.05
+    rot = robo.rotate_wrist(target_yaw=0.0)
+    assert rot.final_err < 0.05
+    g = robo.set_gripper(robo.CLOSE, steps=8)
+    assert g.steps == 8 and g.gripper_opening < 0.01
+    rel = robo.release()
+    assert rel.final_gripper_opening > 0.06
+    assert robo.ledger[-1]["tool"] == "release" and robo.ledger[-1]["ok"]
+    assert robo.state(step=0).step == 0 and robo.state(step=-1).step == robo.env_steps
+    # back_project against the task card's image (step 0) still works after the scene changed.
+    assert robo.back_project(600, 500, step=0).step == 0
+
+
+def test_step_budget_truncates(tmp_path):
+    r = make("libero", task="libero_object_swap/0", seed=1, workspace=str(tmp_path), images="none",
+             max_env_steps=5)
+    try:
+        st = r.state()
+        mv = r.move_to([st.eef_pos[0], st.eef_pos[1], st.eef_pos[2] - 0.05])
+        assert mv.truncated and mv.steps_used == 5 and r.env_steps == 5
+        with pytest.raises(EpisodeFinished) as e:
+            r.set_gripper(1.0)
+        assert e.value.reason == "truncated"
+        assert r.state().step == 5  # read-only calls keep working
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("task", ["libero_spatial_swap/0", "libero_object_swap/0", "libero_goal_swap/8"])
+def test_reference_solution_succeeds(task, tmp_path):
+    """The percent-format reference solution solves the task by LIBERO's own predicate; afterwards motions
+    raise EpisodeFinished("terminated") and read-only calls still work."""
+    r = make("libero", task=task, seed=0, workspace=str(tmp_path), images="none")
+    try:
+        ns = {"robo": r}
+        with open(solution_path("libero", task), encoding="utf-8") as f:
+            cells = split_cells(f.read())
+        for i, cell in enumerate(cells):
+            try:
+                exec(compile(cell, f"<{task} cell {i}>", "exec"), ns)
+            except EpisodeFinished:
+                break
+        assert r._sim.env.check_success(), f"{task}: LIBERO predicate not met after {r.env_steps} steps"
+        assert r.done and r.state().terminated and r.env_steps < 400
+        with pytest.raises(EpisodeFinished) as e:
+            r.move_to(r.state().eef_pos)
+        assert e.value.reason == "terminated"
+        assert r.image("agentview", resolution="low").shape == (256, 256, 3)
+    finally:
+        r.close()
