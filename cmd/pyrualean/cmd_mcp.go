@@ -22,9 +22,9 @@ import (
 // mcpFlags are `pyrualean mcp`'s flags: the episode's (as play) plus the transport.
 type mcpFlags struct {
 	robot, suite, task, arm, out, images, feedback, primitives, httpAddr, model string
-	seed, maxTurns, maxEnvSteps                                                int
-	budgetS, cellTimeoutS                                                      float64
-	guides, verbose                                                            bool
+	seed, maxTurns, maxEnvSteps                                                 int
+	budgetS, cellTimeoutS                                                       float64
+	guides, verbose                                                             bool
 }
 
 func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error) {
