@@ -1,0 +1,47 @@
+// Package tokencount counts tokens with a real BPE tokenizer (OpenAI's o200k_base or cl100k_base),
+// embedded in the binary: nothing is downloaded at run time.
+package tokencount
+
+import (
+	"fmt"
+
+	tiktoken "github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+
+	"github.com/pyrualean/pyrualean/agent/openaitest"
+)
+
+// Encodings this package embeds.
+const (
+	O200k  = "o200k_base"
+	CL100k = "cl100k_base"
+)
+
+// Counter counts text tokens with BPE and image tokens with OpenAI's published high-detail formula.
+type Counter struct {
+	name string
+	enc  *tiktoken.Tiktoken
+}
+
+// New loads an embedded encoding (O200k or CL100k).
+func New(encoding string) (*Counter, error) {
+	if encoding != O200k && encoding != CL100k {
+		return nil, fmt.Errorf("tokencount: encoding %q (want %s or %s)", encoding, O200k, CL100k)
+	}
+	// The offline loader reads the BPE ranks embedded in tiktoken-go-loader instead of fetching them.
+	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
+	enc, err := tiktoken.GetEncoding(encoding)
+	if err != nil {
+		return nil, fmt.Errorf("tokencount: %w", err)
+	}
+	return &Counter{name: encoding, enc: enc}, nil
+}
+
+// Name is the encoding's name.
+func (c *Counter) Name() string { return c.name }
+
+// Count returns the number of BPE tokens in text (special-token strings count as ordinary text).
+func (c *Counter) Count(text string) int { return len(c.enc.EncodeOrdinary(text)) }
+
+// CountImage returns an image's input tokens (high detail: 85 + 170 per 512-pixel tile).
+func (c *Counter) CountImage(png []byte) int { return openaitest.ImageTokens(png) }
