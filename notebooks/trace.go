@@ -6,6 +6,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -94,6 +96,7 @@ func NewTrace(path string, meta TraceMeta) (*Trace, error) {
 	nb.Metadata["language_info"] = li
 	ep := map[string]any{}
 	maps.Copy(ep, meta.Episode)
+	ep["versions"] = withBuildVersions(ep["versions"])
 	nb.Metadata[MetaKey] = ep
 	t := &Trace{path: path, nb: nb}
 	removeStaleTemps(path)
@@ -234,4 +237,45 @@ func (t *Trace) saveLocked() error {
 		return fmt.Errorf("notebooks: save trace %s: %w", t.path, err)
 	}
 	return nil
+}
+
+// withBuildVersions adds the pyrualean build (module version, VCS revision) and Go version to a
+// versions object, keeping what the caller put there.
+func withBuildVersions(v any) map[string]any {
+	out := map[string]any{}
+	if m, ok := v.(map[string]any); ok {
+		maps.Copy(out, m)
+	}
+	if _, ok := out["pyrualean"]; !ok {
+		version := "(unknown)"
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			version = bi.Main.Version
+			rev, dirty := "", false
+			for _, s := range bi.Settings {
+				switch s.Key {
+				case "vcs.revision":
+					rev = s.Value
+				case "vcs.modified":
+					dirty = s.Value == "true"
+				}
+			}
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+			if rev != "" {
+				version += " " + rev
+				if dirty {
+					version += "+dirty"
+				}
+			}
+		}
+		out["pyrualean"] = version
+	}
+	if _, ok := out["go"]; !ok {
+		out["go"] = runtime.Version()
+	}
+	if _, ok := out["nbformat"]; !ok {
+		out["nbformat"] = "4.5"
+	}
+	return out
 }

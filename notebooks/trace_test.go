@@ -93,6 +93,9 @@ func TestTraceShape(t *testing.T) {
 	if ep["status"] != "success" || ep["success"] != true || ep["robot"] != "tabletop" {
 		t.Errorf("metadata.pyrualean = %v", ep)
 	}
+	if v, ok := ep["versions"].(map[string]any); !ok || v["go"] == nil || v["pyrualean"] == nil {
+		t.Errorf("metadata.pyrualean.versions = %v", ep["versions"])
+	}
 	if len(nb.Cells) != 5 || nb.NbformatMinor != 5 {
 		t.Fatalf("%d cells, minor %d", len(nb.Cells), nb.NbformatMinor)
 	}

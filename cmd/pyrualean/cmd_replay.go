@@ -25,8 +25,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	numTol := fs.Float64("num-tol", 1e-4, "allowed difference of numbers in text and JSON (absolute, relative above 1)")
 	imgTol := fs.Float64("img-tol", 0.01, "allowed mean absolute pixel difference of images (0..1)")
 	verbose := fs.Bool("v", false, "log kernel activity to stderr")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of text")
 	usage := func() {
-		fmt.Fprintln(stderr, "usage: pyrualean replay TRACE.ipynb [--out NEW.ipynb] [--until N] [--kernel NAME] [--timeout D] [--num-tol X] [--img-tol X]")
+		fmt.Fprintln(stderr, "usage: pyrualean replay TRACE.ipynb [--out NEW.ipynb] [--until N] [--kernel NAME] [--timeout D] [--num-tol X] [--img-tol X] [--json]")
 	}
 	// Flags may come before or after the trace path.
 	var paths []string
@@ -62,7 +63,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	opts := replay.Options{
 		Until: *until, Out: *out, KernelName: *kernelName, CellTimeout: *timeout, Logger: logger,
 		Tolerances: notebooks.Tolerances{Number: *numTol, Image: *imgTol},
-		OnCell:     func(c replay.CellReport) { fmt.Fprintln(stdout, c.Line()) },
+	}
+	if !*asJSON {
+		opts.OnCell = func(c replay.CellReport) { fmt.Fprintln(stdout, c.Line()) }
 	}
 	if *numTol == 0 {
 		opts.Tolerances.Number = 1e-300 // exact, as asked (0 would mean the default)
@@ -71,21 +74,33 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		opts.Tolerances.Image = 1e-300
 	}
 	rep, err := replay.Run(ctx, paths[0], opts)
+	summary := func() {
+		if *asJSON {
+			b, jerr := rep.JSON()
+			if jerr != nil {
+				fmt.Fprintf(stderr, "pyrualean replay: %v\n", jerr)
+				return
+			}
+			fmt.Fprintln(stdout, string(b))
+			return
+		}
+		fmt.Fprintln(stdout, rep.Verdict())
+		if *out != "" {
+			fmt.Fprintf(stdout, "replayed notebook: %s\n", *out)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, replay.ErrBadTrace) {
 			fmt.Fprintf(stderr, "pyrualean replay: %v\n", err)
 			return 2
 		}
 		if rep != nil {
-			fmt.Fprintln(stdout, rep.Verdict())
+			summary()
 		}
 		fmt.Fprintf(stderr, "pyrualean replay: %v\n", err)
 		return 1
 	}
-	fmt.Fprintln(stdout, rep.Verdict())
-	if *out != "" {
-		fmt.Fprintf(stdout, "replayed notebook: %s\n", *out)
-	}
+	summary()
 	if !rep.Reproduced() {
 		return 1
 	}

@@ -50,6 +50,18 @@ func TestCmdReplay(t *testing.T) {
 	good, bad := filepath.Join(dir, "good.ipynb"), filepath.Join(dir, "bad.ipynb")
 	writeTrace(t, good, "42")
 	writeTrace(t, bad, "43")
+	// A cell cut short in the recording (the kernel died under it) is run but not compared.
+	aborted := filepath.Join(dir, "aborted.ipynb")
+	writeTrace(t, aborted, "42")
+	tr, err := notebooks.OpenTrace(aborted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.AddCode("print('half')", notebooks.CodeRun{Outputs: []notebooks.Output{
+		{OutputType: notebooks.OutputError, Ename: "KernelDied", Evalue: "kernel died"}}},
+		map[string]any{"author": "agent", "status": "aborted"}); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -63,6 +75,8 @@ func TestCmdReplay(t *testing.T) {
 		{"reproduces", []string{good, "--out", filepath.Join(dir, "new.ipynb")}, 0, "REPRODUCED"},
 		{"diverges", []string{bad}, 1, "first divergent cell: 2"},
 		{"until before the edit", []string{"--until", "1", bad}, 0, "partial replay"},
+		{"json", []string{"--json", bad}, 1, `"first_divergent":{"index":2,`},
+		{"aborted cell", []string{aborted}, 0, "skipped  recorded as aborted"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -49,13 +49,14 @@ type Options struct {
 
 // CellReport is one replayed code cell.
 type CellReport struct {
-	Index          int    // position in the notebook's cells
-	ID             string // cell id
-	Author         string // metadata.pyrualean.author
-	ExecutionCount *int   // recorded In[n]
-	Match          bool
-	Reason         string // why it diverged
-	Stats          string // what was compared, for a match
+	Index          int    `json:"index"`           // position in the notebook's cells
+	ID             string `json:"id"`              // cell id
+	Author         string `json:"author"`          // metadata.pyrualean.author
+	ExecutionCount *int   `json:"execution_count"` // recorded In[n]
+	Match          bool   `json:"match"`
+	Skipped        string `json:"skipped,omitempty"` // why the outputs were not compared (the cell still ran)
+	Reason         string `json:"reason,omitempty"`  // why it diverged
+	Stats          string `json:"stats,omitempty"`   // what was compared, for a match
 }
 
 // Report is the outcome of a replay.
@@ -182,7 +183,12 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 			_ = save()
 			return rep, fmt.Errorf("replay: cell %d: %w", i, err)
 		}
+		recorded, _ := meta["status"].(string)
 		switch {
+		case recorded == "aborted" || recorded == "timeout":
+			// The recording was cut short (kernel died, budget ended, interrupted at its timeout):
+			// its outputs are a fragment that an uninterrupted run cannot be expected to match.
+			cr.Skipped = "recorded as " + recorded + "; outputs not compared"
 		case res.TimedOut:
 			cr.Reason = fmt.Sprintf("timed out after %v", timeout)
 		default:
@@ -306,6 +312,30 @@ func (r *Report) outcome(ctx context.Context, c *kernel.Client, trace *notebooks
 	}
 }
 
+// JSON is the report as one JSON object (for scripts and dashboards).
+func (r *Report) JSON() ([]byte, error) {
+	type outcome struct {
+		Compared        bool   `json:"compared"`
+		Same            bool   `json:"same"`
+		RecordedSuccess *bool  `json:"recorded_success"`
+		ReplayedSuccess *bool  `json:"replayed_success"`
+		ReplayedDone    *bool  `json:"replayed_done"`
+		Note            string `json:"note,omitempty"`
+	}
+	v := struct {
+		Trace          string       `json:"trace"`
+		Reproduced     bool         `json:"reproduced"`
+		Partial        bool         `json:"partial"`
+		FirstDivergent *CellReport  `json:"first_divergent"`
+		Outcome        outcome      `json:"outcome"`
+		Cells          []CellReport `json:"cells"`
+		Replayed       string       `json:"replayed_notebook,omitempty"`
+	}{r.Trace, r.Reproduced(), r.Partial, r.FirstDivergent,
+		outcome{r.OutcomeCompared, r.OutcomeCompared && !r.OutcomeDiffers, r.RecordedSuccess, r.ReplayedSuccess, r.ReplayedDone, r.OutcomeNote},
+		r.Cells, r.ReplayedNotebook}
+	return json.Marshal(v)
+}
+
 // WriteText prints the report: one line per replayed cell, then the verdict.
 func (r *Report) WriteText(w io.Writer) {
 	for _, c := range r.Cells {
@@ -326,6 +356,9 @@ func (c CellReport) Line() string {
 	}
 	status := "ok"
 	detail := c.Stats
+	if c.Skipped != "" {
+		status, detail = "skipped", c.Skipped
+	}
 	if !c.Match {
 		status, detail = "DIVERGED", c.Reason
 	}
@@ -336,12 +369,19 @@ func (c CellReport) Line() string {
 func (r *Report) Verdict() string {
 	var b strings.Builder
 	matched := 0
+	skipped := 0
 	for _, c := range r.Cells {
-		if c.Match {
+		switch {
+		case c.Skipped != "":
+			skipped++
+		case c.Match:
 			matched++
 		}
 	}
-	fmt.Fprintf(&b, "%d/%d code cells reproduced", matched, len(r.Cells))
+	fmt.Fprintf(&b, "%d/%d code cells reproduced", matched, len(r.Cells)-skipped)
+	if skipped > 0 {
+		fmt.Fprintf(&b, " (%d not compared)", skipped)
+	}
 	if r.FirstDivergent != nil {
 		fmt.Fprintf(&b, "; first divergent cell: %d (id %s): %s", r.FirstDivergent.Index, r.FirstDivergent.ID, r.FirstDivergent.Reason)
 	}
