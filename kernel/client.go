@@ -475,21 +475,28 @@ func (w *waiter) fail(err error) {
 	}
 }
 
+// pop returns the next queued message, or the failure once the queue is empty; ok is false when
+// there is neither (wait on notify).
+func (w *waiter) pop() (m *Message, err error, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.q) > 0 {
+		m = w.q[0]
+		w.q[0] = nil
+		w.q = w.q[1:]
+		return m, nil, true
+	}
+	if w.err != nil {
+		return nil, w.err, true
+	}
+	return nil, nil, false
+}
+
 // next returns the next message; queued messages come before a failure.
 func (w *waiter) next(ctx context.Context) (*Message, error) {
 	for {
-		w.mu.Lock()
-		if len(w.q) > 0 {
-			m := w.q[0]
-			w.q[0] = nil
-			w.q = w.q[1:]
-			w.mu.Unlock()
-			return m, nil
-		}
-		err := w.err
-		w.mu.Unlock()
-		if err != nil {
-			return nil, err
+		if m, err, ok := w.pop(); ok {
+			return m, err
 		}
 		select {
 		case <-w.notify:

@@ -105,24 +105,6 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 	if grace <= 0 {
 		grace = 5 * time.Second
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	msgs := make(chan *Message)
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			r, err := w.next(wctx)
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case msgs <- r:
-			case <-wctx.Done():
-				return
-			}
-		}
-	}()
 	finish := func() *ExecuteResult {
 		res.Outputs = out.final()
 		res.DisplayUpdates = out.foreignUpdates
@@ -132,8 +114,34 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 		return res
 	}
 	for !(gotReply && gotIdle) {
-		select {
-		case r := <-msgs:
+		select { // a cell that never stops printing still times out
+		case <-deadline:
+			if res, err, stop := c.onTimeout(ctx, res, &opts, timer, &deadline, grace, finish); stop {
+				return res, err
+			}
+		default:
+		}
+		r, werr, ok := w.pop()
+		if !ok {
+			select {
+			case <-w.notify:
+			case <-deadline:
+				if res, err, stop := c.onTimeout(ctx, res, &opts, timer, &deadline, grace, finish); stop {
+					return res, err
+				}
+			case <-ctx.Done():
+				return nil, fmt.Errorf("kernel: execute: %w", context.Cause(ctx))
+			}
+			continue
+		}
+		if werr != nil {
+			if errors.Is(werr, ErrRestarted) && res.TimedOut {
+				res.Restarted = true // we restarted it ourselves after the grace period
+				return finish(), nil
+			}
+			return nil, fmt.Errorf("kernel: execute: %w", werr)
+		}
+		{
 			switch r.Channel {
 			case IOPub:
 				switch r.MsgType {
@@ -193,43 +201,39 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 					}
 				}
 			}
-		case err := <-errc:
-			if errors.Is(err, ErrRestarted) && res.TimedOut {
-				// we restarted it ourselves after the grace period
-				res.Restarted = true
-				return finish(), nil
-			}
-			return nil, fmt.Errorf("kernel: execute: %w", err)
-		case <-deadline:
-			if !res.TimedOut {
-				res.TimedOut, res.Status = true, "timeout"
-				c.log.Info("kernel: cell timed out; interrupting", "timeout", opts.Timeout)
-				ictx, icancel := context.WithTimeout(ctx, grace)
-				err := c.interrupt(ictx)
-				icancel()
-				if err != nil {
-					c.log.Warn("kernel: interrupt after timeout failed", "err", err)
-				} else {
-					res.Interrupted = true
-				}
-				timer.Reset(grace)
-				continue
-			}
-			deadline = nil
-			if c.restartFn == nil {
-				return finish(), fmt.Errorf("%w: not idle %v after the interrupt and the kernel is not ours to restart", ErrTimeout, grace)
-			}
-			c.log.Warn("kernel: not idle after interrupt; restarting", "grace", grace)
-			if err := c.restartFn(ctx); err != nil {
-				return finish(), fmt.Errorf("%w: restart after timeout: %v", ErrTimeout, err)
-			}
-			res.Restarted = true
-			return finish(), nil
-		case <-ctx.Done():
-			return nil, fmt.Errorf("kernel: execute: %w", context.Cause(ctx))
 		}
 	}
 	return finish(), nil
+}
+
+// onTimeout runs when the timer fires: first interrupt and give the kernel grace, then restart it.
+// stop reports that Execute must return (res, err).
+func (c *Client) onTimeout(ctx context.Context, res *ExecuteResult, opts *ExecuteOptions, timer *time.Timer,
+	deadline *<-chan time.Time, grace time.Duration, finish func() *ExecuteResult) (*ExecuteResult, error, bool) {
+	if !res.TimedOut {
+		res.TimedOut, res.Status = true, "timeout"
+		c.log.Info("kernel: cell timed out; interrupting", "timeout", opts.Timeout)
+		ictx, icancel := context.WithTimeout(ctx, grace)
+		err := c.interrupt(ictx)
+		icancel()
+		if err != nil {
+			c.log.Warn("kernel: interrupt after timeout failed", "err", err)
+		} else {
+			res.Interrupted = true
+		}
+		timer.Reset(grace)
+		return nil, nil, false
+	}
+	*deadline = nil
+	if c.restartFn == nil {
+		return finish(), fmt.Errorf("%w: not idle %v after the interrupt and the kernel is not ours to restart", ErrTimeout, grace), true
+	}
+	c.log.Warn("kernel: not idle after interrupt; restarting", "grace", grace)
+	if err := c.restartFn(ctx); err != nil {
+		return finish(), fmt.Errorf("%w: restart after timeout: %v", ErrTimeout, err), true
+	}
+	res.Restarted = true
+	return finish(), nil, true
 }
 
 // answerInput replies to input_request: with opts.Input if the caller allowed stdin and gave one,

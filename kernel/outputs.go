@@ -20,15 +20,6 @@ type outputs struct {
 	foreignUpdates []notebooks.Output
 }
 
-type mimeContent struct {
-	Data           json.RawMessage `json:"data"`
-	Metadata       json.RawMessage `json:"metadata"`
-	ExecutionCount *int            `json:"execution_count"`
-	Transient      struct {
-		DisplayID string `json:"display_id"`
-	} `json:"transient"`
-}
-
 // decodeTree decodes JSON into generic values with json.Number leaves, so numbers survive unchanged.
 func decodeTree(raw json.RawMessage, v any) error {
 	if len(raw) == 0 {
@@ -39,53 +30,80 @@ func decodeTree(raw json.RawMessage, v any) error {
 	return d.Decode(v)
 }
 
-// output converts one iopub message to an output; ok is false for messages that are not outputs.
+// messageOutput converts one iopub message to an output; ok is false for messages that are not outputs.
 func messageOutput(m *Message) (o notebooks.Output, ok bool, err error) {
 	switch m.MsgType {
+	case "stream", "display_data", "update_display_data", "execute_result", "error":
+	default:
+		return o, false, nil
+	}
+	f, err := objectFields(m.Content)
+	if err != nil {
+		return o, false, fmt.Errorf("%s: %w", m.MsgType, err)
+	}
+	str := func(k string) (string, error) {
+		if raw, ok := f[k]; ok && len(raw) > 0 && raw[0] == '"' {
+			return jsonString(raw)
+		}
+		return "", nil
+	}
+	switch m.MsgType {
 	case "stream":
-		var c struct{ Name, Text string }
-		if err := json.Unmarshal(m.Content, &c); err != nil {
-			return o, false, fmt.Errorf("%w: stream: %v", ErrMalformed, err)
+		o.OutputType = notebooks.OutputStream
+		if o.Name, err = str("name"); err == nil {
+			o.Text, err = str("text")
 		}
-		return notebooks.Output{OutputType: notebooks.OutputStream, Name: c.Name, Text: c.Text}, true, nil
-	case "display_data", "update_display_data", "execute_result":
-		var c mimeContent
-		if err := json.Unmarshal(m.Content, &c); err != nil {
-			return o, false, fmt.Errorf("%w: %s: %v", ErrMalformed, m.MsgType, err)
+		return o, err == nil, err
+	case "error":
+		o.OutputType = notebooks.OutputError
+		if o.Ename, err = str("ename"); err == nil {
+			o.Evalue, err = str("evalue")
 		}
-		o = notebooks.Output{OutputType: notebooks.OutputDisplayData, DisplayID: c.Transient.DisplayID,
-			Data: notebooks.MimeBundle{}, Metadata: map[string]any{}}
-		if err := decodeTree(c.Data, &o.Data); err != nil {
-			return o, false, fmt.Errorf("%w: %s data: %v", ErrMalformed, m.MsgType, err)
+		o.Traceback = []string{}
+		if raw, ok := f["traceback"]; ok && err == nil {
+			if e := json.Unmarshal(raw, &o.Traceback); e != nil || o.Traceback == nil {
+				o.Traceback = []string{}
+			}
 		}
-		if err := decodeTree(c.Metadata, &o.Metadata); err != nil {
+		return o, err == nil, err
+	}
+	o = notebooks.Output{OutputType: notebooks.OutputDisplayData, Data: notebooks.MimeBundle{}, Metadata: map[string]any{}}
+	if raw, ok := f["data"]; ok {
+		df, err := objectFields(raw)
+		if err != nil {
+			return o, false, fmt.Errorf("%s data: %w", m.MsgType, err)
+		}
+		for mime, v := range df {
+			if o.Data[mime], err = jsonValue(v); err != nil {
+				return o, false, fmt.Errorf("%s data %s: %w", m.MsgType, mime, err)
+			}
+		}
+	}
+	if raw, ok := f["metadata"]; ok {
+		if err := decodeTree(raw, &o.Metadata); err != nil {
 			return o, false, fmt.Errorf("%w: %s metadata: %v", ErrMalformed, m.MsgType, err)
-		}
-		if o.Data == nil {
-			o.Data = notebooks.MimeBundle{}
 		}
 		if o.Metadata == nil {
 			o.Metadata = map[string]any{}
 		}
-		if m.MsgType == "execute_result" {
-			o.OutputType = notebooks.OutputExecuteResult
-			o.ExecutionCount = c.ExecutionCount
-		}
-		return o, true, nil
-	case "error":
-		var c struct {
-			Ename, Evalue string
-			Traceback     []string
-		}
-		if err := json.Unmarshal(m.Content, &c); err != nil {
-			return o, false, fmt.Errorf("%w: error: %v", ErrMalformed, err)
-		}
-		if c.Traceback == nil {
-			c.Traceback = []string{}
-		}
-		return notebooks.Output{OutputType: notebooks.OutputError, Ename: c.Ename, Evalue: c.Evalue, Traceback: c.Traceback}, true, nil
 	}
-	return o, false, nil
+	if raw, ok := f["transient"]; ok {
+		var t struct {
+			DisplayID string `json:"display_id"`
+		}
+		_ = json.Unmarshal(raw, &t)
+		o.DisplayID = t.DisplayID
+	}
+	if m.MsgType == "execute_result" {
+		o.OutputType = notebooks.OutputExecuteResult
+		if raw, ok := f["execution_count"]; ok {
+			var n *int
+			if json.Unmarshal(raw, &n) == nil {
+				o.ExecutionCount = n
+			}
+		}
+	}
+	return o, true, nil
 }
 
 // add applies one iopub message; it returns the output to stream to a callback, if any.

@@ -83,6 +83,9 @@ func (p *Pool) launch() (*Kernel, error) {
 	return k, nil
 }
 
+// Ready returns how many launched kernels are waiting to be taken.
+func (p *Pool) Ready() int { return len(p.ready) }
+
 // Take returns a ready, warmed kernel, waiting for one if none is ready yet. A kernel that died
 // while waiting in the pool is discarded.
 func (p *Pool) Take(ctx context.Context) (*Kernel, error) {

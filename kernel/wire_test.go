@@ -118,3 +118,51 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJSONString checks the fast string decoder against encoding/json.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\nb\"c\\"`, `"\u00e9\ud83d\ude00"`, `"x\/y\tz"`, `"bad\q"`, `"\"`, `"ü"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+			return // the scanner hands over exact string tokens only
+		}
+		got, err := jsonString(raw)
+		var want string
+		werr := json.Unmarshal(raw, &want)
+		if werr != nil {
+			if err == nil && json.Valid(raw) {
+				t.Fatalf("accepted %q", raw)
+			}
+			return
+		}
+		if err != nil || got != want {
+			t.Fatalf("jsonString(%q) = %q, %v; encoding/json says %q", raw, got, err, want)
+		}
+	})
+}
+
+// FuzzObjectFields checks the one-pass object splitter against encoding/json on valid objects.
+func FuzzObjectFields(f *testing.F) {
+	f.Add([]byte(`{"data":{"image/png":"iVBOR","text/plain":"a\"}b"},"metadata":{},"n":[1,{"x":"]"}]}`))
+	f.Add([]byte(` { } `))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := objectFields(raw)
+		var want map[string]json.RawMessage
+		if json.Unmarshal(raw, &want) != nil {
+			return // invalid input: objectFields may or may not notice, but must not panic
+		}
+		if err != nil {
+			t.Fatalf("objectFields(%q): %v", raw, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("fields %d vs %d", len(got), len(want))
+		}
+		for k, v := range want {
+			if !bytes.Equal(bytes.TrimSpace(got[k]), bytes.TrimSpace(v)) {
+				t.Fatalf("field %q: %q vs %q", k, got[k], v)
+			}
+		}
+	})
+}

@@ -1,12 +1,309 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/kernel/bench"
 )
 
-func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "pyrualean bench kernel: not built yet")
-	return 2
+// benchSetup makes the 1 MB PNG once per kernel (random pixels do not compress).
+const benchSetup = `import io, numpy as np
+from PIL import Image
+from IPython.display import Image as _BenchImage, display
+_b = io.BytesIO()
+Image.fromarray(np.random.default_rng(0).integers(0, 256, (580, 580, 3), dtype=np.uint8)).save(_b, format="PNG")
+_bench_png = _b.getvalue()
+del _b`
+
+var benchRows = []struct{ name, code string }{
+	{"1+1 round trip", "1+1"},
+	{"print 1 MB", "print('x' * 1_000_000)"},
+	{"display 1 MB PNG", "display(_BenchImage(data=_bench_png))"},
 }
+
+// benchPeer is one timed client: ours in-process, or a Python peer in its own process.
+type benchPeer struct {
+	name string
+	run  func(ctx context.Context, code string) (time.Duration, error)
+	stop func()
+}
+
+// benchKernel times our client against jupyter_client's BlockingKernelClient and a raw pyzmq floor,
+// interleaved round by round, each client on its own kernel of the same spec (so no client decodes
+// another's megabytes while being timed).
+func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench kernel", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print JSON")
+	rounds := fs.Int("n", 20, "timed rounds per row and client")
+	kname := fs.String("kernel", "pyrualean", "kernelspec name")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *rounds < 1 {
+		fmt.Fprintln(stderr, "pyrualean bench kernel: usage: pyrualean bench kernel [--json] [--n ROUNDS] [--kernel NAME]")
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "pyrualean bench kernel: %v\n", err)
+		return 1
+	}
+	spec, err := kernel.FindSpec(*kname)
+	if err != nil {
+		return fail(err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	lopts := kernel.LaunchOptions{Logger: logger}
+
+	var kernels []*kernel.Kernel
+	defer func() {
+		var wg sync.WaitGroup
+		for _, k := range kernels {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				k.Shutdown(sctx)
+			}()
+		}
+		wg.Wait()
+	}()
+	launch := func() (*kernel.Kernel, error) {
+		k, err := kernel.Launch(ctx, spec, lopts)
+		if err == nil {
+			kernels = append(kernels, k)
+		}
+		return k, err
+	}
+	script, err := os.CreateTemp("", "pyrualean-bench-*.py")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.Remove(script.Name())
+	script.Write(bench.ClientPy)
+	script.Close()
+
+	ours, err := launch()
+	if err != nil {
+		return fail(err)
+	}
+	peers := []*benchPeer{{name: "ours", run: func(ctx context.Context, code string) (time.Duration, error) {
+		t0 := time.Now()
+		r, err := ours.Client().Execute(ctx, code, kernel.ExecuteOptions{})
+		d := time.Since(t0)
+		if err == nil && r.Status != "ok" {
+			err = fmt.Errorf("cell %q: %s", code, r.Status)
+		}
+		return d, err
+	}, stop: func() {}}}
+	for _, mode := range []string{"jupyter_client", "floor"} {
+		k, err := launch()
+		if err != nil {
+			return fail(err)
+		}
+		p, err := startPyPeer(ctx, spec.Argv[0], script.Name(), mode, k.ConnectionFile())
+		if err != nil {
+			return fail(fmt.Errorf("%s peer: %w", mode, err))
+		}
+		defer p.stop()
+		peers = append(peers, p)
+	}
+	for _, p := range peers {
+		if _, err := p.run(ctx, benchSetup); err != nil {
+			return fail(fmt.Errorf("%s setup: %w", p.name, err))
+		}
+		for _, r := range benchRows { // warm up every path once
+			if _, err := p.run(ctx, r.code); err != nil {
+				return fail(fmt.Errorf("%s warm-up: %w", p.name, err))
+			}
+		}
+	}
+	times := map[string]map[string][]float64{}
+	for _, p := range peers {
+		times[p.name] = map[string][]float64{}
+	}
+	for round := range *rounds {
+		for _, row := range benchRows {
+			for i := range peers {
+				p := peers[(i+round)%len(peers)] // rotate who goes first
+				d, err := p.run(ctx, row.code)
+				if err != nil {
+					return fail(fmt.Errorf("%s %s: %w", p.name, row.name, err))
+				}
+				times[p.name][row.name] = append(times[p.name][row.name], float64(d.Microseconds())/1000)
+			}
+		}
+	}
+	for _, p := range peers {
+		p.stop()
+	}
+
+	poolMs, err := benchPoolTake(ctx, spec, lopts)
+	if err != nil {
+		return fail(err)
+	}
+
+	type jsonRow struct {
+		Name             string  `json:"name"`
+		OursP50          float64 `json:"ours_p50_ms"`
+		JupyterClientP50 float64 `json:"jupyter_client_p50_ms"`
+		FloorP50         float64 `json:"floor_p50_ms"`
+		RatioFloor       float64 `json:"ratio_floor"`
+		RatioJC          float64 `json:"ratio_jupyter_client"`
+	}
+	var out struct {
+		Rows       []jsonRow `json:"rows"`
+		PoolTakeMs float64   `json:"pool_take_ms"`
+	}
+	out.PoolTakeMs = round3(poolMs)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	if !*asJSON {
+		fmt.Fprintf(stdout, "kernel client latency, ms (p50 / p90 of %d interleaved rounds; each client on its own %s kernel)\n", *rounds, spec.Name)
+		fmt.Fprintln(tw, "row\tours\tjupyter_client\tfloor (raw pyzmq)\tours/floor\tours/jupyter_client\t")
+	}
+	for _, row := range benchRows {
+		o, j, f := times["ours"][row.name], times["jupyter_client"][row.name], times["floor"][row.name]
+		r := jsonRow{Name: row.name, OursP50: round3(pct(o, 50)), JupyterClientP50: round3(pct(j, 50)), FloorP50: round3(pct(f, 50))}
+		r.RatioFloor = round3(r.OursP50 / r.FloorP50)
+		r.RatioJC = round3(r.OursP50 / r.JupyterClientP50)
+		out.Rows = append(out.Rows, r)
+		if !*asJSON {
+			fmt.Fprintf(tw, "%s\t%.2f / %.2f\t%.2f / %.2f\t%.2f / %.2f\t%.2f×\t%.2f×\t\n", row.name,
+				pct(o, 50), pct(o, 90), pct(j, 50), pct(j, 90), pct(f, 50), pct(f, 90), r.RatioFloor, r.RatioJC)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(out)
+		return 0
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "pool take (warm kernel ready): %.3f ms\n", poolMs)
+	return 0
+}
+
+// benchPoolTake measures Take on a pool whose kernels are already launched and warmed.
+func benchPoolTake(ctx context.Context, spec kernel.Spec, lopts kernel.LaunchOptions) (float64, error) {
+	const size = 3
+	p, err := kernel.NewPool(ctx, spec, size, "import numpy", lopts)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	deadline := time.Now().Add(120 * time.Second)
+	for p.Ready() < size {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("pool not ready after 120 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var takes []float64
+	var taken []*kernel.Kernel
+	for range size {
+		t0 := time.Now()
+		k, err := p.Take(ctx)
+		if err != nil {
+			return 0, err
+		}
+		takes = append(takes, float64(time.Since(t0).Microseconds())/1000)
+		taken = append(taken, k)
+	}
+	p.Close() // stop refills before shutting the taken ones
+	var wg sync.WaitGroup
+	for _, k := range taken {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			k.Shutdown(sctx)
+		}()
+	}
+	wg.Wait()
+	return pct(takes, 50), nil
+}
+
+// startPyPeer runs client.py in mode against a kernel and returns a peer that times cells in it.
+func startPyPeer(ctx context.Context, python, script, mode, connFile string) (*benchPeer, error) {
+	cmd := exec.CommandContext(ctx, python, script, mode, connFile)
+	cmd.Dir = filepath.Dir(script)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	out := bufio.NewReader(outPipe)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			in.Close()
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	line, err := out.ReadBytes('\n')
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("peer did not start: %w", err)
+	}
+	_ = line
+	return &benchPeer{name: mode, stop: stop, run: func(ctx context.Context, code string) (time.Duration, error) {
+		req, _ := json.Marshal(map[string]string{"code": code})
+		if _, err := in.Write(append(req, '\n')); err != nil {
+			return 0, err
+		}
+		line, err := out.ReadBytes('\n')
+		if err != nil {
+			return 0, fmt.Errorf("peer gone: %w", err)
+		}
+		var r struct {
+			Ms     float64 `json:"ms"`
+			Status string  `json:"status"`
+		}
+		if err := json.Unmarshal(line, &r); err != nil {
+			return 0, fmt.Errorf("peer said %q: %w", line, err)
+		}
+		if r.Status != "ok" {
+			return 0, fmt.Errorf("cell %q: %s", code, r.Status)
+		}
+		return time.Duration(r.Ms * float64(time.Millisecond)), nil
+	}}, nil
+}
+
+func pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(float64(len(s)-1)*p/100 + 0.5)
+	return s[i]
+}
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
