@@ -566,6 +566,7 @@ func New() *Notebook {
 // AppendCell adds c, giving it a fresh id unique in nb when it has none (or a clashing one), and
 // empty metadata and outputs where nbformat requires the keys.
 func (nb *Notebook) AppendCell(c Cell) *Cell {
+	nb.Upgrade()
 	used := make(map[string]bool, len(nb.Cells))
 	for i := range nb.Cells {
 		used[nb.Cells[i].ID] = true
@@ -581,6 +582,24 @@ func (nb *Notebook) AppendCell(c Cell) *Cell {
 	}
 	nb.Cells = append(nb.Cells, c)
 	return &nb.Cells[len(nb.Cells)-1]
+}
+
+// Upgrade brings an nbformat 4.0-4.4 notebook to 4.5 as nbformat's upgrade does: every cell gets a
+// unique id. Appending to an older notebook upgrades it first, since 4.4 forbids ids.
+func (nb *Notebook) Upgrade() {
+	if nb.Nbformat != 4 || nb.NbformatMinor >= 5 {
+		return
+	}
+	used := map[string]bool{}
+	for i := range nb.Cells {
+		id := nb.Cells[i].ID
+		for id == "" || used[id] || !cellIDPattern.MatchString(id) {
+			id = NewCellID()
+		}
+		nb.Cells[i].ID = id
+		used[id] = true
+	}
+	nb.NbformatMinor = 5
 }
 
 // Check reports the nbformat 4.5 rules the writer cannot enforce by itself: known cell types, valid

@@ -279,3 +279,20 @@ func firstDiff(got, want []byte) string {
 		}
 	}
 }
+
+// TestUpgrade: appending to a 4.4 notebook (no ids) upgrades it to a valid 4.5 one.
+func TestUpgrade(t *testing.T) {
+	nb, err := notebooks.ReadFile(filepath.Join(corpusDir(t), "v4_4_no_ids.ipynb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nb.NbformatMinor != 4 || nb.Cells[0].ID != "" {
+		t.Fatalf("read a 4.4 notebook as minor %d with id %q", nb.NbformatMinor, nb.Cells[0].ID)
+	}
+	nb.AppendCell(notebooks.Cell{CellType: notebooks.CellMarkdown, Source: "new"})
+	path := filepath.Join(t.TempDir(), "up.ipynb")
+	if err := notebooks.WriteFileAtomic(path, nb); err != nil {
+		t.Fatal(err)
+	}
+	nbtest.Validate(t, path)
+}

@@ -12,7 +12,6 @@ import os
 import sys
 
 import nbformat
-from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
 
 KERNEL = "pyrualean"
@@ -64,6 +63,8 @@ ERRORS = [
 
 
 def executed(name: str, sources: list[str], out_dir: str, allow_errors: bool = False) -> None:
+    from nbclient import NotebookClient  # slow to import; --canon does not need it
+
     nb = new_notebook()
     nb.metadata["title"] = name
     for s in sources:
