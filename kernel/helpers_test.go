@@ -49,6 +49,11 @@ func launchTest(t testing.TB) *Kernel {
 	if err != nil {
 		t.Fatalf("the pyrualean kernelspec must be installed by make setup: %v", err)
 	}
+	return launchSpec(t, spec)
+}
+
+func launchSpec(t testing.TB, spec Spec) *Kernel {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	k, err := Launch(ctx, spec, LaunchOptions{Logger: testLogger(t), Dir: t.TempDir()})

@@ -143,6 +143,7 @@ func (k *Kernel) startOnce(ctx context.Context) error {
 		}
 		return fmt.Errorf("kernel: %s did not start: %w%s", k.spec.Name, err, p.stderr.suffix())
 	}
+	p.stderr.reset() // the start-up banner is no clue to a later death
 	return nil
 }
 
@@ -390,6 +391,12 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
 	}
 	return len(p), nil
+}
+
+func (t *tailBuffer) reset() {
+	t.mu.Lock()
+	t.b = nil
+	t.mu.Unlock()
 }
 
 // suffix returns the last lines of output as "; output: ..." or "".

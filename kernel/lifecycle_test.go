@@ -38,7 +38,18 @@ func startedRunning(c *Client) (wait func(t *testing.T), stop func()) {
 }
 
 func TestInterruptSleep(t *testing.T) {
-	k := launchTest(t)
+	for _, mode := range []string{"signal", "message"} {
+		t.Run(mode, func(t *testing.T) { testInterrupt(t, mode) })
+	}
+}
+
+func testInterrupt(t *testing.T, mode string) {
+	spec, err := FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.InterruptMode = mode
+	k := launchSpec(t, spec)
 	c := k.Client()
 	wait, stop := startedRunning(c)
 	defer stop()
@@ -142,6 +153,7 @@ func TestDeathMidCell(t *testing.T) {
 	}{
 		{"os._exit", "import os, time\ntime.sleep(0.2)\nos._exit(3)", false, "exited with code 3"},
 		{"SIGKILL", "import time\ntime.sleep(60)", true, "SIGKILL"},
+		{"segfault", "import ctypes, time\ntime.sleep(0.2)\nctypes.string_at(0)", false, "segmentation fault"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,5 +340,33 @@ func TestShutdownLeavesNothing(t *testing.T) {
 				!groupGone, g, before, kids, kidsBefore, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAttachedDeathByHeartbeat: a client attached by connection file has no process to wait for; it
+// notices a killed kernel by its heartbeat within time_to_dead.
+func TestAttachedDeathByHeartbeat(t *testing.T) {
+	k := launchTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := Attach(ctx, k.ConnectionFile(), ClientOptions{Logger: testLogger(t), TimeToDead: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	execOK(t, a, "1")
+	start := time.Now()
+	syscall.Kill(k.Pid(), syscall.SIGKILL)
+	select {
+	case <-a.Done():
+		t.Logf("attached client saw the death after %v: %v", time.Since(start), a.Err())
+	case <-time.After(5 * time.Second):
+		t.Fatal("attached client did not notice the dead kernel")
+	}
+	if !errors.Is(a.Err(), ErrKernelDied) {
+		t.Fatalf("Err = %v", a.Err())
+	}
+	if _, err := a.Execute(ctx, "1", ExecuteOptions{}); !errors.Is(err, ErrKernelDied) {
+		t.Fatalf("execute: %v", err)
 	}
 }
