@@ -1,0 +1,319 @@
+"""Serve one GGUF model through llama.cpp's own HTTP server (the xllamacpp wheel), for pyrualean.
+
+Started by the Go package ``llm`` (``llm.Serve``); it can also be run by hand::
+
+    .venv/bin/python llm/server.py --model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+        --alias qwen2.5-coder-1.5b --port 18080 --no-stdin-watch
+
+Once the server listens it prints one JSON line on stdout,
+``{"listening": "http://127.0.0.1:18080", "alias": ..., "pid": ...}``, then stays up until it gets
+SIGTERM/SIGINT or its stdin reaches end of file (so the server dies with the process that started it).
+
+Routes are llama-server's (``/health``, ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``,
+``/props``, ...). llama.cpp listens on a private loopback port; this process listens on the public one
+and forwards every request unchanged except one case, described next.
+
+Why a front: llama.cpp's template analyser (the "peg-native" auto parser of this build) does not
+recognise the Hermes ``<tool_call>`` format in the Qwen2.5 / SmolLM2 chat templates, so it neither
+constrains nor parses tool calls, and these small models then answer with a fenced JSON object instead
+of a tool call. For a non-streaming ``/v1/chat/completions`` request that carries ``tools``:
+
+- ``tool_choice`` ``"required"`` or a named function: the request gets a ``response_format`` JSON schema
+  (one of ``{"name": <tool>, "arguments": <its parameters>}``), so llama.cpp's grammar sampler forces
+  exactly one valid call;
+- ``tool_choice`` ``"auto"`` (or absent): the reply is left free;
+
+and in both cases a reply whose content is such an object (bare, in a ``<tool_call>`` block or in a
+fenced code block) naming one of the tools is returned as an OpenAI ``tool_calls`` message
+(``finish_reason`` ``"tool_calls"``). Everything else passes through byte for byte.
+It never downloads anything and binds to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import http.server
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import uuid
+from typing import Any
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options; every one has a default except --model."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--model", required=True, help="path to a .gguf file")
+    ap.add_argument("--alias", default="", help="model id reported by /v1/models (default: file name)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0: any free port")
+    ap.add_argument("--threads", type=int, default=0, help="0: all cores")
+    ap.add_argument("--ctx-size", type=int, default=8192)
+    ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--cache-ram-mib", type=int, default=512, help="llama.cpp prompt cache in RAM")
+    ap.add_argument("--chat-template", default="", help="file with a Jinja chat template to use instead of the model's")
+    ap.add_argument("--verbosity", type=int, default=1, help="llama.cpp log verbosity (0 quiet .. 4 debug)")
+    ap.add_argument("--no-stdin-watch", action="store_true", help="do not exit when stdin closes")
+    return ap.parse_args(argv)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool-call shaping (pure functions, unit-tested in llm/server_test.py).
+
+
+def tool_call_schema(tools: list[dict[str, Any]], only: str | None = None) -> dict[str, Any]:
+    """JSON schema for exactly one call of one of ``tools`` (or of the tool named ``only``)."""
+    alts = []
+    for t in tools:
+        fn = t.get("function") or {}
+        name = fn.get("name")
+        if not name or (only and name != only):
+            continue
+        params = fn.get("parameters") or {"type": "object"}
+        alts.append({
+            "type": "object",
+            "properties": {"name": {"const": name}, "arguments": params},
+            "required": ["name", "arguments"],
+        })
+    if not alts:
+        raise ValueError(f"no tool named {only!r}" if only else "no usable tool in 'tools'")
+    return alts[0] if len(alts) == 1 else {"anyOf": alts}
+
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
+_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+
+
+def _candidates(text: str) -> list[str]:
+    out = [m.group(1) for m in _TAG.finditer(text)]
+    out += [m.group(1) for m in _FENCE.finditer(text)]
+    out.append(text)
+    return [c.strip() for c in out if c.strip().startswith("{")]
+
+
+def extract_tool_calls(content: str, names: set[str]) -> list[dict[str, Any]]:
+    """Tool calls written as JSON text in ``content``, as OpenAI ``tool_calls`` entries ([] if none).
+
+    A call is an object ``{"name": N, "arguments": {...}}`` (``"parameters"`` is accepted for
+    ``"arguments"``) with N in ``names``; arguments are returned JSON-encoded, as OpenAI does.
+    """
+    dec = json.JSONDecoder()
+    calls: list[dict[str, Any]] = []
+    for cand in _candidates(content or ""):
+        try:
+            obj, _ = dec.raw_decode(cand)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or obj.get("name") not in names:
+            continue
+        args = obj.get("arguments", obj.get("parameters", {}))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                continue
+        if not isinstance(args, dict):
+            continue
+        calls.append({
+            "id": "call_" + uuid.uuid4().hex[:24],
+            "type": "function",
+            "function": {"name": obj["name"], "arguments": json.dumps(args, ensure_ascii=False)},
+        })
+        break  # one call per turn: the first complete one
+    return calls
+
+
+def shape_request(req: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """Request to send to llama.cpp, and the tool names whose calls to lift out of the reply."""
+    tools = req.get("tools") or []
+    if not tools or req.get("stream"):
+        return req, set()
+    choice = req.get("tool_choice", "auto")
+    if choice == "none":
+        return req, set()
+    names = {(t.get("function") or {}).get("name") for t in tools} - {None}
+    only = None
+    if isinstance(choice, dict):
+        only = (choice.get("function") or {}).get("name")
+    if (choice == "required" or only) and "response_format" not in req and "grammar" not in req:
+        req = dict(req)
+        req["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "tool_call", "schema": tool_call_schema(tools, only)},
+        }
+        req["tool_choice"] = "auto"
+    return req, names
+
+
+def shape_reply(reply: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    """``reply`` with a JSON tool call in the message content turned into ``tool_calls``."""
+    for ch in reply.get("choices") or []:
+        msg = ch.get("message") or {}
+        if msg.get("tool_calls") or not isinstance(msg.get("content"), str):
+            continue
+        calls = extract_tool_calls(msg["content"], names)
+        if calls:
+            msg["tool_calls"] = calls
+            msg["content"] = None
+            ch["finish_reason"] = "tool_calls"
+    return reply
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP front.
+
+
+def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestHandler]:
+    """Request handler class forwarding to llama.cpp at ``upstream``."""
+
+    class Front(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: Any) -> None:  # quiet: llama.cpp logs requests itself
+            pass
+
+        def _forward(self, body: bytes | None) -> None:
+            names: set[str] = set()
+            path = self.path.split("?", 1)[0]
+            if body and self.command == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+                try:
+                    req = json.loads(body)
+                    if isinstance(req, dict):
+                        req, names = shape_request(req)
+                        body = json.dumps(req).encode()
+                except ValueError as e:
+                    if isinstance(e, json.JSONDecodeError):
+                        names = set()  # malformed JSON: llama.cpp says so itself
+                    else:
+                        self._send(400, json.dumps({"error": {"code": 400, "message": str(e),
+                                                              "type": "invalid_request_error"}}).encode(),
+                                   "application/json")
+                        return
+            conn = http.client.HTTPConnection(*upstream, timeout=3600)
+            headers = {k: v for k, v in self.headers.items()
+                       if k.lower() not in ("host", "content-length", "connection", "transfer-encoding")}
+            conn.request(self.command, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            ctype = resp.getheader("Content-Type", "application/json")
+            if names and resp.status == 200:
+                data = resp.read()
+                try:
+                    data = json.dumps(shape_reply(json.loads(data), names)).encode()
+                except ValueError:
+                    pass
+                self._send(resp.status, data, ctype)
+            elif "text/event-stream" in ctype:
+                self.send_response(resp.status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                while chunk := resp.read1(65536):
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            else:
+                self._send(resp.status, resp.read(), ctype)
+            conn.close()
+
+        def _send(self, status: int, data: bytes, ctype: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _body(self) -> bytes | None:
+            n = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(n) if n else None
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+            self._forward(None)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._forward(self._body())
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            self._forward(self._body())
+
+        def do_OPTIONS(self) -> None:  # noqa: N802
+            self._forward(None)
+
+    return Front
+
+
+def free_port(host: str) -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start llama.cpp and the front, announce the address, wait for a stop signal."""
+    a = parse_args(argv)
+    if not os.path.isfile(a.model):
+        print(f"server.py: no such model file: {a.model}", file=sys.stderr)
+        return 2
+    # Bind the public port first, so a busy port fails fast, before the model loads.
+    try:
+        front = http.server.ThreadingHTTPServer((a.host, a.port), make_handler(("127.0.0.1", 0)))
+    except OSError as e:
+        print(f"server.py: cannot listen on {a.host}:{a.port}: {e}", file=sys.stderr)
+        return 3
+    front.daemon_threads = True
+
+    import xllamacpp as xlc  # imported late so --help and a busy port need no model load
+
+    alias = a.alias or os.path.basename(a.model)
+    p = xlc.CommonParams()
+    p.model.path = a.model
+    p.model_alias = {alias}
+    p.hostnames = ["127.0.0.1"]
+    p.port = free_port("127.0.0.1")
+    p.n_ctx = a.ctx_size
+    p.n_parallel = a.parallel
+    threads = a.threads or (os.cpu_count() or 1)
+    p.cpuparams.n_threads = threads
+    p.cpuparams_batch.n_threads = threads
+    p.use_jinja = True
+    p.verbosity = a.verbosity
+    p.endpoint_props = True
+    p.cache_ram_mib = a.cache_ram_mib
+    if a.chat_template:
+        with open(a.chat_template, encoding="utf-8") as f:
+            p.chat_template = f.read()
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    if not a.no_stdin_watch:
+        def watch() -> None:
+            try:
+                while sys.stdin.buffer.read(4096):
+                    pass
+            except OSError:
+                pass
+            stop.set()
+        threading.Thread(target=watch, daemon=True).start()
+
+    srv = xlc.Server(p)  # loads the model and listens on a background thread
+    front.RequestHandlerClass = make_handler(("127.0.0.1", p.port))
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    host, port = front.server_address[:2]
+    print(json.dumps({"listening": f"http://{host}:{port}", "alias": alias, "pid": os.getpid(),
+                      "upstream": srv.listening_address}), flush=True)
+    while not stop.wait(0.5):
+        pass
+    front.shutdown()
+    # The native server thread may hold the process; leave without running its destructors.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
