@@ -252,10 +252,10 @@ func checkMagic(path string) error {
 
 // bar is a one-line progress bar redrawn with \r on every whole percent.
 type bar struct {
-	w           io.Writer
-	label       string
-	total, n    int64
-	shown       int
+	w        io.Writer
+	label    string
+	total, n int64
+	shown    int
 }
 
 func newBar(w io.Writer, label string, total int64) *bar {
