@@ -15,9 +15,9 @@ import numpy as np
 from ..base import TaskInfo
 
 # Workspace regions (x range, y range) for sampling; +y is the robot's left.
-LEFT = ((0.42, 0.60), (0.12, 0.26))
-RIGHT = ((0.42, 0.60), (-0.26, -0.12))
-CENTER = ((0.38, 0.52), (-0.06, 0.06))
+LEFT = ((0.40, 0.62), (0.12, 0.27))
+RIGHT = ((0.40, 0.62), (-0.27, -0.12))
+CENTER = ((0.36, 0.56), (-0.06, 0.06))
 PARK = {  # out of view, behind the robot on the floor level table edge: unused objects
     "red_block": (-0.9, 0.5), "green_block": (-0.9, 0.6), "blue_block": (-0.9, 0.7),
     "bowl": (-0.9, -0.4), "plate": (-0.9, -0.7), "cabinet": (-1.3, 0.0),
@@ -54,14 +54,8 @@ class TaskSpec:
         return TaskInfo(self.name, self.family, self.instruction, f"robotapi/solutions/tabletop/{self.name}.py")
 
 
-def _sample(rng: np.random.Generator, region, placed: list, min_sep: float) -> tuple[float, float]:
-    (x0, x1), (y0, y1) = region
-    for _ in range(200):
-        x, y = float(rng.uniform(x0, x1)), float(rng.uniform(y0, y1))
-        if all(math.hypot(x - px, y - py) >= min_sep for px, py in placed):
-            placed.append((x, y))
-            return x, y
-    raise RuntimeError("layout sampling failed")  # regions are generous; this means a bug
+RADIUS = {"bowl": 0.095, "plate": 0.095}  # footprint + finger clearance; blocks use BLOCK_RADIUS
+BLOCK_RADIUS = 0.045
 
 
 def _yaw(rng: np.random.Generator) -> float:
@@ -69,13 +63,22 @@ def _yaw(rng: np.random.Generator) -> float:
 
 
 def _place(rng, spec: list[tuple[str, tuple]], drawer_q: float = 0.0) -> Layout:
-    placed: list = []
-    poses = {}
-    for name, region in spec:
-        sep = 0.20 if name in ("bowl", "plate") else 0.09
-        x, y = _sample(rng, region, placed, sep)
-        poses[name] = (x, y, _yaw(rng) if name in BLOCKS else 0.0)
-    return Layout(poses, drawer_q)
+    """Sample each object uniformly in its region, keeping footprints (plus gripper clearance) apart.
+    Whole-layout rejection keeps it deterministic for a seed."""
+    for _ in range(500):
+        placed: list[tuple[float, float, float]] = []
+        poses = {}
+        for name, region in spec:
+            (x0, x1), (y0, y1) = region
+            x, y = float(rng.uniform(x0, x1)), float(rng.uniform(y0, y1))
+            rad = RADIUS.get(name, BLOCK_RADIUS)
+            if any(math.hypot(x - px, y - py) < rad + pr for px, py, pr in placed):
+                break
+            placed.append((x, y, rad))
+            poses[name] = (x, y, _yaw(rng) if name in BLOCKS else 0.0)
+        else:
+            return Layout(poses, drawer_q)
+    raise RuntimeError("layout sampling failed")  # regions are generous; this means a bug
 
 
 # ----- predicates (sim is the robot's _SimView) ---------------------------------------------------------------

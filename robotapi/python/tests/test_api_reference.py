@@ -1,0 +1,75 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pyrualean_robot.apiref import api_reference, render, tool_schemas
+from pyrualean_robot.robots import RobotUnavailable, robot_class
+from pyrualean_robot.robots.tabletop import TabletopRobot
+
+
+def test_text_reference_documents_every_primitive():
+    text = api_reference(TabletopRobot)
+    for name in ("state", "image", "show", "camera_meta", "depth", "world_map", "back_project", "segment",
+                 "move_to", "move_pose", "rotate_wrist", "set_gripper", "release", "pick", "policy"):
+        assert f"robo.{name}(" in text, name
+        assert getattr(TabletopRobot, name).__doc__.split()[0] in text
+    assert "Constants:" in text and "robo.OPEN = -1.0" in text
+    assert "Result types (frozen dataclasses" in text and "Move(target_xyz" in text
+    assert "EpisodeFinished(BaseException)" in text
+    assert "close(" not in text  # not a primitive
+
+
+def test_no_vla_hides_policy():
+    text = api_reference(TabletopRobot, primitives="no-vla")
+    assert "robo.policy(" not in text
+    names = [t["function"]["name"] for t in tool_schemas(TabletopRobot, primitives="no-vla")]
+    assert "policy" not in names and "move_to" in names
+
+
+def test_tool_schemas_match_signatures():
+    tools = {t["function"]["name"]: t for t in tool_schemas(TabletopRobot)}
+    mv = tools["move_to"]["function"]["parameters"]
+    assert mv["required"] == ["xyz"]
+    assert mv["properties"]["xyz"] == {"type": "array", "items": {"type": "number"}}
+    assert mv["properties"]["gripper"] == {"type": "number"}
+    assert mv["properties"]["max_steps"] == {"type": "integer", "default": 100}
+    assert tools["pick"]["function"]["parameters"]["required"] == ["object"]
+    assert tools["move_to"]["x-pyrualean"] == {"stateful": True, "vla": False}
+    assert tools["image"]["x-pyrualean"]["stateful"] is False
+    # the description is the same docstring the text reference prints
+    assert TabletopRobot.move_to.__doc__.split("\n")[0].strip() in tools["move_to"]["function"]["description"]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        api_reference(TabletopRobot, primitives="some")
+    with pytest.raises(ValueError):
+        render("tabletop", "full", "xml")
+    with pytest.raises(ValueError, match="unknown robot"):
+        robot_class("nope")
+
+
+def test_registered_adapters_fail_clearly_when_missing():
+    for name in ("robotwin", "robocasa", "robodojo_xpl_rgb", "libero"):
+        try:
+            robot_class(name)
+        except RobotUnavailable as e:
+            assert name in str(e) and "needs" in str(e)
+
+
+def test_cli_modules_need_no_simulator():
+    code = ("import sys, runpy; sys.argv=['x','--format','tools']; "
+            "import pyrualean_robot.api as a; rc=a.main(['--format','tools']); "
+            "assert 'mujoco' not in sys.modules, 'api CLI imported mujoco'; sys.exit(rc)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)[0]["type"] == "function"
+    out = subprocess.run([sys.executable, "-m", "pyrualean_robot.tasks", "--json"], capture_output=True,
+                         text=True, timeout=60)
+    rows = json.loads(out.stdout)
+    assert len(rows) >= 10 and set(rows[0]) == {"name", "family", "instruction", "solution"}
+    out = subprocess.run([sys.executable, "-m", "pyrualean_robot.api", "--robot", "nope"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "unknown robot" in out.stderr

@@ -1,0 +1,103 @@
+"""The kernel side of the contract, in a real ipykernel (kernelspec `pyrualean`) driven by jupyter_client."""
+
+import base64
+import json
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    km, kc = start_new_kernel(kernel_name="pyrualean", cwd=str(tmp_path_factory.mktemp("cwd")))
+    yield kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def run(kc, code, sandbox=False, user_expressions=None):
+    content = {"code": code, "silent": False, "store_history": True, "user_expressions": user_expressions or {},
+               "allow_stdin": False, "stop_on_error": False}
+    msg = kc.session.msg("execute_request", content,
+                         metadata={"pyrualean": {"sandbox": True, "author": "agent"}} if sandbox else {})
+    kc.shell_channel.send(msg)
+    mid = msg["header"]["msg_id"]
+    outs = []
+    while True:
+        m = kc.get_iopub_msg(timeout=120)
+        if m["parent_header"].get("msg_id") != mid:
+            continue
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            break
+        if m["msg_type"] in ("display_data", "execute_result", "error", "stream"):
+            outs.append(m)
+    while True:
+        reply = kc.get_shell_msg(timeout=120)
+        if reply["parent_header"].get("msg_id") == mid:
+            return outs, reply["content"]
+
+
+def images(outs):
+    return [(o["content"]["metadata"]["pyrualean"], o["content"]["data"]["image/png"])
+            for o in outs if o["msg_type"] == "display_data"]
+
+
+REPORT = {"r": "__import__('pyrualean_robot').cell_report()"}
+
+
+def report(reply):
+    ue = reply["user_expressions"]["r"]
+    assert ue["status"] == "ok", ue
+    return ue["data"]["application/json"]
+
+
+def test_episode_in_a_kernel(kernel, tmp_path):
+    outs, rep = run(kernel, "from pyrualean_robot import make; "
+                            f"robo = make('tabletop', task='put_block_in_bowl', seed=1, workspace={str(tmp_path)!r})")
+    assert rep["status"] == "ok", outs
+    # show(): PNG display_data immediately, with the contract's metadata
+    outs, rep = run(kernel, "robo.show('wrist')", sandbox=True, user_expressions=REPORT)
+    imgs = images(outs)
+    assert [m for m, _ in imgs] == [{"camera": "wrist", "source": "show"}]
+    assert base64.b64decode(imgs[0][1])[1:4] == b"PNG"
+    r = report(rep)
+    assert r["moved"] is False and [c["tool"] for c in r["calls"]] == ["show"] and r["sandbox_flags"] == []
+    # on-motion: a cell that moved gets both cameras after it ran
+    outs, rep = run(kernel, "m = robo.move_to([0.5, 0.0, 0.25])\nm.reached", sandbox=True, user_expressions=REPORT)
+    assert [m["camera"] for m, _ in images(outs)] == ["agentview", "wrist"]
+    assert {m["source"] for m, _ in images(outs)} == {"on-motion"}
+    r = report(rep)
+    assert r["moved"] and r["env_steps"] > 0 and r["calls"][0]["tool"] == "move_to" and not r["done"]
+    # display() of an array
+    outs, _ = run(kernel, "import numpy as np\ndisplay(robo.image(resolution=64))", sandbox=True)
+    assert [m for m, _ in images(outs)] == [{"camera": "display_0", "source": "display"}]
+    # the sandbox refuses and does not run the cell; a person's cell is unrestricted
+    outs, rep = run(kernel, "import os\nx_was_run = 1", sandbox=True, user_expressions=REPORT)
+    assert rep["status"] == "error" and rep["ename"] == "SandboxError" and "import os" in rep["evalue"]
+    outs, rep = run(kernel, "open('/etc/hostname').read()", sandbox=True, user_expressions=REPORT)
+    assert rep["ename"] == "SandboxError" and "outside the workspace" in rep["evalue"]
+    # ipykernel skips user_expressions after an error: the next request collects the window, nothing lost
+    _, rep = run(kernel, "pass", user_expressions=REPORT)
+    assert any(f.startswith("escape:open") for f in report(rep)["sandbox_flags"])
+    outs, rep = run(kernel, "robo.move_to.__globals__", sandbox=True)
+    assert rep["ename"] == "SandboxError"
+    outs, rep = run(kernel, "'x_was_run' in globals(), open('/etc/hostname').read() != ''")
+    assert rep["status"] == "ok" and outs[-1]["content"]["data"]["text/plain"] == "(False, True)"
+    # solve, then the next motion is an EpisodeFinished error output
+    code = ("robo.pick('red_block')\nx, y, _ = robo.segment('bowl').top_xyz\nrobo.move_to([x, y, 0.16])\n"
+            "robo.move_to([x, y, 0.08])\nrobo.release()\nrobo.set_gripper(robo.OPEN, steps=10)")
+    outs, rep = run(kernel, code, sandbox=True, user_expressions=REPORT)
+    r = report(rep)
+    assert r["done"] and r["success"] and r["episode_finished"] == "terminated"
+    outs, rep = run(kernel, "try:\n    robo.move_to([x, y, 0.2])\nexcept Exception:\n    pass", sandbox=True)
+    assert rep["status"] == "error" and rep["ename"] == "EpisodeFinished"
+    # the episode card
+    outs, rep = run(kernel, "1", user_expressions={"c": "__import__('pyrualean_robot').episode_card()"})
+    card = rep["user_expressions"]["c"]["data"]["application/json"]
+    assert card["robot"] == "tabletop" and card["task"] == "put_block_in_bowl" and card["seed"] == 1
+    assert card["task_language"] == "put the red block in the bowl" and "red_block" in card["object_names"]
+    assert set(card["images"]) == {"agentview", "wrist"} and base64.b64decode(card["images"]["wrist"])[1:4] == b"PNG"
+    assert "Frame" in card["knowledge"] and card["max_env_steps"] == 10000
+    # the ledger on disk has every call
+    lines = [json.loads(x) for x in open(tmp_path / "calls.jsonl")]
+    assert lines[0]["tool"] == "show" and lines[-1]["tool"] == "move_to" and lines[-1]["ok"] is False

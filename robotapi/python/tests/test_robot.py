@@ -1,0 +1,175 @@
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from pyrualean_robot import EpisodeFinished, ToolError, make
+from pyrualean_robot.results import Move, Pick, State
+
+
+def snapshot(r):
+    return r._data.qpos.copy(), r.env_steps
+
+
+@pytest.mark.parametrize("call", [
+    lambda r: r.move_to([0.5, 0.0]),
+    lambda r: r.move_to([0.5, 0.0, float("nan")]),
+    lambda r: r.move_to("0.5, 0, 0.2"),
+    lambda r: r.move_to([2.0, 0.0, 0.2]),
+    lambda r: r.move_to([0.5, 0.0, -0.1]),
+    lambda r: r.move_to([0.5, 0.0, 0.2], gripper=2.0),
+    lambda r: r.move_to([0.5, 0.0, 0.2], max_steps=0),
+    lambda r: r.move_to([0.5, 0.0, 0.2], step_clip=1.0),
+    lambda r: r.move_pose([0.5, 0.0, 0.2], target_pitch=3.0),
+    lambda r: r.rotate_wrist(),
+    lambda r: r.rotate_wrist(target_yaw=0.1, delta_yaw=0.1),
+    lambda r: r.set_gripper(True),
+    lambda r: r.set_gripper(0.5, steps=0),
+    lambda r: r.release(max_steps=-1),
+    lambda r: r.pick("bowl"),
+    lambda r: r.pick("blue_block"),  # not in this task
+    lambda r: r.image("top"),
+    lambda r: r.image(resolution=4),
+    lambda r: r.back_project(256, 0),
+    lambda r: r.segment(""),
+    lambda r: r.policy(max_chunks=0),
+])
+def test_invalid_arguments_raise_before_moving(make_robot, call):
+    r = make_robot()
+    before = snapshot(r)
+    with pytest.raises(ValueError):
+        call(r)
+    after = snapshot(r)
+    assert after[1] == before[1] and np.array_equal(after[0], before[0])
+    assert r.ledger[-1]["ok"] is False and r.ledger[-1]["error"].startswith("ValueError")
+
+
+def test_make_options_are_validated(tmp_path):
+    for kw in ({"images": "always"}, {"primitives": "some"}, {"task": "no_such_task"}, {"seed": "1"},
+               {"max_env_steps": 0}):
+        with pytest.raises(ValueError):
+            make("tabletop", workspace=str(tmp_path), **kw)
+    with pytest.raises(ValueError, match="unknown robot"):
+        make("nope")
+
+
+def test_results_are_frozen_and_ledgered(make_robot):
+    r = make_robot()
+    st = r.state()
+    assert isinstance(st, State) and st.step == 0 and st.gripper_opening == pytest.approx(0.08, abs=0.002)
+    assert st.object_names == ("red_block", "green_block", "bowl")
+    m = r.move_to([0.5, 0.05, 0.25])
+    assert isinstance(m, Move) and m.reached and m.final_dist_m <= 0.01 and 0 < m.steps_used <= m.max_steps
+    assert not m.terminated and not m.truncated
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.reached = False
+    assert "Move(target_xyz=" in repr(m)
+    g = r.set_gripper(r.CLOSE, steps=5)
+    assert g.steps == 5 and g.gripper_opening < 0.01
+    rel = r.release()
+    assert rel.final_gripper_opening > 0.07
+    rot = r.rotate_wrist(delta_yaw=0.4)
+    assert rot.reached and abs(rot.final - 0.4) < 0.05
+    mp = r.move_pose([0.5, 0.0, 0.3], target_pitch=0.3)
+    assert mp.reached and abs(mp.final_pitch - 0.3) < 0.06
+    lines = [json.loads(x) for x in open(r._ledger_path)]
+    assert [x["tool"] for x in lines] == ["state", "move_to", "set_gripper", "release", "rotate_wrist", "move_pose"]
+    keys = {"index", "tool", "kwargs", "started_at", "elapsed_s", "ok", "stateful", "env_steps", "error", "summary"}
+    assert all(set(x) == keys for x in lines)
+    mv = lines[1]
+    assert mv["stateful"] and mv["kwargs"]["xyz"] == [0.5, 0.05, 0.25] and mv["env_steps"] == m.steps_used
+    assert mv["summary"]["reached"] is True and "final_eef_pos" in mv["summary"]
+
+
+def test_pick_lifts_a_block(make_robot):
+    r = make_robot(seed=3)
+    p = r.pick("red_block")
+    assert isinstance(p, Pick) and p.success and p.peak_lift_m > 0.1
+    assert 0.01 < p.final_gripper_opening < 0.06
+    assert r.ledger[-1]["tool"] == "pick" and len(r.ledger) == 1  # sub-motions are not separate entries
+
+
+def test_episode_finished_after_success(make_robot):
+    r = make_robot("put_block_in_bowl", seed=1)
+    r.pick("red_block")
+    x, y, _ = r.segment("bowl").top_xyz
+    r.move_to([x, y, 0.16])
+    r.move_to([x, y, 0.08])
+    rel = r.release()
+    if not r.done:
+        r.set_gripper(r.OPEN, steps=20)
+    assert r.done and r.state().terminated
+    with pytest.raises(EpisodeFinished) as ei:
+        r.move_to([x, y, 0.2])
+    assert ei.value.reason == "terminated"
+    assert not isinstance(ei.value, Exception)  # `except Exception` cannot swallow it
+    assert r.state().terminated and r.image().shape == (256, 256, 3)  # read-only calls keep working
+    refused = [c for c in r.ledger if c["error"]]
+    assert len(refused) == 1 and refused[0]["tool"] == "move_to"
+    assert refused[0]["error"] == "EpisodeFinished: episode finished: terminated" and refused[0]["env_steps"] == 0
+
+
+def test_step_budget_truncates(make_robot):
+    r = make_robot(max_env_steps=5)
+    m = r.move_to([0.6, 0.2, 0.1])
+    assert m.truncated and not m.reached and m.steps_used == 5 and r.env_steps == 5
+    with pytest.raises(EpisodeFinished, match="truncated"):
+        r.set_gripper(1.0)
+
+
+def test_host_can_stop_the_episode(make_robot):
+    r = make_robot()
+    r._stop_episode("timeout")
+    with pytest.raises(EpisodeFinished) as ei:
+        r.move_to([0.5, 0.0, 0.3])
+    assert ei.value.reason == "timeout" and r.done
+
+
+def trajectory(make_robot, seed):
+    r = make_robot("stack_blocks", seed=seed)
+    out = [r._data.qpos.copy()]
+    r.move_to([0.5, 0.1, 0.2], r.OPEN)
+    out.append(r._data.qpos.copy())
+    r.pick("red_block")
+    out.append(r._data.qpos.copy())
+    r.rotate_wrist(delta_yaw=0.3)
+    out.append(r._data.qpos.copy())
+    return np.stack(out)
+
+
+def test_deterministic(make_robot):
+    a = trajectory(make_robot, 4)
+    b = trajectory(make_robot, 4)
+    assert np.array_equal(a, b)
+    c = trajectory(make_robot, 5)
+    assert not np.allclose(a[0], c[0])  # another seed, another layout
+
+
+def test_images_depth_and_geometry(make_robot):
+    r = make_robot("stack_blocks", seed=2)
+    assert r.image().shape == (256, 256, 3) and r.image().dtype == np.uint8
+    assert r.image("wrist", resolution=128).shape == (128, 128, 3)
+    assert r.image(resolution="low").shape == (128, 128, 3)
+    d = r.depth(resolution=64)
+    assert d.shape == (64, 64) and d.dtype == np.float32 and np.all(d > 0)
+    wm = r.world_map()
+    assert wm.shape == (256, 256, 3)
+    meta = r.camera_meta()
+    assert meta["width"] == 256 and len(meta["intrinsic_K"]) == 3
+    truth = r._data.xpos[r._body["blue_block"]]
+    seg = r.segment("the blue block")
+    assert seg.found and seg.name == "blue_block" and seg.n_pixels > 20
+    assert math.dist(seg.top_xyz[:2], truth[:2]) < 0.015 and abs(seg.top_xyz[2] - 0.04) < 0.01
+    r0, c0, r1, c1 = seg.box
+    bp = r.back_project((r0 + r1) // 2, (c0 + c1) // 2)
+    assert math.dist(bp.world_xyz, truth) < 0.04
+    assert np.allclose(wm[(r0 + r1) // 2, (c0 + c1) // 2], bp.world_xyz, atol=1e-3)
+    # camera_meta projects the world point back onto the same pixel
+    K = np.array(meta["intrinsic_K"])
+    pc = np.array(meta["extrinsic_cv"]) @ np.array([*bp.world_xyz, 1.0])
+    uv = (K @ pc[:3]) / pc[2]
+    assert abs(uv[0] - (bp.pixel[1] + 0.5)) < 1.0 and abs(uv[1] - (bp.pixel[0] + 0.5)) < 1.0
+    missing = r.segment("unicorn")
+    assert not missing.found and "no object matches" in missing.error
