@@ -124,7 +124,7 @@ func RunClaude(ctx context.Context, ep Driver, cfg Config) error {
 		"ANTHROPIC_API_KEY=" + os.Getenv(apiKeyEnv(cfg, "claude")),
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1",
 		"DISABLE_ERROR_REPORTING=1", "MCP_TIMEOUT=60000", "MCP_TOOL_TIMEOUT=" + strconv.Itoa(toolTimeoutMS),
-		"MAX_MCP_OUTPUT_TOKENS=100000"}
+		"MAX_MCP_OUTPUT_TOKENS=100000", "CLAUDE_CODE_MAX_RETRIES=" + strconv.Itoa(cfg.retries())}
 	if cfg.BaseURL != "" {
 		env = append(env, "ANTHROPIC_BASE_URL="+strings.TrimRight(cfg.BaseURL, "/"))
 	}
@@ -179,7 +179,10 @@ func RunClaude(ctx context.Context, ep Driver, cfg Config) error {
 		case st.result.Subtype == "error_max_turns":
 			return nil // the turn ceiling: the episode ends unsolved, like an exhausted call budget
 		case st.result.IsError:
-			why = fmt.Sprintf("claude %s: %s", st.result.Subtype, st.result.Result)
+			why = "claude: " + st.result.Result
+			if st.result.Subtype != "success" {
+				why = fmt.Sprintf("claude %s: %s", st.result.Subtype, st.result.Result)
+			}
 		default:
 			return nil
 		}
@@ -280,6 +283,7 @@ func (st *claudeStream) line(b []byte) {
 		} `json:"event"`
 		Message *struct {
 			ID      string `json:"id"`
+			Model   string `json:"model"`
 			Content []struct {
 				Type string `json:"type"`
 				Text string `json:"text"`
@@ -330,6 +334,14 @@ func (st *claudeStream) line(b []byte) {
 		}
 		_, seen := st.byID[ev.Message.ID]
 		t := st.turn(ev.Message.ID, ev.Timestamp)
+		if ev.Message.Model == "<synthetic>" {
+			// Claude Code's own message about a failed API call: a failed request, no usage.
+			seen, t.Usage = true, agent.Usage{Calls: 1}
+			for _, c := range ev.Message.Content {
+				t.Error += c.Text
+			}
+			return
+		}
 		if !seen && ev.Message.Usage != nil {
 			t.Usage = ev.Message.Usage.usage(1)
 		}

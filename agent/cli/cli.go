@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,11 +75,25 @@ type Config struct {
 	FinishGrace      time.Duration // after finish, time the CLI gets to wrap up before it is ended (default 60 s)
 	PlannerAttempts  int           // CLI runs tried when it fails before the first tool call (default 3)
 	PlannerRetryWait time.Duration // between those attempts (default 15 s)
-	Retries          int           // codex provider request/stream retries (default $PYRUALEAN_CODEX_RETRIES or 10)
+	Retries          int           // retries inside the CLI (codex provider request/stream retries, claude CLAUDE_CODE_MAX_RETRIES): 0 default ($PYRUALEAN_CODEX_RETRIES, else 10), <0 none
 
 	ExtraArgs []string // appended to the CLI's arguments
 	Env       []string // extra environment, KEY=VALUE
 	Logger    *slog.Logger
+}
+
+// retries is the CLI-internal retry count Config.Retries asks for.
+func (c *Config) retries() int {
+	switch {
+	case c.Retries < 0:
+		return 0
+	case c.Retries > 0:
+		return c.Retries
+	}
+	if v, err := strconv.Atoi(os.Getenv("PYRUALEAN_CODEX_RETRIES")); err == nil && v >= 0 {
+		return v
+	}
+	return 10
 }
 
 func (c *Config) defaults() {

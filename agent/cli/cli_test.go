@@ -45,12 +45,13 @@ func solutionCells(t *testing.T, task string) []string {
 }
 
 type outcome struct {
-	res    *agent.Result
-	runErr error
-	model  *scripted.Server
-	dir    string
-	info   cli.Info
-	wall   time.Duration
+	promptImages int
+	res          *agent.Result
+	runErr       error
+	model        *scripted.Server
+	dir          string
+	info         cli.Info
+	wall         time.Duration
 }
 
 // play runs one episode with runtime against a scripted model.
@@ -75,12 +76,17 @@ func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []script
 
 	ecfg.Robot, ecfg.Task, ecfg.Runtime, ecfg.Model = "tabletop", "stack_blocks", runtime, ccfg.Model
 	ecfg.Out = filepath.Join(t.TempDir(), runtime)
+	if keep := os.Getenv("PYRUALEAN_TEST_KEEP"); keep != "" { // keep run folders for debugging
+		ecfg.Out = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
+		os.RemoveAll(ecfg.Out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ep, err := agent.StartEpisode(ctx, ecfg)
 	if err != nil {
 		t.Fatalf("StartEpisode: %v", err)
 	}
+	promptImages := len(ep.Prompt().Images)
 	start := time.Now()
 	runErr := cli.Run(ctx, runtime, ep, ccfg)
 	wall := time.Since(start)
@@ -88,7 +94,7 @@ func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []script
 	if err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
-	o := outcome{res: res, runErr: runErr, model: model, dir: ecfg.Out, wall: wall}
+	o := outcome{promptImages: promptImages, res: res, runErr: runErr, model: model, dir: ecfg.Out, wall: wall}
 	b, err := os.ReadFile(filepath.Join(o.dir, cli.CLIFile))
 	if err != nil {
 		t.Fatal(err)
@@ -113,13 +119,19 @@ func lastResults(m *scripted.Server) []scripted.ToolResult {
 }
 
 var runtimes = []struct {
-	name    string
-	version string
-	events  string
+	name      string
+	version   string
+	events    string
+	imageMark string // how an image looks in a request body
 }{
-	{"codex", "0.155.1", cli.CodexEvents},
-	{"claude", "(Claude Code)", cli.ClaudeEvents},
+	{"codex", "0.155.1", cli.CodexEvents, `"type":"input_image"`},
+	{"claude", "(Claude Code)", cli.ClaudeEvents, `"type":"image"`},
 }
+
+// harmless are CLI built-ins that cannot act outside the episode: Codex's MCP resource readers (we
+// serve no resources) and its question tool (nobody answers in exec mode), Claude Code's placeholder.
+var harmless = map[string]bool{"list_mcp_resources": true, "list_mcp_resource_templates": true,
+	"read_mcp_resource": true, "request_user_input": true, "DeferredToolPlaceholder": true}
 
 func TestSolvedEpisode(t *testing.T) {
 	cells := solutionCells(t, "stack_blocks")
@@ -171,6 +183,20 @@ func TestSolvedEpisode(t *testing.T) {
 			}
 			if imgs == 0 {
 				t.Error("no camera image reached the model")
+			}
+			// The model is offered our tools and nothing that acts outside the episode.
+			first := o.model.ScriptedRequests()[0]
+			for _, tool := range first.Tools {
+				if !strings.HasPrefix(tool, "mcp__pyrualean") && !harmless[tool] {
+					t.Errorf("the model is offered %q (all: %v)", tool, first.Tools)
+				}
+			}
+			// The prompt's card images and the reasoning effort reach the model.
+			if o.promptImages > 0 && !strings.Contains(string(first.Body), rt.imageMark) {
+				t.Errorf("the first request lacks the %d prompt image(s)", o.promptImages)
+			}
+			if !strings.Contains(string(first.Body), `"effort":"high"`) {
+				t.Error("the reasoning effort did not reach the model")
 			}
 			if !strings.Contains(o.info.Version, rt.version) || o.info.ExitCode == nil || *o.info.ExitCode != 0 || o.info.ToolCalls != n-1 {
 				t.Errorf("cli info %+v", o.info)
@@ -241,5 +267,82 @@ func TestTimeBudgetKill(t *testing.T) {
 				t.Errorf("the run took %s with a budget of %s", o.wall, budget)
 			}
 		})
+	}
+}
+
+// TestPlannerFailures: a provider failure before the first tool call restarts the CLI (seed: the
+// planner is retried); after a tool call it ends the episode as planner_error.
+func TestPlannerFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		steps    func() []scripted.Step // the CLIs retry nothing themselves (Retries -1)
+		status   string
+		attempts int
+		turns    int // model requests, the failed one included
+	}{
+		{"retried before the first tool call", func() []scripted.Step {
+			return []scripted.Step{
+				{Fail: 500},
+				{Tool: "python", Args: map[string]any{"code": "print('hello')"}},
+				{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "retried"}},
+				{Text: "done"},
+			}
+		}, agent.StatusCompleted, 2, 4},
+		{"planner error after a tool call", func() []scripted.Step {
+			return []scripted.Step{
+				{Tool: "python", Args: map[string]any{"code": "print('hello')"}},
+				{Fail: 500},
+			}
+		}, agent.StatusPlannerError, 1, 2},
+	}
+	for _, rt := range runtimes {
+		for _, tc := range tests {
+			t.Run(rt.name+"/"+tc.name, func(t *testing.T) {
+				o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, tc.steps(), cli.Config{Retries: -1})
+				if o.res.Status != tc.status || o.res.PlannerAttempts != tc.attempts || o.info.Attempts != tc.attempts {
+					t.Errorf("status %s, planner attempts %d (cli %d); want %s and %d", o.res.Status, o.res.PlannerAttempts, o.info.Attempts, tc.status, tc.attempts)
+				}
+				if g := o.res.Generation; g.Turns != tc.turns || g.Errors != 1 {
+					t.Errorf("turns %d errors %d, want %d and 1", g.Turns, g.Errors, tc.turns)
+				}
+				if tc.status == agent.StatusPlannerError && !errors.Is(o.runErr, agent.ErrPlanner) {
+					t.Errorf("run error %v, want one wrapping agent.ErrPlanner", o.runErr)
+				}
+			})
+		}
+	}
+}
+
+// TestCodexCancelledToolCall: Codex gives up on a call that outlasts its tool timeout. The cell still
+// runs to the end and lands in the trace; the next call waits for it (calls are serialised) and sees
+// its effect. (The runtime sets the tool timeout beyond the budget, so this only happens when forced.)
+func TestCodexCancelledToolCall(t *testing.T) {
+	steps := []scripted.Step{
+		{Tool: "python", Args: map[string]any{"code": "import time\ntime.sleep(4.5)\nslow_cell_done = 'yes'"}},
+		{Tool: "python", Args: map[string]any{"code": "print('slow cell done:', slow_cell_done)"}},
+		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "checked"}},
+		{Text: "done"},
+	}
+	o := play(t, "codex", agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, steps,
+		cli.Config{ExtraArgs: []string{"-c", "mcp_servers.pyrualean.tool_timeout_sec=3"}})
+	if o.runErr != nil || o.res.Status != agent.StatusCompleted {
+		t.Fatalf("status %s, err %v", o.res.Status, o.runErr)
+	}
+	results := lastResults(o.model)
+	if len(results) != 3 {
+		t.Fatalf("the model saw %d tool results, want 3", len(results))
+	}
+	if strings.Contains(results[0].Text, "slow_cell_done") || !strings.Contains(strings.ToLower(results[0].Text), "time") {
+		t.Errorf("the timed-out call's result: %.300s", results[0].Text)
+	}
+	if !strings.Contains(results[1].Text, "slow cell done: yes") {
+		t.Errorf("the next call did not see the slow cell's effect: %.300s", results[1].Text)
+	}
+	if o.info.Cancelled != 1 {
+		t.Errorf("cli info %+v: want one cancelled call", o.info)
+	}
+	trace, err := os.ReadFile(filepath.Join(o.dir, "trace.ipynb"))
+	if err != nil || !strings.Contains(string(trace), "slow_cell_done = 'yes'") {
+		t.Errorf("the slow cell is not in the trace (%v)", err)
 	}
 }

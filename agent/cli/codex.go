@@ -41,13 +41,7 @@ func codexArgs(cfg Config, mcpURL, workspace, lastMessage string, images []strin
 	if baseURL == "" {
 		baseURL = "https://api.openai.com/v1"
 	}
-	retries := cfg.Retries
-	if retries <= 0 {
-		retries = 10
-		if v, err := strconv.Atoi(os.Getenv("PYRUALEAN_CODEX_RETRIES")); err == nil && v >= 0 {
-			retries = v
-		}
-	}
+	retries := cfg.retries()
 	toolTimeout := 3600
 	if cfg.Budget > 0 {
 		toolTimeout = int(cfg.Budget/time.Second) + 60
@@ -170,23 +164,24 @@ func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
 		close(done)
 		info.ExitCode, info.Killed, info.SessionID, info.Attempts = code, killed, st.threadID, attempt
 		info.ToolCalls, info.Cancelled = s.toolCalls()
+		info.Cancelled = max(info.Cancelled, st.cancelledCalls)
 		publish(ep, info)
 		turns := codexTurns(home, st.threadID)
 		if len(turns) == 0 && st.usage != (agent.Usage{}) {
 			turns = []agent.Turn{{Usage: st.usage}} // no rollout: one summary turn from turn.completed
 		}
+		if st.failure != "" { // the failed request is not in the rollout's usage records
+			turns = append(turns, agent.Turn{Error: st.failure, ToolCalls: []string{}, Usage: agent.Usage{Calls: 1}})
+		}
 		for i, t := range turns {
 			t.Turn = turnBase + i + 1
-			if i == len(turns)-1 && st.failure != "" {
-				t.Error = st.failure
-			}
 			if err := ep.RecordTurn(t); err != nil {
 				return err
 			}
 		}
 		turnBase += len(turns)
-		if st.cancelledCalls > 0 {
-			cfg.Logger.Warn("codex cancelled MCP tool calls", "count", st.cancelledCalls)
+		if info.Cancelled > 0 {
+			cfg.Logger.Warn("codex gave up on MCP tool calls (their cells ran to the end)", "count", info.Cancelled)
 		}
 		switch {
 		case runErr != nil:
@@ -260,7 +255,9 @@ func (st *codexStream) line(b []byte) {
 		switch ev.Item.Type {
 		case "mcp_tool_call":
 			st.toolCalls++
-			if msg := errorText(ev.Item.Error); strings.Contains(strings.ToLower(msg), "cancel") {
+			// Codex gives up on a call when its tool timeout passes, or cancels it itself in exec
+			// mode (unapproved tools, openai/codex#16685); either way the cell may still be running.
+			if msg := strings.ToLower(errorText(ev.Item.Error)); strings.Contains(msg, "cancel") || strings.Contains(msg, "timed out") {
 				st.cancelledCalls++
 			}
 		case "agent_message":

@@ -107,6 +107,12 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if step.Fail != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(step.Fail)
+		json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": failMessage}})
+		return
+	}
 	u := step.Usage.orDefault()
 	msgID := s.newCallID("msg_")
 	var blocks []map[string]any

@@ -127,6 +127,12 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if step.Fail != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(step.Fail)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": failMessage, "type": "invalid_request_error", "code": nil}})
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	respID := s.newCallID("resp_")

@@ -22,7 +22,12 @@ type Step struct {
 	Text  string         // a final text reply (when Tool is empty), or text sent before the tool call
 	Usage Usage          // the usage reported for this reply (zero: defaults)
 	Delay time.Duration  // wait this long before answering (a slow model)
+	Fail  int            // answer with this HTTP status and an API error instead (a failing provider)
+	Times int            // a Fail step answers this many requests (a CLI's own immediate retries; default 1)
 }
+
+// failMessage is the error message a Fail step sends.
+const failMessage = "scripted provider failure"
 
 // Usage is what the server reports for one reply.
 type Usage struct {
@@ -59,6 +64,7 @@ type Server struct {
 	mu     sync.Mutex
 	steps  []Step
 	next   int
+	repeat int // requests answered by the current step so far
 	reqs   []Request
 	callID int
 }
@@ -92,7 +98,11 @@ func (s *Server) take(tools []string) (int, Step, bool) {
 		return -1, Step{}, false
 	}
 	i := s.next
-	s.next++
+	s.repeat++
+	if st := s.steps[i]; st.Fail == 0 || s.repeat >= max(st.Times, 1) {
+		s.next++
+		s.repeat = 0
+	}
 	return i, s.steps[i], true
 }
 
