@@ -51,6 +51,10 @@ type ExecuteResult struct {
 // and could not even be restarted.
 var ErrTimeout = errors.New("kernel: cell timed out")
 
+// iopubTimeout bounds the wait for status: idle once execute_reply is in and iopub is silent
+// (nbclient waits 4 s; a loaded machine deserves more).
+const iopubTimeout = 10 * time.Second
+
 type executeReply struct {
 	Status          string                     `json:"status"`
 	ExecutionCount  *int                       `json:"execution_count"`
@@ -113,6 +117,9 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 		}
 		return res
 	}
+	// After the reply, outputs may still be in flight on iopub; each one restarts this wait.
+	var idleTimer *time.Timer
+	var idleWait <-chan time.Time
 	for !(gotReply && gotIdle) {
 		select { // a cell that never stops printing still times out
 		case <-deadline:
@@ -125,6 +132,10 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 		if !ok {
 			select {
 			case <-w.notify:
+			case <-idleWait:
+				// The reply came but iopub went quiet without our idle (a lost message): do not hang.
+				c.log.Warn("kernel: no status idle after execute_reply; finishing the cell", "waited", iopubTimeout)
+				return finish(), nil
 			case <-deadline:
 				if res, err, stop := c.onTimeout(ctx, res, &opts, timer, &deadline, grace, finish); stop {
 					return res, err
@@ -140,6 +151,9 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 				return finish(), nil
 			}
 			return nil, fmt.Errorf("kernel: execute: %w", werr)
+		}
+		if idleTimer != nil {
+			idleTimer.Reset(iopubTimeout)
 		}
 		{
 			switch r.Channel {
@@ -180,6 +194,9 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 				}
 				gotReply = true
 				res.Timing.ExecuteReply = r.Date()
+				idleTimer = time.NewTimer(iopubTimeout)
+				defer idleTimer.Stop()
+				idleWait = idleTimer.C
 				var rep executeReply
 				if err := json.Unmarshal(r.Content, &rep); err != nil {
 					return nil, fmt.Errorf("%w: execute_reply: %v", ErrMalformed, err)

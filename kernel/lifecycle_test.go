@@ -316,6 +316,28 @@ func TestShutdownLeavesNothing(t *testing.T) {
 	// a child of the kernel in its process group must go too
 	execOK(t, k.Client(), "import subprocess; p = subprocess.Popen(['sleep', '60'])")
 	execOK(t, k.Client(), "print('x')")
+	// and so must what a restart, an attached client, a subscription and a pool leave behind
+	if err := k.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Attach(ctx, k.ConnectionFile(), ClientOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, unsub := a.Subscribe(8)
+	execOK(t, a, "print('attached')")
+	unsub()
+	a.Close()
+	p, err := NewPool(ctx, spec, 1, "", LaunchOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := p.Take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	pk.Shutdown(ctx)
 	pid, connFile := k.Pid(), k.ConnectionFile()
 	if err := k.Shutdown(ctx); err != nil {
 		t.Fatal(err)
