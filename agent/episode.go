@@ -195,6 +195,7 @@ func StartEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode, error) {
 	e.policyStart = time.Now()
 	e.mu.Lock()
 	e.res.StartupS = round3(e.startup.Seconds())
+	e.res.KernelPID = e.kern.Pid()
 	e.mu.Unlock()
 	if err := e.saveResult(); err != nil {
 		return nil, e.bootFail(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,8 +114,11 @@ func (d *providerDoer) Do(req *http.Request) (*http.Response, error) {
 		case <-time.After(wait):
 		}
 	}
-	return nil, fmt.Errorf("provider request failed after %d attempts: %w", attempts, lastErr)
+	return nil, fmt.Errorf("%w after %d attempts: %w", ErrProviderUnreachable, attempts, lastErr)
 }
+
+// ErrProviderUnreachable wraps the last transport error once every HTTP attempt failed.
+var ErrProviderUnreachable = errors.New("provider request failed")
 
 // once sends one attempt and reads the whole body under the attempt deadline.
 func (d *providerDoer) once(ctx context.Context, orig *http.Request, body []byte) (*http.Response, []byte, error) {

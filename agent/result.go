@@ -54,7 +54,8 @@ type Result struct {
 	CostUSD            *float64    `json:"cost_usd"`
 	HumanCells         int         `json:"human_cells"`
 	Host               string      `json:"host"`
-	PID                int         `json:"pid,omitempty"`
+	PID                int         `json:"pid,omitempty"`        // the play process, while it runs
+	KernelPID          int         `json:"kernel_pid,omitempty"` // the kernel process (its own process group)
 	CreatedAt          string      `json:"created_at"`
 	FinishedAt         string      `json:"finished_at,omitempty"`
 	Notes              string      `json:"notes,omitempty"`

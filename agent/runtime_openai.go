@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -66,6 +69,8 @@ func (c *OpenAIConfig) defaults() {
 		c.Logger = slog.Default()
 	}
 }
+
+var errNoChoices = errors.New("provider returned no choices")
 
 // ErrPlanner marks a provider failure that ended an episode (status planner_error).
 var ErrPlanner = errors.New("planner error")
@@ -134,7 +139,7 @@ func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionM
 		return openai.ChatCompletionMessage{}, t, err
 	}
 	if len(resp.Choices) == 0 {
-		err := fmt.Errorf("provider returned no choices")
+		err := errNoChoices
 		t.Error = err.Error()
 		return openai.ChatCompletionMessage{}, t, err
 	}
@@ -241,6 +246,11 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 			}
 			rec.Usage.Calls = 1
 			_ = ep.RecordTurn(rec)
+			if !providerFailure(err) {
+				// go-openai refused the request before sending it (e.g. a reasoning model that needs the
+				// Responses API): no retry will help.
+				return fmt.Errorf("%w: model %s: %w (pick a chat-completions model with --model, or another runtime)", ErrPlanner, cfg.Model, err)
+			}
 			if toolCallsMade == 0 && plannerAttempts < cfg.PlannerAttempts {
 				plannerAttempts++
 				ep.SetPlannerAttempts(plannerAttempts)
@@ -315,6 +325,17 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 		}
 	}
 	return fmt.Errorf("%w: reached the ceiling of %d LLM calls", ErrNoToolCall, maxCalls)
+}
+
+// providerFailure says whether err came from the provider or the network (worth a planner retry),
+// as opposed to the client refusing the request.
+func providerFailure(err error) bool {
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	var netErr net.Error
+	return errors.As(err, &apiErr) || errors.As(err, &reqErr) || errors.As(err, &netErr) ||
+		errors.Is(err, ErrProviderUnreachable) || errors.Is(err, errNoChoices) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func countImages(msgs []openai.ChatCompletionMessage) int {

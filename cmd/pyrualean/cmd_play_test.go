@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/robotapi"
+)
+
+func TestPlayBadFlags(t *testing.T) {
+	cases := [][]string{
+		{"--arm", "program"},
+		{"--runtime", "codexx"},
+		{"--images", "always"},
+		{"--feedback", "verbose"},
+		{"--primitives", "some"},
+		{"--openai-tool-choice", "maybe"},
+		{"--openai-temperature", "hot"},
+		{"--openai-temperature", "3"},
+		{"--openai-extra-body", "[1,2]"},
+		{"--openai-extra-body", "{bad"},
+		{"--max-turns", "-1"},
+		{"--budget-s", "-5"},
+		{"--seed", "-1"},
+		{"--runtime", "replay"},
+		{"--from", "x.py"},
+		{"--base-url", "ftp://x"},
+		{"--price-input", "1"},
+		{"--nope"},
+		{"stray"},
+	}
+	for _, args := range cases {
+		var out, errb bytes.Buffer
+		code := cmdPlay(context.Background(), args, &out, &errb)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v: wrote stdout %q", args, out.String())
+		}
+		if !strings.Contains(errb.String(), "pyrualean play:") && !strings.Contains(errb.String(), "flag provided but not defined") {
+			t.Errorf("%v: stderr %q", args, errb.String())
+		}
+	}
+}
+
+func playJSON(t *testing.T, out string) playLine {
+	t.Helper()
+	var pl playLine
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &pl); err != nil {
+		t.Fatalf("play stdout %q: %v", out, err)
+	}
+	return pl
+}
+
+// TestPlayReplaySummarizeCompare runs a reference solution with the replay runtime, then summarizes
+// and compares the run folders, as a user would.
+func TestPlayReplaySummarizeCompare(t *testing.T) {
+	root, err := robotapi.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "runs", "solved")
+	var stdout, stderr bytes.Buffer
+	code := cmdPlay(context.Background(), []string{"--runtime", "replay", "--from", filepath.Join(root, robotapi.SolutionPath("tabletop", "stack_blocks")),
+		"--task", "stack_blocks", "--out", out}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("play exit %d: %s", code, stderr.String())
+	}
+	pl := playJSON(t, stdout.String())
+	if pl.Status != agent.StatusCompleted || pl.EnvironmentSuccess == nil || !*pl.EnvironmentSuccess || pl.Trace != filepath.Join(out, "trace.ipynb") {
+		t.Fatalf("play line %+v", pl)
+	}
+	for _, f := range []string{"result.json", "prompt.txt", "turns.jsonl", "calls.jsonl", "trace.ipynb", "card.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("run folder lacks %s", f)
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, "runs", "broken"), 0o755)
+	os.WriteFile(filepath.Join(dir, "runs", "broken", "result.json"), []byte("{"), 0o644)
+
+	stdout.Reset()
+	stderr.Reset()
+	if code := cmdSummarize(context.Background(), []string{"--json", filepath.Join(dir, "runs"), filepath.Join(dir, "nope")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("summarize exit %d: %s", code, stderr.String())
+	}
+	var sum struct {
+		Episodes []map[string]any `json:"episodes"`
+		Summary  agent.Summary    `json:"summary"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Episodes) != 1 || sum.Episodes[0]["ok"] != true || sum.Episodes[0]["system"] != "pyrualean:cells" || sum.Summary.Solved != 1 {
+		t.Errorf("summarize: %+v", sum)
+	}
+	for _, col := range []string{"system", "task", "seed", "ok", "status", "turns", "calls", "steps", "wall_s", "in_tok", "cached", "out_tok", "cost"} {
+		if _, ok := sum.Episodes[0][col]; !ok {
+			t.Errorf("summarize --json row lacks %q", col)
+		}
+	}
+	if !strings.Contains(stderr.String(), "broken") || !strings.Contains(stderr.String(), "nope") {
+		t.Errorf("bad folders not named: %s", stderr.String())
+	}
+	stdout.Reset()
+	if code := cmdCompare(context.Background(), []string{out, out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "jointly solved 1") {
+		t.Errorf("compare exit %d: %s", code, stdout.String())
+	}
+	if code := cmdCompare(context.Background(), []string{out}, &stdout, &stderr); code != 2 {
+		t.Errorf("compare with one path: exit %d", code)
+	}
+	if code := cmdSummarize(context.Background(), nil, &stdout, &stderr); code != 2 {
+		t.Errorf("summarize without paths: exit %d", code)
+	}
+}
+
+// TestPlayOpenAIFlags checks that the openai flags reach the wire through the production client.
+func TestPlayOpenAIFlags(t *testing.T) {
+	srv := openaitest.New(
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "robo.state()"}`}}}},
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "flags"}`}}}},
+	)
+	defer srv.Close()
+	t.Setenv("PYRUALEAN_TEST_KEY", "sk-test")
+	out := filepath.Join(t.TempDir(), "run")
+	var stdout, stderr bytes.Buffer
+	code := cmdPlay(context.Background(), []string{"--base-url", srv.BaseURL(), "--api-key-env", "PYRUALEAN_TEST_KEY", "--model", "m1",
+		"--openai-max-tokens", "64", "--openai-tool-choice", "required", "--openai-temperature", "0",
+		"--openai-extra-body", `{"top_p": 0.5, "chat_template_kwargs": {"enable_thinking": false}}`,
+		"--task", "stack_blocks", "--out", out, "--feedback", "pure", "--price-input", "2", "--price-output", "8"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("play exit %d: %s", code, stderr.String())
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	b := reqs[0].Body
+	for k, want := range map[string]string{"model": "m1", "tool_choice": "required", "max_tokens": "64", "temperature": "0", "top_p": "0.5"} {
+		if got := strings.Trim(string(mustJSON(b[k])), `"`); got != want {
+			t.Errorf("%s on the wire = %s, want %s", k, got, want)
+		}
+	}
+	res, err := readResult(out)
+	if err != nil || res.CostUSD == nil || *res.CostUSD <= 0 || res.Model != "m1" {
+		t.Errorf("result cost %v model %q (%v)", res.CostUSD, res.Model, err)
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// TestPlayCancelled: a play whose context ends (SIGINT/SIGTERM) leaves an interrupted result.
+func TestPlayCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := openaitest.New(
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "a = 1"}`}}}},
+		openaitest.Step{Func: func(openaitest.Request) openaitest.Reply {
+			cancel()
+			return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "b = 2"}`}}}
+		}},
+	)
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "run")
+	var stdout, stderr bytes.Buffer
+	code := cmdPlay(ctx, []string{"--base-url", srv.BaseURL(), "--model", "scripted", "--task", "stack_blocks", "--out", out}, &stdout, &stderr)
+	if code != 1 {
+		t.Errorf("exit %d", code)
+	}
+	res, err := readResult(out)
+	if err != nil || res.Status != agent.StatusInterrupted || res.ToolTurns != 1 {
+		t.Fatalf("result %+v (%v)", res, err)
+	}
+}
+
+// TestPlaySIGKILL: a play killed outright leaves result.json "running" with a dead pid, which
+// summarize reports as interrupted, with every finished turn on disk.
+func TestPlaySIGKILL(t *testing.T) {
+	if raw := os.Getenv("PYRUALEAN_AGENT_PLAY_CHILD"); raw != "" {
+		var args []string
+		json.Unmarshal([]byte(raw), &args)
+		os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
+	}
+	srv := openaitest.New(
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "print('first')"}`}}}},
+		openaitest.Step{Delay: time.Minute}, // the model "thinks" until play is killed
+	)
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "run")
+	args, _ := json.Marshal([]string{"play", "--base-url", srv.BaseURL(), "--model", "scripted", "--task", "stack_blocks", "--out", out})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPlaySIGKILL$")
+	cmd.Env = append(os.Environ(), "PYRUALEAN_AGENT_PLAY_CHILD="+string(args))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var res *agent.Result
+	for time.Now().Before(deadline) {
+		if r, err := readResult(out); err == nil && r.ToolTurns == 1 && len(srv.Requests()) == 2 {
+			res = r
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if res == nil {
+		t.Fatalf("play never finished its first cell; stderr:\n%s", stderr.String())
+	}
+	if res.KernelPID > 0 { // the orphaned kernel: its own process group
+		syscall.Kill(-res.KernelPID, syscall.SIGKILL)
+	}
+	rows, errs := agent.LoadRuns([]string{out})
+	if len(errs) != 0 || len(rows) != 1 || rows[0].Status != agent.StatusInterrupted || rows[0].Turns != 1 || rows[0].LLMCalls != 1 {
+		t.Fatalf("rows %+v errs %v", rows, errs)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "turns.jsonl"))
+	if strings.Count(string(b), "\n") != 1 {
+		t.Errorf("turns.jsonl: %q", b)
+	}
+}
+
+// TestPlayResponsesOnlyModel: go-openai refuses chat tool calls for models that need the Responses
+// API; play says so at once instead of retrying.
+func TestPlayResponsesOnlyModel(t *testing.T) {
+	srv := openaitest.New()
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "run")
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := cmdPlay(context.Background(), []string{"--base-url", srv.BaseURL(), "--model", "gpt-6-astra", "--task", "stack_blocks", "--out", out}, &stdout, &stderr)
+	res, err := readResult(out)
+	if code != 1 || err != nil || res.Status != agent.StatusPlannerError || res.PlannerAttempts != 1 || len(srv.Requests()) != 0 {
+		t.Fatalf("exit %d status %v attempts %v requests %d (%v)", code, res.Status, res.PlannerAttempts, len(srv.Requests()), err)
+	}
+	if !strings.Contains(res.Error.Message, "Responses API") || time.Since(start) > 20*time.Second {
+		t.Errorf("error %q after %v", res.Error.Message, time.Since(start))
+	}
+}
