@@ -292,3 +292,31 @@ func SplitPercentCells(src string) []string {
 	flush()
 	return cells
 }
+
+// InProcessTimings are the robot's own medians, measured inside one Python process.
+type InProcessTimings struct {
+	StepMS          float64 `json:"step_ms"`
+	ControlStepMS   float64 `json:"control_step_ms"`
+	Render256MS     float64 `json:"render256_ms"`
+	Render128MS     float64 `json:"render128_ms"`
+	MoveTo20cmMS    float64 `json:"move_to_20cm_ms"`
+	MoveTo20cmSteps float64 `json:"move_to_20cm_steps"`
+	MakeMS          float64 `json:"make_ms"`
+}
+
+// MeasureInProcess runs pyrualean_robot.bench: physics step, control step, renders, a 20 cm move_to.
+func MeasureInProcess(ctx context.Context) (InProcessTimings, error) {
+	var t InProcessTimings
+	out, err := runPython(ctx, "pyrualean_robot.bench", "--json")
+	if err != nil {
+		return t, err
+	}
+	if err := json.Unmarshal(out, &t); err != nil {
+		return t, fmt.Errorf("robotapi: bench output: %w", err)
+	}
+	return t, nil
+}
+
+// WarmCode is what a kernel pool runs ahead of time so a later SetupCode cell is quick: imports, the
+// compiled model and the offscreen GL stack.
+const WarmCode = "import pyrualean_robot, pyrualean_robot.robots.tabletop as _t; _t.warm(); del _t"

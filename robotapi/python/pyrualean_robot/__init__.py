@@ -6,7 +6,11 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
+
+# Offscreen CPU rendering; must be decided before mujoco is first imported.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 from .base import Robot, TaskInfo, tool
 from .errors import EpisodeFinished, SandboxError, ToolError

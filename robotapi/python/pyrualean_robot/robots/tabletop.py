@@ -89,6 +89,19 @@ def _mjcf() -> str:
     return scene.build_mjcf()
 
 
+@lru_cache(maxsize=1)
+def _compiled() -> Any:
+    """The compiled model (~0.5 s); each robot works on its own copy (~5 ms) since layouts edit body_pos."""
+    import mujoco
+
+    return mujoco.MjModel.from_xml_string(_mjcf())
+
+
+def warm() -> None:
+    """Pre-import and pre-compile in a pooled kernel so a later make("tabletop", ...) is fast."""
+    _compiled()
+
+
 def _vec(xyz: Any, name: str = "xyz") -> np.ndarray:
     try:
         v = np.asarray(xyz, dtype=float).reshape(-1)
@@ -162,11 +175,13 @@ class TabletopRobot(Robot):
         spec = tasks.get(task)
         super().__init__(task=spec.name, seed=seed, **opts)
         os.environ.setdefault("MUJOCO_GL", "egl")
+        import copy
+
         import mujoco
 
         self._mj = mujoco
         self._spec = spec
-        self._model = mujoco.MjModel.from_xml_string(_mjcf())
+        self._model = copy.copy(_compiled())
         self._data = mujoco.MjData(self._model)
         self._ik = mujoco.MjData(self._model)
         m = self._model
@@ -415,7 +430,11 @@ class TabletopRobot(Robot):
         r = self._renderers.get(key)
         if r is None:
             mj = self._mj
-            r = mj.Renderer(self._model, size, size)
+            try:
+                r = mj.Renderer(self._model, size, size)
+            except Exception as e:
+                raise ToolError("render", f"no offscreen OpenGL context ({e}); set MUJOCO_GL=egl (or osmesa) "
+                                          "before mujoco is first imported") from e
             r.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = False
             r.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = False
             if mode == "depth":
