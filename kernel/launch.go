@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,6 +185,8 @@ func kernelEnv(specEnv, extra map[string]string) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		set(k, v)
 	}
+	// As jupyter_client does: ipykernel then exits by itself if we die without shutting it down.
+	set("JPY_PARENT_PID", strconv.Itoa(os.Getpid()))
 	for k, v := range specEnv {
 		set(k, os.Expand(v, func(name string) string { return env[name] }))
 	}

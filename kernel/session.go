@@ -59,8 +59,9 @@ func (s *Session) sign(dicts ...[]byte) []byte {
 func (s *Session) Encode(m *Message) [][]byte {
 	frames := make([][]byte, 0, len(m.Identities)+6+len(m.Buffers))
 	frames = append(frames, m.Identities...)
-	frames = append(frames, delimiter, s.sign(m.Header, m.ParentHeader, m.Metadata, m.Content))
-	frames = append(frames, m.Header, m.ParentHeader, m.Metadata, m.Content)
+	h, p, md, c := orEmpty(m.Header), orEmpty(m.ParentHeader), orEmpty(m.Metadata), orEmpty(m.Content)
+	frames = append(frames, delimiter, s.sign(h, p, md, c))
+	frames = append(frames, h, p, md, c)
 	frames = append(frames, m.Buffers...)
 	return frames
 }
@@ -102,4 +103,12 @@ func (s *Session) Decode(ch Channel, frames [][]byte) (*Message, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// orEmpty stands in {} for a dict a forwarded message left out.
+func orEmpty(d []byte) []byte {
+	if len(d) == 0 {
+		return []byte("{}")
+	}
+	return d
 }
