@@ -235,14 +235,16 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		_ = e.saveResult()
 		return ToolResult{}, fmt.Errorf("cell %d: %w", i, cause)
 	}
-	var report *cellReport
-	if j, rerr := userExpressionJSON(res.UserExpressions, "pyrualean"); rerr == nil {
-		var r cellReport
-		if json.Unmarshal(j, &r) == nil {
-			report = &r
+	report, rerr := parseReport(res.UserExpressions)
+	if rerr != nil && !res.Restarted && !isDone(e.kern.Done()) {
+		// IPython evaluates user_expressions only after a cell that succeeded; after an exception ask
+		// again with a silent empty execute (no hooks, no history, no execution count).
+		if r2, err := e.kern.Client().Execute(ctx, "", kernel.ExecuteOptions{Silent: true, UserExpressions: map[string]string{"pyrualean": reportExpr}, Timeout: 30 * time.Second}); err == nil {
+			report, rerr = parseReport(r2.UserExpressions)
 		}
-	} else if !res.Restarted {
-		e.log.Warn("no cell report", "cell", i, "err", rerr)
+		if rerr != nil {
+			e.log.Warn("no cell report", "cell", i, "err", rerr)
+		}
 	}
 	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: elapsed, Report: report,
 		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: e.cfg.CellTimeout.Seconds()}
@@ -279,6 +281,18 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		return result, fmt.Errorf("result.json: %w", err)
 	}
 	return result, nil
+}
+
+func parseReport(ue map[string]json.RawMessage) (*cellReport, error) {
+	j, err := userExpressionJSON(ue, "pyrualean")
+	if err != nil {
+		return nil, err
+	}
+	var r cellReport
+	if err := json.Unmarshal(j, &r); err != nil {
+		return nil, fmt.Errorf("cell report: %w", err)
+	}
+	return &r, nil
 }
 
 // absorbReport folds a cell report into the episode's counters.

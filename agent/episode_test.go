@@ -548,3 +548,61 @@ func TestHumanCellsAndPause(t *testing.T) {
 		t.Errorf("human cells in trace: %+v", hc)
 	}
 }
+
+// TestSandbox: agent cells run with the sandbox on; refused cells are not run, the model is told why,
+// and flags land in result.json. The same code typed by a person is not restricted.
+func TestSandbox(t *testing.T) {
+	cases := []struct{ code, want string }{
+		{"import subprocess\nsubprocess.run(['true'])", "SandboxError"},
+		{"robo.move_to([0.5, 0.0, 0.3])\nraise ValueError('after a move')", "after a move"},
+		{"().__class__.__subclasses__()", "SandboxError"},
+		{"open('/etc/hostname').read()", "open"},
+	}
+	var steps []openaitest.Step
+	for _, c := range cases {
+		steps = append(steps, call(py(c.code)))
+	}
+	steps = append(steps, call(finish("failure", "sandbox")))
+	srv := openaitest.New(steps...)
+	defer srv.Close()
+	cfg := episodeConfig(t, nil)
+	var human string
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := kernel.Attach(ctx, ep.Kernel().ConnectionFile(), kernel.ClientOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r, err := c.Execute(ctx, "import subprocess\nprint(subprocess.run(['echo', 'person'], capture_output=True, text=True).stdout)", kernel.ExecuteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range r.Outputs {
+			human += o.Text
+		}
+	})
+	if !strings.Contains(human, "person") {
+		t.Errorf("a person's cell was restricted: %q", human)
+	}
+	reqs := srv.Requests()
+	for i, c := range cases {
+		fb := lastToolText(t, reqs[i+1])
+		var cell struct {
+			Exception string `json:"exception"`
+		}
+		json.Unmarshal([]byte(strings.Split(fb, "\n[")[0]), &cell)
+		if !strings.Contains(cell.Exception, c.want) {
+			t.Errorf("%q: exception %q, want %q\n%s", c.code, cell.Exception, c.want, fb)
+		}
+	}
+	if flags := strings.Join(res.Generation.SandboxFlags, " "); !strings.Contains(flags, "import:subprocess") {
+		t.Errorf("sandbox flags in result.json: %q", flags)
+	}
+	// The cell that moved and then raised still reports its robot calls (ledger, steps).
+	if res.Calls == 0 || res.EnvSteps == 0 {
+		t.Errorf("calls %d env_steps %d: the failed cell's report was lost", res.Calls, res.EnvSteps)
+	}
+	t.Logf("flags %v", res.Generation.SandboxFlags)
+}
