@@ -54,7 +54,8 @@ type process struct {
 }
 
 // Launch starts a kernel from spec and returns once it is ready: its iopub subscription is live
-// (so no output of the first cell is lost) and it answers on shell.
+// (so no output of the first cell is lost) and it answers on shell. ctx bounds the start only; the
+// kernel then lives until Shutdown (or until this process dies: ipykernel watches JPY_PARENT_PID).
 func Launch(ctx context.Context, spec Spec, opts LaunchOptions) (*Kernel, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -1,10 +1,3 @@
-// Package kernel speaks the Jupyter messaging protocol (5.x) over ZeroMQ to real kernels: it finds
-// kernelspecs, launches kernels in their own process groups, and runs one long-lived, concurrency-safe
-// client per kernel that signs, verifies and routes every message.
-//
-// The split follows jupyter_client: wire.go and session.go are the codec (frames, HMAC), channels.go
-// and client.go the sockets and routing, execute.go turns a cell's messages into nbformat outputs,
-// launch.go/spec.go/connection.go manage processes, pool.go keeps warm kernels ready.
 package kernel
 
 import (
