@@ -29,5 +29,9 @@ class EpisodeFinished(BaseException):
         self.reason = reason
 
 
-class SandboxError(Exception):
-    """A sandboxed (agent-written) cell used something outside the documented ``robo`` API; it was not run."""
+class SandboxError(PermissionError):
+    """A sandboxed (agent-written) cell used something outside the documented ``robo`` API: the cell was
+    refused before running, or the operation (subprocess, network, a file outside the workspace) was blocked.
+
+    It is a PermissionError so library code that tolerates OSError (e.g. the import system's bytecode cache)
+    degrades instead of breaking."""

@@ -102,11 +102,12 @@ def attach(robot: Any) -> None:
         return
     ip.user_ns.setdefault("display", display)
     if not s.hooks_installed:
-        ip.events.register("pre_run_cell", _pre_run_cell)
-        ip.events.register("post_run_cell", _post_run_cell)
         from . import sandbox
 
+        # the sandbox's post_run_cell must run before ours: on-motion images are ours, not the agent's code
         s.sandbox = sandbox.install(ip, robot.workspace)
+        ip.events.register("pre_run_cell", _pre_run_cell)
+        ip.events.register("post_run_cell", _post_run_cell)
         s.hooks_installed = True
     elif s.sandbox is not None:
         s.sandbox.workspace = robot.workspace
