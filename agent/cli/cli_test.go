@@ -346,3 +346,34 @@ func TestCodexCancelledToolCall(t *testing.T) {
 		t.Errorf("the slow cell is not in the trace (%v)", err)
 	}
 }
+
+// TestToolsArm: the tools arm offers one MCP tool per primitive (no python) through both CLIs.
+func TestToolsArm(t *testing.T) {
+	steps := []scripted.Step{
+		{Tool: "state", Args: map[string]any{}},
+		{Tool: "show", Args: map[string]any{"camera": "agentview"}},
+		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "looked around"}},
+		{Text: "done"},
+	}
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmTools, Images: agent.ImagesOnDemand, MaxTurns: 5}, steps, cli.Config{})
+			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.res.Finish == nil {
+				t.Fatalf("status %s finish %+v err %v", o.res.Status, o.res.Finish, o.runErr)
+			}
+			offered := strings.Join(o.model.ScriptedRequests()[0].Tools, " ")
+			for _, want := range []string{"mcp__pyrualean__move_to", "mcp__pyrualean__pick", "mcp__pyrualean__finish"} {
+				if !strings.Contains(offered, want) {
+					t.Errorf("the model is not offered %s: %s", want, offered)
+				}
+			}
+			if strings.Contains(offered, "mcp__pyrualean__python") {
+				t.Error("the tools arm offers python")
+			}
+			results := lastResults(o.model)
+			if len(results) != 3 || results[1].Images != 1 || results[0].IsError || !strings.Contains(results[0].Text, "eef") {
+				t.Errorf("tool results %+v", results)
+			}
+		})
+	}
+}
