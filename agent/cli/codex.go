@@ -115,6 +115,7 @@ func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return fmt.Errorf("cli: %w", err)
 	}
+	defer pruneCodexHome(home)
 	images, err := writePromptImages(filepath.Join(home, "prompt_images"), ep.Prompt().Images)
 	if err != nil {
 		return err
@@ -396,6 +397,20 @@ func writePromptImages(dir string, images []agent.Image) ([]string, error) {
 		paths = append(paths, p)
 	}
 	return paths, nil
+}
+
+// pruneCodexHome keeps what documents the run (the rollout under sessions/, the prompt images) and
+// drops Codex's caches (skills copies, sqlite state: a few MB per run).
+func pruneCodexHome(home string) {
+	entries, err := os.ReadDir(home)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.Name() != "sessions" && e.Name() != "prompt_images" {
+			os.RemoveAll(filepath.Join(home, e.Name()))
+		}
+	}
 }
 
 // tail returns the last n bytes of a file, for error messages.
