@@ -66,7 +66,8 @@ type executeReply struct {
 
 // Execute runs code and returns when both its execute_reply and its status: idle have arrived.
 // It fails only when the kernel could not run the cell (dead, restarted, client closed, ctx done);
-// an exception in the cell is a result with Status "error".
+// an exception in the cell is a result with Status "error". Cancelling ctx only stops the wait (the
+// cell runs on in the kernel); opts.Timeout is what interrupts a cell.
 func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) (*ExecuteResult, error) {
 	ue := opts.UserExpressions
 	if ue == nil {

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"context"
 	"encoding/base64"
 	"strings"
 	"testing"
@@ -73,5 +74,29 @@ func TestExecuteOutputs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.check(t, execOK(t, c, tc.code)) })
+	}
+}
+
+func TestExecuteStreamsOutputs(t *testing.T) {
+	k := launchTest(t)
+	var got []notebooks.Output
+	r, err := k.Client().Execute(context.Background(),
+		"import sys, time\nprint('a', flush=True)\ntime.sleep(0.3)\nprint('b', flush=True)\nsys.stderr.write('c')\n7",
+		ExecuteOptions{OnOutput: func(o notebooks.Output) { got = append(got, o) }, UserExpressions: map[string]string{"v": "6*7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[0].Text != "a\n" || got[1].Text != "b\n" || got[2].Name != "stderr" || got[3].OutputType != "execute_result" {
+		t.Fatalf("streamed %+v", got)
+	}
+	if len(r.Outputs) != 3 || r.Outputs[0].Text != "a\nb\n" {
+		t.Fatalf("merged outputs %+v", r.Outputs)
+	}
+	if !strings.Contains(string(r.UserExpressions["v"]), `"42"`) {
+		t.Fatalf("user_expressions %s", r.UserExpressions["v"])
+	}
+	tm := r.Timing
+	if tm.Busy.IsZero() || tm.ExecuteInput.IsZero() || tm.ExecuteReply.IsZero() || tm.Idle.IsZero() || tm.Idle.Before(tm.Busy) {
+		t.Fatalf("timing %+v", tm)
 	}
 }

@@ -101,3 +101,13 @@ func TestKernelspecsLists(t *testing.T) {
 		t.Fatalf("extra arg: exit %d", code)
 	}
 }
+
+func TestExecTimeout(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "slow.py")
+	os.WriteFile(src, []byte("import time\ntime.sleep(30)\n# %%\nprint('never')\n"), 0o644)
+	code, stdout, stderr := runExec(t, "--timeout", "1", src)
+	if code != 1 || !strings.Contains(stderr, "timed out") || strings.Contains(stdout, "never") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
