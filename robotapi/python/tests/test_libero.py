@@ -137,3 +137,35 @@ def test_reference_solution_succeeds(task, tmp_path):
         assert r.image("agentview", resolution="low").shape == (256, 256, 3)
     finally:
         r.close()
+
+
+def test_libero_in_a_real_ipython_kernel(tmp_path):
+    """make("libero") in the pyrualean kernel: a motion cell gets the on-motion images as display_data and
+    cell_report (through user_expressions) reports the ledger and state."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="pyrualean")
+    try:
+        setup = (f"from pyrualean_robot import make\nrobo = make('libero', suite='{SUITE}', task=0, seed=0, "
+                 f"workspace={str(tmp_path)!r})\nrobo.task")
+        reply = kc.execute_interactive(setup, timeout=240)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        outputs: list[dict] = []
+        reply = kc.execute_interactive(
+            "s = robo.state()\nm = robo.move_to([s.eef_pos[0] + 0.05, s.eef_pos[1], s.eef_pos[2] - 0.05])\nm.reached",
+            timeout=120, output_hook=outputs.append,
+            user_expressions={"pyrualean": "__import__('pyrualean_robot').cell_report()"})
+        assert reply["content"]["status"] == "ok", reply["content"]
+        images = [o["content"] for o in outputs if o["msg_type"] == "display_data"]
+        cams = [d["metadata"].get("pyrualean", {}).get("camera") for d in images]
+        assert cams == ["agentview", "wrist"] and all("image/png" in d["data"] for d in images)
+        results = [o["content"]["data"]["text/plain"] for o in outputs if o["msg_type"] == "execute_result"]
+        assert results == ["True"]
+        report = reply["content"]["user_expressions"]["pyrualean"]
+        assert report["status"] == "ok"
+        data = report["data"]["application/json"]
+        assert data["moved"] and data["calls"][-1]["tool"] == "move_to" and data["env_steps"] > 0
+        assert not data["done"] and data["state"]["step"] == data["env_steps_total"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -149,6 +149,9 @@ class LiberoRobot(Robot):
         self._states: list[State] = [self._make_state()]
         # Step 0 is kept for the card and for back_project(..., step=0); later steps render on demand.
         self._step0 = self._snapshot("agentview", HIGH_RES)
+        from .. import notebook
+
+        notebook.attach(self)  # the kernel's active robot: on-motion images, cell_report, episode_card
 
     @staticmethod
     def _parse_task(suite: Optional[str], task: Union[int, str, None]) -> tuple[str, int]:
