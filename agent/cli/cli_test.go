@@ -72,7 +72,9 @@ func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []script
 	ccfg.ReasoningEffort = "high"
 	ccfg.PlannerRetryWait = time.Second
 	ccfg.KillGrace = 3 * time.Second
-	ccfg.FinishGrace = 20 * time.Second
+	if ccfg.FinishGrace == 0 {
+		ccfg.FinishGrace = 20 * time.Second
+	}
 
 	ecfg.Robot, ecfg.Task, ecfg.Runtime, ecfg.Model = "tabletop", "stack_blocks", runtime, ccfg.Model
 	ecfg.Out = filepath.Join(t.TempDir(), runtime)
@@ -373,6 +375,26 @@ func TestToolsArm(t *testing.T) {
 			results := lastResults(o.model)
 			if len(results) != 3 || results[1].Images != 1 || results[0].IsError || !strings.Contains(results[0].Text, "eef") {
 				t.Errorf("tool results %+v", results)
+			}
+		})
+	}
+}
+
+// TestEndedAfterFinish: a CLI that keeps going after finish (here its model hangs) is ended after the
+// grace period; the episode is complete.
+func TestEndedAfterFinish(t *testing.T) {
+	steps := []scripted.Step{
+		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "giving up"}},
+		{Text: "never arrives", Delay: 2 * time.Minute},
+	}
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, steps, cli.Config{FinishGrace: 2 * time.Second})
+			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.info.Killed != "after_finish" {
+				t.Errorf("status %s err %v cli %+v: want completed, killed after_finish", o.res.Status, o.runErr, o.info)
+			}
+			if o.wall > time.Minute {
+				t.Errorf("the run took %s", o.wall)
 			}
 		})
 	}
