@@ -298,6 +298,7 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 
 // Restart stops the kernel process and starts a fresh one on the same ports and key. The Client keeps
 // working (its sockets are reconnected); requests pending at the restart fail with ErrRestarted.
+// A kernel that died or was shut down stays so (Done is final): launch a new one instead.
 func (k *Kernel) Restart(ctx context.Context) error {
 	k.life.Lock()
 	defer k.life.Unlock()

@@ -303,6 +303,7 @@ func childPids(t *testing.T) []int {
 func TestShutdownLeavesNothing(t *testing.T) {
 	before := runtime.NumGoroutine()
 	kidsBefore := len(childPids(t))
+	fdsBefore := openFDs()
 	spec, err := FindSpec("pyrualean")
 	if err != nil {
 		t.Fatal(err)
@@ -353,13 +354,14 @@ func TestShutdownLeavesNothing(t *testing.T) {
 		groupGone := syscall.Kill(-pid, 0) == syscall.ESRCH
 		g := runtime.NumGoroutine()
 		kids := len(childPids(t))
-		if groupGone && g <= before && kids <= kidsBefore {
+		fds := openFDs()
+		if groupGone && g <= before && kids <= kidsBefore && fds <= fdsBefore {
 			break
 		}
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<16)
-			t.Fatalf("leak: process group alive %v, goroutines %d (before %d), children %d (before %d)\n%s",
-				!groupGone, g, before, kids, kidsBefore, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("leak: process group alive %v, goroutines %d (before %d), children %d (before %d), fds %d (before %d)\n%s",
+				!groupGone, g, before, kids, kidsBefore, fds, fdsBefore, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -391,4 +393,10 @@ func TestAttachedDeathByHeartbeat(t *testing.T) {
 	if _, err := a.Execute(ctx, "1", ExecuteOptions{}); !errors.Is(err, ErrKernelDied) {
 		t.Fatalf("execute: %v", err)
 	}
+}
+
+// openFDs counts our open file descriptors (sockets included).
+func openFDs() int {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	return len(ents)
 }
