@@ -75,6 +75,10 @@ func RunClaude(ctx context.Context, ep Driver, cfg Config) error {
 			return err
 		}
 	}
+	key, err := apiKey(cfg, "claude")
+	if err != nil {
+		return err
+	}
 	dir := ep.Dir()
 	info := Info{Name: "claude", Events: ClaudeEvents, Stderr: ClaudeStderr}
 	version, err := Version(ctx, bin)
@@ -121,7 +125,7 @@ func RunClaude(ctx context.Context, ep Driver, cfg Config) error {
 		toolTimeoutMS = int(cfg.Budget.Milliseconds()) + 60_000
 	}
 	env := []string{"CLAUDE_CONFIG_DIR=" + home,
-		"ANTHROPIC_API_KEY=" + os.Getenv(apiKeyEnv(cfg, "claude")),
+		"ANTHROPIC_API_KEY=" + key,
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1",
 		"DISABLE_ERROR_REPORTING=1", "MCP_TIMEOUT=60000", "MCP_TOOL_TIMEOUT=" + strconv.Itoa(toolTimeoutMS),
 		"MAX_MCP_OUTPUT_TOKENS=100000", "CLAUDE_CODE_MAX_RETRIES=" + strconv.Itoa(cfg.retries())}

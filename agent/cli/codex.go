@@ -81,6 +81,22 @@ func codexArgs(cfg Config, mcpURL, workspace, lastMessage string, images []strin
 	return append(args, "-") // the prompt comes on stdin
 }
 
+// ErrNoAPIKey means the API key's environment variable is empty.
+var ErrNoAPIKey = errors.New("no API key")
+
+// apiKey reads the key from its environment variable. A local server (BaseURL set) may need none:
+// the CLI then gets a placeholder, since both refuse to start without a key.
+func apiKey(cfg Config, runtime string) (string, error) {
+	name := apiKeyEnv(cfg, runtime)
+	if v := os.Getenv(name); v != "" {
+		return v, nil
+	}
+	if cfg.BaseURL != "" {
+		return "unused", nil
+	}
+	return "", fmt.Errorf("cli: %w: $%s is empty (set it, or name another variable with --api-key-env)", ErrNoAPIKey, name)
+}
+
 func apiKeyEnv(cfg Config, runtime string) string {
 	if cfg.APIKeyEnv != "" {
 		return cfg.APIKeyEnv
@@ -101,6 +117,10 @@ func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
 		if bin, err = FindBin("codex"); err != nil {
 			return err
 		}
+	}
+	key, err := apiKey(cfg, "codex")
+	if err != nil {
+		return err
 	}
 	dir := ep.Dir()
 	info := Info{Name: "codex", Events: CodexEvents, Stderr: CodexStderr}
@@ -155,7 +175,6 @@ func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
 		st := &codexStream{}
 		cmd := exec.Command(bin, codexArgs(cfg, s.http.URL, workspace, filepath.Join(dir, LastMessage), images)...)
 		cmd.Dir = workspace
-		key := os.Getenv(apiKeyEnv(cfg, "codex"))
 		cmd.Env = baseEnv(append([]string{"CODEX_HOME=" + home, apiKeyEnv(cfg, "codex") + "=" + key}, cfg.Env...)...)
 		done := make(chan struct{})
 		code, killed, runErr := runProcess(bctx, runSpec{

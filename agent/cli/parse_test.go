@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,5 +193,31 @@ func TestClaudeArgs(t *testing.T) {
 		if !strings.Contains(joined, want) {
 			t.Errorf("claude args lack %q: %q", want, args)
 		}
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	t.Setenv("PYR_TEST_KEY", "sk-1")
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant")
+	tests := []struct {
+		name    string
+		cfg     Config
+		runtime string
+		want    string
+		err     bool
+	}{
+		{"named variable", Config{APIKeyEnv: "PYR_TEST_KEY"}, "codex", "sk-1", false},
+		{"claude default variable", Config{}, "claude", "sk-ant", false},
+		{"empty, remote endpoint", Config{}, "codex", "", true},
+		{"empty, local server", Config{BaseURL: "http://127.0.0.1:8080/v1"}, "codex", "unused", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := apiKey(tc.cfg, tc.runtime)
+			if got != tc.want || (err != nil) != tc.err || (err != nil && !errors.Is(err, ErrNoAPIKey)) {
+				t.Errorf("apiKey = %q, %v; want %q, error %v", got, err, tc.want, tc.err)
+			}
+		})
 	}
 }
