@@ -69,7 +69,9 @@ def build_mjcf() -> str:
         return f'<geom type="mesh" mesh="link{i}" material="{"arm" if i not in (0, 7) else "armdark"}" {c}/>'
     return f'''<mujoco model="pyrualean_tabletop">
 <compiler angle="radian" autolimits="true"/>
-<option timestep="0.002" integrator="implicitfast" cone="elliptic" impratio="4"/>
+<option timestep="0.002" integrator="implicitfast" cone="elliptic" impratio="4">
+  <flag multiccd="enable"/>
+</option>
 <visual>
   <global offwidth="640" offheight="640"/>
   <quality shadowsize="0" offsamples="0"/>
