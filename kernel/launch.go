@@ -79,7 +79,8 @@ func Launch(ctx context.Context, spec Spec, opts LaunchOptions) (*Kernel, error)
 	}
 	k := &Kernel{spec: spec, opts: opts, log: c.log, connFile: connFile, info: ci, client: c, done: make(chan struct{})}
 	c.interruptFn = k.Interrupt
-	c.restartFn = k.Restart
+	// a cell that ignored its interrupt will not honour a shutdown_request either: kill at once
+	c.restartFn = func(ctx context.Context) error { return k.restart(ctx, true) }
 	c.onHBLost = func() {} // our own process is watched by Wait; a busy machine may delay pings
 	if err := k.start(ctx); err != nil {
 		c.Close()
@@ -299,7 +300,10 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 // Restart stops the kernel process and starts a fresh one on the same ports and key. The Client keeps
 // working (its sockets are reconnected); requests pending at the restart fail with ErrRestarted.
 // A kernel that died or was shut down stays so (Done is final): launch a new one instead.
-func (k *Kernel) Restart(ctx context.Context) error {
+func (k *Kernel) Restart(ctx context.Context) error { return k.restart(ctx, false) }
+
+// restart with now kills the old process instead of asking it to stop (jupyter_client's now=True).
+func (k *Kernel) restart(ctx context.Context, now bool) error {
 	k.life.Lock()
 	defer k.life.Unlock()
 	if err := k.Err(); err != nil {
@@ -311,7 +315,12 @@ func (k *Kernel) Restart(ctx context.Context) error {
 	k.mu.Unlock()
 	k.client.failPending(ErrRestarted)
 	k.client.restarts.Add(1)
-	k.stop(ctx, old, true)
+	if now {
+		k.kill(old)
+		<-old.exited
+	} else {
+		k.stop(ctx, old, true)
+	}
 	if err := k.start(ctx); err != nil {
 		k.finish(fmt.Errorf("%w: restart failed: %v", ErrKernelDied, err))
 		return err
