@@ -297,7 +297,8 @@ class Robot:
 
     def _raw_state(self) -> Any:
         """State without going through the ledger (for reports)."""
-        return self.state.__wrapped__(self)  # type: ignore[attr-defined]
+        fn = type(self).state
+        return getattr(fn, "__wrapped__", fn)(self)
 
     def _card_images(self) -> dict[str, bytes]:
         return {c: png_bytes(self._render_rgb(c, 256)) for c in self.CAMERAS}
