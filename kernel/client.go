@@ -52,6 +52,8 @@ type Client struct {
 	interruptFn func(context.Context) error
 	restartFn   func(context.Context) error
 	onHBLost    func()
+	// ignoreWelcome readies by nudging only, as for ipykernel < 7.2 (PUB iopub, no welcome)
+	ignoreWelcome bool
 
 	mu      sync.RWMutex
 	socks   *sockets
@@ -87,6 +89,11 @@ func newClient(ci ConnectionInfo, logger *slog.Logger) (*Client, error) {
 // Attach connects to an already running kernel from its connection file and waits until its iopub
 // subscription is live. The kernel's death is detected by heartbeat only.
 func Attach(ctx context.Context, connFile string, opts ClientOptions) (*Client, error) {
+	return attach(ctx, connFile, opts, false)
+}
+
+// attach is Attach; ignoreWelcome makes readiness take the nudge path of kernels without XPUB.
+func attach(ctx context.Context, connFile string, opts ClientOptions, ignoreWelcome bool) (*Client, error) {
 	ci, err := ReadConnectionFile(connFile)
 	if err != nil {
 		return nil, err
@@ -95,6 +102,7 @@ func Attach(ctx context.Context, connFile string, opts ClientOptions) (*Client, 
 	if err != nil {
 		return nil, err
 	}
+	c.ignoreWelcome = ignoreWelcome
 	ttd := opts.TimeToDead
 	if ttd <= 0 {
 		ttd = 3 * time.Second
@@ -166,8 +174,9 @@ func (c *Client) waitReady(ctx context.Context) error {
 				return c.deadErr()
 			}
 			switch {
-			case m.Channel == IOPub && m.MsgType == "iopub_welcome":
+			case m.Channel == IOPub && m.MsgType == "iopub_welcome" && !c.ignoreWelcome:
 				return nil
+			case m.Channel == IOPub && m.MsgType == "iopub_welcome":
 			case m.Channel == IOPub:
 				iopub = true
 			case m.Channel == Shell && asked[m.ParentMsgID]:

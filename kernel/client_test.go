@@ -217,3 +217,20 @@ func TestPool(t *testing.T) {
 		execOK(t, k.Client(), "warm = 99") // dirty it; the pool must never return it
 	}
 }
+
+// TestReadyByNudging takes the readiness path of kernels without iopub_welcome (ipykernel < 7.2):
+// kernel_info_request is repeated until its reply and an iopub message (its busy/idle) both arrive,
+// and the first cell's output is not lost.
+func TestReadyByNudging(t *testing.T) {
+	k := launchTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := attach(ctx, k.ConnectionFile(), ClientOptions{Logger: testLogger(t)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if r := execOK(t, a, "print('first')"); len(r.Outputs) != 1 || r.Outputs[0].Text != "first\n" {
+		t.Fatalf("first output lost: %+v", r.Outputs)
+	}
+}
