@@ -437,25 +437,40 @@ func TestPlannerErrors(t *testing.T) {
 
 func TestImagePolicies(t *testing.T) {
 	cases := []struct {
-		images string
-		code   string
-		want   []string
+		images   string
+		code     string
+		want     []string
+		textOnly bool
 	}{
-		{agent.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\nrobo.show('wrist')", []string{"wrist"}},
-		{agent.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])", nil},
-		{agent.ImagesNone, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\ndisplay(np.zeros((8, 8, 3), dtype=np.uint8))", []string{"display_0"}},
-		{agent.ImagesOnMotion, "robo.state()", nil},
+		{agent.ImagesOnMotion, "robo.move_to([0.5, 0.0, 0.3])", []string{"agentview", "wrist"}, true},
+		{agent.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\nrobo.show('wrist')", []string{"wrist"}, false},
+		{agent.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])", nil, false},
+		{agent.ImagesNone, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\ndisplay(np.zeros((8, 8, 3), dtype=np.uint8))", []string{"display_0"}, false},
+		{agent.ImagesOnMotion, "robo.state()", nil, false},
 	}
 	for _, tc := range cases {
-		t.Run(tc.images+"/"+strings.Split(tc.code, "\n")[len(strings.Split(tc.code, "\n"))-1], func(t *testing.T) {
+		name := tc.images + "/" + strings.Split(tc.code, "\n")[len(strings.Split(tc.code, "\n"))-1]
+		if tc.textOnly {
+			name += "/text-only"
+		}
+		t.Run(name, func(t *testing.T) {
 			srv := openaitest.New(call(py(tc.code)), call(finish("failure", "x")))
 			defer srv.Close()
 			cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Images = tc.images })
-			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+			res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) { c.TextOnly = tc.textOnly }), nil)
 			if res.Status != agent.StatusCompleted {
 				t.Fatalf("status %s %+v", res.Status, res.Error)
 			}
 			req := srv.Requests()[1]
+			if tc.textOnly {
+				if _, isText := req.Messages()[0]["content"].(string); !isText {
+					t.Errorf("text-only model got card images")
+				}
+				if n, ok := imagesAfterLastTool(req); ok || n != 0 || !strings.Contains(lastToolText(t, req), "not shown") {
+					t.Errorf("text-only model got %d images", n)
+				}
+				return
+			}
 			var cell struct {
 				Images    []string `json:"images"`
 				Exception string   `json:"exception"`

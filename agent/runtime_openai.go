@@ -29,6 +29,8 @@ type OpenAIConfig struct {
 	// ImagesInToolMessages puts images inside the tool message; by default they go in a user message
 	// right after the tool results, since many endpoints reject images in tool messages.
 	ImagesInToolMessages bool
+	// TextOnly is for models that take no images (a local text model): images are replaced by a note.
+	TextOnly bool
 
 	HTTPAttempts     int           // HTTP attempts per request (default 5)
 	Backoff          time.Duration // first retry wait (default 2 s)
@@ -220,7 +222,12 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 	lc := newLLMClient(cfg)
 	tk := ep.Toolkit()
 	tools := toolDefs(tk.Tools())
-	msgs := []openai.ChatCompletionMessage{firstUserMessage(ep.Prompt())}
+	prompt := ep.Prompt()
+	if cfg.TextOnly && len(prompt.Images) > 0 {
+		prompt.Text += fmt.Sprintf("\n[%d task card image(s) not shown: this model takes no images]\n", len(prompt.Images))
+		prompt.Images = nil
+	}
+	msgs := []openai.ChatCompletionMessage{firstUserMessage(prompt)}
 	maxCalls := cfg.MaxLLMCalls
 	if maxCalls <= 0 {
 		maxCalls = 300
@@ -241,6 +248,7 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 		rec.Turn = turn
 		if err != nil {
 			if ctx.Err() != nil {
+				rec.Error = fmt.Sprintf("%v (the call was in flight)", context.Cause(ctx))
 				_ = ep.RecordTurn(rec)
 				return context.Cause(ctx)
 			}
@@ -293,7 +301,9 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 				text = "(no output)"
 			}
 			tm := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: tc.ID, Content: text}
-			if len(res.Images) > 0 {
+			if len(res.Images) > 0 && cfg.TextOnly {
+				tm.Content = text + fmt.Sprintf("\n[%d image(s) not shown: this model takes no images]", len(res.Images))
+			} else if len(res.Images) > 0 {
 				names := make([]string, len(res.Images))
 				for i, im := range res.Images {
 					names[i] = im.Name

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/cli"
+	"github.com/pyrualean/pyrualean/llm"
 )
 
 // playFlags are `pyrualean play`'s flags (the seed's, plus the openai runtime's).
@@ -25,7 +27,7 @@ type playFlags struct {
 	seed, maxTurns, maxTokens, maxEnvSteps                   int
 	budgetS, cellTimeoutS                                    float64
 	priceIn, priceCached, priceOut                           float64
-	guides, imagesInTool, verbose                            bool
+	guides, imagesInTool, textOnly, verbose                  bool
 }
 
 func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
@@ -45,15 +47,16 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	fs.IntVar(&f.maxEnvSteps, "max-episode-steps", 10000, "simulator step budget")
 	fs.StringVar(&f.out, "out", "", "run folder (default runs/<time>-<robot>-<task>-<arm>)")
 	fs.StringVar(&f.cudaDevice, "cuda-device", "", "CUDA_VISIBLE_DEVICES for the kernel")
-	fs.StringVar(&f.runtime, "runtime", "openai", "openai (any OpenAI-compatible endpoint) or replay (fixed actions, no model)")
+	fs.StringVar(&f.runtime, "runtime", "openai", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model)")
 	fs.StringVar(&f.from, "from", "", "replay: a trace (.ipynb) or a percent-format script (.py) of agent cells")
 	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1)")
-	fs.StringVar(&f.apiKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
+	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY; claude: ANTHROPIC_API_KEY)")
 	fs.IntVar(&f.maxTokens, "openai-max-tokens", 0, "max_tokens per reply (0: server default)")
 	fs.StringVar(&f.toolChoice, "openai-tool-choice", "", "tool_choice: auto, required or none (default: not sent)")
 	fs.StringVar(&f.temperature, "openai-temperature", "", "temperature, sent even when 0 (default: not sent)")
 	fs.StringVar(&f.extraBody, "openai-extra-body", "", "JSON object merged into every request body (top_p, top_k, chat_template_kwargs, ...)")
 	fs.BoolVar(&f.imagesInTool, "openai-images-in-tool", false, "put images inside tool messages instead of a following user message")
+	fs.BoolVar(&f.textOnly, "openai-text-only", false, "the model takes no images: send a note instead (set for --runtime local)")
 	fs.StringVar(&f.images, "images", agent.ImagesOnMotion, "on-motion, on-demand or none")
 	fs.StringVar(&f.feedback, "feedback", agent.FeedbackRich, "pure or rich")
 	fs.BoolVar(&f.guides, "guides", false, "add the robot's guides to the prompt and the workspace")
@@ -70,6 +73,8 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 type playSetup struct {
 	episode agent.EpisodeConfig
 	openai  agent.OpenAIConfig
+	cli     cli.Config  // codex, claude
+	local   llm.Options // local
 	actions []agent.Action
 	runtime string
 }
@@ -93,7 +98,7 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	}
 	for _, err := range []error{
 		oneOf("arm", f.arm, agent.ArmCells, agent.ArmTools),
-		oneOf("runtime", f.runtime, "openai", "replay"),
+		oneOf("runtime", f.runtime, "openai", "replay", "local", "codex", "claude"),
 		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
 		oneOf("feedback", f.feedback, agent.FeedbackPure, agent.FeedbackRich),
 		oneOf("primitives", f.primitives, agent.PrimitivesFull, agent.PrimitivesNoVLA),
@@ -125,7 +130,7 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	}
 	s := &playSetup{runtime: f.runtime}
 	model := f.model
-	if model == "" && f.runtime == "openai" {
+	if model == "" && (f.runtime == "openai" || f.runtime == "codex") {
 		model = os.Getenv("PYRUALEAN_MODEL")
 		if model == "" {
 			model = "gpt-6-astra"
@@ -172,7 +177,23 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		MaxEnvSteps: f.maxEnvSteps, Out: out, Model: model, Runtime: f.runtime, ReasoningEffort: f.reasoning,
 		CUDADevice: f.cudaDevice, Prices: prices,
 	}
-	if f.runtime == "openai" {
+	if f.runtime == "codex" || f.runtime == "claude" {
+		if f.runtime == "claude" && f.model == "" {
+			model = ""
+		}
+		s.cli = cli.Config{Model: model, ReasoningEffort: f.reasoning, BaseURL: f.baseURL, APIKeyEnv: f.apiKeyEnv,
+			Budget: s.episode.Budget, MaxTurns: f.maxTurns}
+		if model == "" {
+			s.episode.Model = f.runtime
+		}
+	}
+	if f.runtime == "local" {
+		s.local = llm.Options{Model: f.model}
+		if _, err := llm.Lookup(f.model); err != nil {
+			return nil, fmt.Errorf("--model: %w (see pyrualean models)", err)
+		}
+	}
+	if f.runtime == "openai" || f.runtime == "local" {
 		extra := map[string]any{}
 		if f.extraBody != "" {
 			if err := json.Unmarshal([]byte(f.extraBody), &extra); err != nil || extra == nil {
@@ -202,16 +223,17 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 			return nil, fmt.Errorf("--base-url %q: want an http(s) URL", base)
 		}
-		if f.apiKeyEnv == "" {
-			return nil, errors.New("--api-key-env: empty")
+		keyEnv := f.apiKeyEnv
+		if keyEnv == "" {
+			keyEnv = "OPENAI_API_KEY"
 		}
 		maxCalls := 0
 		if f.maxTurns > 0 {
 			maxCalls = f.maxTurns + 10
 		}
 		s.openai = agent.OpenAIConfig{
-			BaseURL: base, APIKey: os.Getenv(f.apiKeyEnv), Model: model, MaxTokens: f.maxTokens,
-			ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra, ImagesInToolMessages: f.imagesInTool,
+			BaseURL: base, APIKey: os.Getenv(keyEnv), Model: model, MaxTokens: f.maxTokens,
+			ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra, ImagesInToolMessages: f.imagesInTool, TextOnly: f.textOnly,
 			MaxLLMCalls: maxCalls, Prices: prices,
 		}
 	}
@@ -257,6 +279,8 @@ func cmdPlay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	s.episode.Logger = logger
 	s.openai.Logger = logger
+	s.cli.Logger = logger
+	s.local.Logger = logger
 	res, err := playEpisode(ctx, s)
 	if res == nil {
 		fmt.Fprintf(stderr, "pyrualean play: %v\n", err)
@@ -292,6 +316,17 @@ func hasFlag(args []string, name string) bool {
 // playEpisode boots the episode, runs the runtime and finishes. A boot failure returns the
 // boot_error result written to result.json.
 func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
+	if s.runtime == "local" {
+		// The model loads before the episode starts, so its load time is not policy time.
+		srv, err := llm.Start(ctx, s.local)
+		if err != nil {
+			return nil, fmt.Errorf("local model: %w", err)
+		}
+		defer srv.Stop()
+		s.openai.BaseURL, s.openai.Model, s.openai.APIKey = srv.BaseURL, srv.Model, "local"
+		s.openai.TextOnly = true // the embedded models are text models
+		s.episode.Model = srv.Model
+	}
 	ep, err := agent.StartEpisode(ctx, s.episode)
 	if err != nil {
 		if errors.Is(err, agent.ErrBoot) {
@@ -306,6 +341,8 @@ func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
 	switch s.runtime {
 	case "replay":
 		runErr = agent.RunReplay(pctx, ep, s.actions)
+	case "codex", "claude":
+		runErr = cli.Run(pctx, s.runtime, ep, s.cli)
 	default:
 		runErr = agent.RunOpenAI(pctx, ep, s.openai)
 	}
