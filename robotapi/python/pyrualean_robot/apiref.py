@@ -160,6 +160,8 @@ def tool_schemas(cls: type, *, primitives: str = "full") -> list[dict]:
         required = []
         for p in list(sig.parameters.values())[1:]:
             s = _schema(hints.get(p.name, str))
+            if p.name == "xyz" and s.get("type") == "array":  # positions are always (x, y, z)
+                s.update(minItems=3, maxItems=3)
             if p.default is not p.empty:
                 if p.default is not None:
                     s["default"] = p.default

@@ -32,7 +32,7 @@ def test_tool_schemas_match_signatures():
     tools = {t["function"]["name"]: t for t in tool_schemas(TabletopRobot)}
     mv = tools["move_to"]["function"]["parameters"]
     assert mv["required"] == ["xyz"]
-    assert mv["properties"]["xyz"] == {"type": "array", "items": {"type": "number"}}
+    assert mv["properties"]["xyz"] == {"type": "array", "items": {"type": "number"}, "minItems": 3, "maxItems": 3}
     assert mv["properties"]["gripper"] == {"type": "number"}
     assert mv["properties"]["max_steps"] == {"type": "integer", "default": 100}
     assert tools["pick"]["function"]["parameters"]["required"] == ["object"]
