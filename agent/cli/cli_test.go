@@ -58,12 +58,16 @@ type outcome struct {
 func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []scripted.Step, ccfg cli.Config) outcome {
 	t.Helper()
 	var model *scripted.Server
+	base := ccfg.BaseURL // a test may point the CLI elsewhere
 	if runtime == "codex" {
 		model = scripted.NewResponses(steps)
 		ccfg.BaseURL = model.URL + "/v1"
 	} else {
 		model = scripted.NewMessages(steps)
 		ccfg.BaseURL = model.URL
+	}
+	if base != "" {
+		ccfg.BaseURL = base
 	}
 	defer model.Close()
 	t.Setenv("PYRUALEAN_TEST_MODEL_KEY", "sk-scripted")
@@ -392,6 +396,23 @@ func TestEndedAfterFinish(t *testing.T) {
 			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, steps, cli.Config{FinishGrace: 2 * time.Second})
 			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.info.Killed != "after_finish" {
 				t.Errorf("status %s err %v cli %+v: want completed, killed after_finish", o.res.Status, o.runErr, o.info)
+			}
+			if o.wall > time.Minute {
+				t.Errorf("the run took %s", o.wall)
+			}
+		})
+	}
+}
+
+// TestUnreachableModel: a model server that refuses connections fails every planner attempt; the
+// episode ends as planner_error instead of hanging.
+func TestUnreachableModel(t *testing.T) {
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, nil,
+				cli.Config{BaseURL: "http://127.0.0.1:1/v1", Retries: -1, PlannerAttempts: 2})
+			if !errors.Is(o.runErr, agent.ErrPlanner) || o.res.Status != agent.StatusPlannerError || o.info.Attempts != 2 {
+				t.Errorf("status %s err %v attempts %d: want planner_error after 2 attempts", o.res.Status, o.runErr, o.info.Attempts)
 			}
 			if o.wall > time.Minute {
 				t.Errorf("the run took %s", o.wall)

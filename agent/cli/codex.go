@@ -31,7 +31,9 @@ const (
 // tools (no shell, no sub-agents, no web or image tools, no skills).
 var codexFeaturesOff = []string{"shell_tool", "unified_exec", "shell_snapshot", "multi_agent", "goals",
 	"view_image", "apps", "plugins", "image_generation", "browser_use", "computer_use", "in_app_browser",
-	"tool_suggest", "sleep_tool", "skill_search", "memories"}
+	"tool_suggest", "sleep_tool", "skill_search", "memories",
+	// Without this, Codex retries an unreachable model server forever; we want a planner error.
+	"unbounded_connection_retries"}
 
 // codexArgs builds `codex exec` arguments. mcpURL is our streamable HTTP MCP server.
 func codexArgs(cfg Config, mcpURL, workspace, lastMessage string, images []string) []string {

@@ -36,7 +36,8 @@ func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error)
 			"Boots one episode and serves its tools as an MCP server: over stdio (default; stdout is the protocol,\n"+
 			"logs go to stderr) or streamable HTTP at http://ADDR/mcp with --http. The episode ends when the\n"+
 			"client disconnects (stdio), shortly after finish (http), at --budget-s, or on SIGINT/SIGTERM;\n"+
-			"the run folder then holds result.json and trace.ipynb as for play.")
+			"the run folder then holds result.json and trace.ipynb as for play. $PYRUALEAN_ROOT names the\n"+
+			"repository when neither the working directory nor the executable lies inside it.")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.robot, "robot", "tabletop", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb)")
@@ -129,6 +130,9 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
 		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
 		MaxEnvSteps: f.maxEnvSteps, Out: out, Model: f.model, Runtime: "mcp", Logger: logger,
+		// A CLI may start us anywhere: $PYRUALEAN_ROOT names the repository when neither the working
+		// directory nor the executable lies inside it.
+		Root: os.Getenv("PYRUALEAN_ROOT"),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)

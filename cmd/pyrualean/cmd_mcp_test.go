@@ -18,6 +18,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/cli"
+	"github.com/pyrualean/pyrualean/agent/cli/scripted"
 )
 
 func TestCmdMCPBadFlags(t *testing.T) {
@@ -71,13 +73,35 @@ func readMCPResult(t *testing.T, dir string) agent.Result {
 	return r
 }
 
+var built struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// buildPyrualean builds the binary once per test process.
+func buildPyrualean(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "pyrualean-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.path = filepath.Join(dir, "pyrualean")
+		built.out, built.err = exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
+	}
+	return built.path
+}
+
 // TestCmdMCPStdio runs the built binary as a stdio MCP server for a tools-arm episode and drives it with
 // the go-sdk's own client.
 func TestCmdMCPStdio(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "pyrualean")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildPyrualean(t)
 	out := filepath.Join(t.TempDir(), "run")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -209,5 +233,87 @@ func TestCmdMCPHTTP(t *testing.T) {
 	}
 	if r := readMCPResult(t, out); r.Status != agent.StatusCompleted || r.Finish == nil || r.Finish.Summary != "http test" {
 		t.Errorf("result.json: %+v", r)
+	}
+}
+
+// TestCmdMCPUnderCLIs: the real agent CLIs start `pyrualean mcp` themselves as a stdio MCP server
+// (the way a person would configure it) and drive an episode through it; only the model is scripted.
+func TestCmdMCPUnderCLIs(t *testing.T) {
+	bin := buildPyrualean(t)
+	steps := []scripted.Step{
+		{Tool: "python", Args: map[string]any{"code": "print('gripper', robo.state().gripper_opening)"}},
+		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "stdio under a CLI"}},
+		{Text: "done"},
+	}
+	for _, name := range []string{"codex", "claude"} {
+		t.Run(name, func(t *testing.T) {
+			cliBin, err := cli.FindBin(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			out := filepath.Join(dir, "run")
+			serverArgs := []string{"mcp", "--task", "stack_blocks", "--max-turns", "3", "--out", out}
+			root, err := agent.FindRoot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			serverEnv := map[string]string{"PYRUALEAN_ROOT": root}
+			var model *scripted.Server
+			var cmd *exec.Cmd
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if name == "codex" {
+				model = scripted.NewResponses(steps)
+				q := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+				cmd = exec.CommandContext(ctx, cliBin, "exec", "--json", "--skip-git-repo-check", "-s", "read-only", "-C", dir, "-m", "scripted",
+					"-c", `model_provider="scripted"`, "-c", `model_providers.scripted.name="scripted"`,
+					"-c", "model_providers.scripted.base_url="+q(model.URL+"/v1"), "-c", `model_providers.scripted.wire_api="responses"`,
+					"-c", `model_providers.scripted.env_key="SCRIPTED_KEY"`,
+					"-c", "mcp_servers.pyrualean.command="+q(bin), "-c", "mcp_servers.pyrualean.args="+q(serverArgs),
+					"-c", "mcp_servers.pyrualean.env={PYRUALEAN_ROOT="+q(root)+"}",
+					// required: Codex waits for the server (the episode boots first) before the first turn.
+					"-c", "mcp_servers.pyrualean.required=true", "-c", "mcp_servers.pyrualean.startup_timeout_sec=60",
+					"--disable", "shell_tool", "--disable", "unified_exec", "stack the blocks")
+				if err := os.Mkdir(filepath.Join(dir, "codex_home"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				cmd.Env = append(os.Environ(), "CODEX_HOME="+filepath.Join(dir, "codex_home"), "SCRIPTED_KEY=sk-test")
+			} else {
+				model = scripted.NewMessages(steps)
+				cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"pyrualean": map[string]any{
+					"type": "stdio", "command": bin, "args": serverArgs, "env": serverEnv}}})
+				cmd = exec.CommandContext(ctx, cliBin, "-p", "stack the blocks", "--output-format", "stream-json", "--verbose",
+					"--mcp-config", string(cfg), "--strict-mcp-config", "--tools", "",
+					"--allowedTools", "mcp__pyrualean__python,mcp__pyrualean__finish", "--model", "scripted",
+					"--setting-sources", "", "--no-session-persistence")
+				cmd.Env = append(os.Environ(), "CLAUDE_CONFIG_DIR="+filepath.Join(dir, "claude_home"), "ANTHROPIC_BASE_URL="+model.URL,
+					"ANTHROPIC_API_KEY=sk-test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "MCP_TIMEOUT=60000")
+			}
+			defer model.Close()
+			cmd.Dir = dir
+			got, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", name, err, got)
+			}
+			results := model.ScriptedRequests()
+			if len(results) != 3 {
+				t.Fatalf("%d scripted requests, want 3:\n%s", len(results), got)
+			}
+			first := results[2].Results
+			if len(first) != 2 || !strings.Contains(first[0].Text, "gripper 0.0") || first[0].IsError {
+				t.Errorf("tool results %+v", first)
+			}
+			// The CLI closed our stdin when it ended; the server then finishes the episode.
+			var r agent.Result
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if r = readMCPResult(t, out); r.Status != agent.StatusRunning {
+					break
+				}
+			}
+			if r.Status != agent.StatusCompleted || r.Finish == nil || r.Finish.Summary != "stdio under a CLI" {
+				t.Errorf("result.json: status %s finish %+v", r.Status, r.Finish)
+			}
+		})
 	}
 }
