@@ -44,15 +44,16 @@ type benchPeer struct {
 
 // benchKernel times our client against jupyter_client's BlockingKernelClient and a raw pyzmq floor,
 // interleaved round by round, each client on its own kernel of the same spec (so no client decodes
-// another's megabytes while being timed).
+// another's megabytes while being timed), or with --shared all on one kernel.
 func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench kernel", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON")
 	rounds := fs.Int("n", 20, "timed rounds per row and client")
 	kname := fs.String("kernel", "pyrualean", "kernelspec name")
+	shared := fs.Bool("shared", false, "all clients on one kernel (each then also receives the others' iopub)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *rounds < 1 {
-		fmt.Fprintln(stderr, "pyrualean bench kernel: usage: pyrualean bench kernel [--json] [--n ROUNDS] [--kernel NAME]")
+		fmt.Fprintln(stderr, "pyrualean bench kernel: usage: pyrualean bench kernel [--json] [--n ROUNDS] [--kernel NAME] [--shared]")
 		return 2
 	}
 	fail := func(err error) int {
@@ -109,9 +110,11 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return d, err
 	}, stop: func() {}}}
 	for _, mode := range []string{"jupyter_client", "floor"} {
-		k, err := launch()
-		if err != nil {
-			return fail(err)
+		k := ours
+		if !*shared {
+			if k, err = launch(); err != nil {
+				return fail(err)
+			}
 		}
 		p, err := startPyPeer(ctx, spec.Argv[0], script.Name(), mode, k.ConnectionFile())
 		if err != nil {
@@ -138,6 +141,9 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		for _, row := range benchRows {
 			for i := range peers {
 				p := peers[(i+round)%len(peers)] // rotate who goes first
+				if *shared {
+					time.Sleep(20 * time.Millisecond) // let the others' copies of the last cell's output land
+				}
 				d, err := p.run(ctx, row.code)
 				if err != nil {
 					return fail(fmt.Errorf("%s %s: %w", p.name, row.name, err))
@@ -170,7 +176,11 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	out.PoolTakeMs = round3(poolMs)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	if !*asJSON {
-		fmt.Fprintf(stdout, "kernel client latency, ms (p50 / p90 of %d interleaved rounds; each client on its own %s kernel)\n", *rounds, spec.Name)
+		where := "each client on its own " + spec.Name + " kernel"
+		if *shared {
+			where = "all clients on one " + spec.Name + " kernel"
+		}
+		fmt.Fprintf(stdout, "kernel client latency, ms (p50 / p90 of %d interleaved rounds; %s)\n", *rounds, where)
 		fmt.Fprintln(tw, "row\tours\tjupyter_client\tfloor (raw pyzmq)\tours/floor\tours/jupyter_client\t")
 	}
 	for _, row := range benchRows {
