@@ -24,6 +24,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except RobotUnavailable as e:  # registered, but its adapter is not installed
         print(f"error: {e}", file=sys.stderr)
         return 3
+    except Exception as e:  # an adapter failing to describe itself: one line, not a traceback
+        print(f"error: robot {a.robot!r}: {type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)
+        return 3
     if a.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
     else:
