@@ -100,3 +100,19 @@ func TestExecuteStreamsOutputs(t *testing.T) {
 		t.Fatalf("timing %+v", tm)
 	}
 }
+
+// TestDisplayUpdateAcrossCells: an update for a display shown by an earlier cell is not appended to
+// the later cell's outputs; it is handed back in DisplayUpdates for whoever keeps the earlier cell.
+func TestDisplayUpdateAcrossCells(t *testing.T) {
+	k := launchTest(t)
+	c := k.Client()
+	r1 := execOK(t, c, "from IPython.display import display\nh = display('v1', display_id='shared-id')")
+	if len(r1.Outputs) != 1 || r1.Outputs[0].DisplayID != "shared-id" {
+		t.Fatalf("first cell %+v", r1.Outputs)
+	}
+	r2 := execOK(t, c, "h.update('v2')")
+	if len(r2.Outputs) != 0 || len(r2.DisplayUpdates) != 1 || r2.DisplayUpdates[0].DisplayID != "shared-id" ||
+		r2.DisplayUpdates[0].Data["text/plain"] != "'v2'" {
+		t.Fatalf("second cell outputs %+v updates %+v", r2.Outputs, r2.DisplayUpdates)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,5 +110,36 @@ func TestExecTimeout(t *testing.T) {
 	code, stdout, stderr := runExec(t, "--timeout", "1", src)
 	if code != 1 || !strings.Contains(stderr, "timed out") || strings.Contains(stdout, "never") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
+
+// TestBenchKernelJSON runs the benchmark briefly (two rounds) for its shape, not its timings.
+func TestBenchKernelJSON(t *testing.T) {
+	var o, e bytes.Buffer
+	if code := benchKernel(context.Background(), []string{"--json", "--n", "2"}, &o, &e); code != 0 {
+		t.Fatalf("exit %d: %s", code, e.String())
+	}
+	var got struct {
+		Rows []map[string]any `json:"rows"`
+		Pool *float64         `json:"pool_take_ms"`
+	}
+	if err := json.Unmarshal(o.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, o.String())
+	}
+	if len(got.Rows) != 3 || got.Pool == nil {
+		t.Fatalf("json %s", o.String())
+	}
+	for _, r := range got.Rows {
+		for _, k := range []string{"name", "ours_p50_ms", "jupyter_client_p50_ms", "floor_p50_ms", "ratio_floor", "ratio_jupyter_client"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("row lacks %s: %v", k, r)
+			}
+		}
+		if len(r) != 6 {
+			t.Errorf("row has extra keys: %v", r)
+		}
+	}
+	if code := benchKernel(context.Background(), []string{"--n", "0"}, &o, &e); code != 2 {
+		t.Errorf("--n 0: exit %d", code)
 	}
 }
