@@ -126,6 +126,9 @@ func attach(ctx context.Context, connFile string, opts ClientOptions, ignoreWelc
 
 // connect dials a fresh socket set, swaps it in and waits for readiness.
 func (c *Client) connect(ctx context.Context) error {
+	// subscribe before dialing: the welcome can arrive as soon as the SUB connects
+	sub, cancel := c.Subscribe(256)
+	defer cancel()
 	socks, err := dialSockets(ctx, c.ConnectionInfo(), c.session.ID, c.dispatch, c.pong)
 	if err != nil {
 		return err
@@ -143,15 +146,13 @@ func (c *Client) connect(ctx context.Context) error {
 		old.close()
 	}
 	c.lastPong.Store(time.Now().UnixNano())
-	return c.waitReady(ctx)
+	return c.waitReady(ctx, sub)
 }
 
 // waitReady returns once an iopub message proves our subscription is live: an iopub_welcome (XPUB
 // kernels, ipykernel ≥ 7.2), or else any iopub message together with a reply to kernel_info_request,
 // which we repeat every 0.5 s (jupyter_server's nudge).
-func (c *Client) waitReady(ctx context.Context) error {
-	sub, cancel := c.Subscribe(256)
-	defer cancel()
+func (c *Client) waitReady(ctx context.Context, sub <-chan *Message) error {
 	asked := map[string]bool{}
 	nudge := func() error {
 		m, err := newMessage("kernel_info_request", c.session.ID, nil)
