@@ -51,6 +51,7 @@ type process struct {
 	waitErr  error
 	expected bool // we stopped it (restart/shutdown): not a death
 	stderr   *tailBuffer
+	starting bool // an exit now is a failed start, reported by startOnce, not a death
 }
 
 // Launch starts a kernel from spec and returns once it is ready: its iopub subscription is live
@@ -146,6 +147,14 @@ func (k *Kernel) startOnce(ctx context.Context) error {
 		}
 		return fmt.Errorf("kernel: %s did not start: %w%s", k.spec.Name, err, p.stderr.suffix())
 	}
+	k.mu.Lock()
+	p.starting = false
+	k.mu.Unlock()
+	select {
+	case <-p.exited: // died right after answering; watch left it to us
+		return fmt.Errorf("kernel: %s did not start: %w", k.spec.Name, p.deathError())
+	default:
+	}
 	p.stderr.reset() // the start-up banner is no clue to a later death
 	return nil
 }
@@ -170,7 +179,7 @@ func (k *Kernel) spawn() (*process, error) {
 		return nil, fmt.Errorf("kernel: start %s: %w", k.spec.Name, err)
 	}
 	k.log.Debug("kernel: started", "pid", cmd.Process.Pid, "connection_file", k.connFile)
-	return &process{cmd: cmd, exited: make(chan struct{}), stderr: tail}, nil
+	return &process{cmd: cmd, exited: make(chan struct{}), stderr: tail, starting: true}, nil
 }
 
 // kernelEnv is our environment, then the spec's env (with ${VAR} expanded from ours), then extra.
@@ -208,7 +217,7 @@ func (k *Kernel) watch(p *process) {
 	err := p.cmd.Wait()
 	k.mu.Lock()
 	p.state, p.waitErr = p.cmd.ProcessState, err
-	expected := p.expected
+	expected := p.expected || p.starting
 	current := k.proc == p
 	k.mu.Unlock()
 	close(p.exited)

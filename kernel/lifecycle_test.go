@@ -400,3 +400,29 @@ func openFDs() int {
 	ents, _ := os.ReadDir("/proc/self/fd")
 	return len(ents)
 }
+
+// TestLaunchRetriesTakenPorts: a kernel that cannot bind its ports (another process took one between
+// our check and its bind) is started again on fresh ports. The first start of this wrapper spec fails
+// exactly as ipykernel does then.
+func TestLaunchRetriesTakenPorts(t *testing.T) {
+	spec, err := FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(t.TempDir(), "failed-once")
+	script := `if [ ! -e "$0" ]; then touch "$0"; echo "zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:1')" >&2; exit 1; fi; exec "$@"`
+	spec.Argv = append([]string{"/bin/sh", "-c", script, mark}, spec.Argv...)
+	k := launchSpec(t, spec)
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatal("the first start did not fail as planned")
+	}
+	if r := execOK(t, k.Client(), "print('second start')"); r.Outputs[0].Text != "second start\n" {
+		t.Fatalf("outputs %+v", r.Outputs)
+	}
+	// a kernel that always fails reports why
+	spec.Argv = []string{"/bin/sh", "-c", "echo 'ModuleNotFoundError: No module named ipykernel' >&2; exit 1"}
+	_, err = Launch(context.Background(), spec, LaunchOptions{Logger: testLogger(t)})
+	if !errors.Is(err, ErrKernelDied) || !strings.Contains(err.Error(), "No module named ipykernel") || !strings.Contains(err.Error(), "code 1") {
+		t.Fatalf("err = %v", err)
+	}
+}
