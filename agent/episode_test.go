@@ -13,9 +13,13 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
+
+// A live episode plugs into the gateway's /api/episodes.
+var _ gateway.EpisodeController = (*agent.Controller)(nil)
 
 // Reference cells for tabletop stack_blocks (robotapi/solutions/tabletop/stack_blocks.py).
 const (
@@ -534,7 +538,8 @@ func TestHumanCellsAndPause(t *testing.T) {
 	srv := openaitest.New(call(py("y = 1")), call(py("y")), call(finish("failure", "x")))
 	defer srv.Close()
 	cfg := episodeConfig(t, nil)
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
+	turnsWhilePaused, turnsAfterStep := -1, -1
+	res, ep := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
 		// A person attaches to the episode's kernel, with its own session, and types a cell.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -550,9 +555,32 @@ func TestHumanCellsAndPause(t *testing.T) {
 		for ep.Status().HumanCells == 0 && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
+		// The person pauses the agent, lets one call through, then resumes.
+		ep.Pause()
+		go func() {
+			waitFor := func(cond func() bool) {
+				for end := time.Now().Add(20 * time.Second); !cond() && time.Now().Before(end); {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			waitFor(func() bool { return len(srv.Requests()) >= 1 })
+			time.Sleep(300 * time.Millisecond)
+			turnsWhilePaused = ep.Status().Turns
+			ep.Step()
+			waitFor(func() bool { return ep.Status().Turns >= 1 })
+			time.Sleep(300 * time.Millisecond)
+			turnsAfterStep = ep.Status().Turns
+			ep.Resume()
+		}()
 	})
+	if turnsWhilePaused != 0 || turnsAfterStep != 1 {
+		t.Errorf("turns while paused %d, after one step %d; want 0 and 1", turnsWhilePaused, turnsAfterStep)
+	}
 	if res.HumanCells != 1 {
 		t.Fatalf("human_cells = %d", res.HumanCells)
+	}
+	if st := ep.Controller().Status().(agent.EpisodeStatus); st.HumanCells != 1 || st.ID != "run" || st.Turns != 2 {
+		t.Errorf("status %+v", st)
 	}
 	fb := lastToolText(t, srv.Requests()[1])
 	if !strings.Contains(fb, "human_cells") || !strings.Contains(fb, "hello from a person") {

@@ -340,3 +340,38 @@ func TestLoadActions(t *testing.T) {
 		t.Fatalf("cells: %+v %v", acts, err)
 	}
 }
+
+func TestGatePauseStepResume(t *testing.T) {
+	g := newGate()
+	ctx := context.Background()
+	if err := g.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	blocked := func() chan error {
+		done := make(chan error, 1)
+		go func() { done <- g.wait(ctx) }()
+		select {
+		case err := <-done:
+			t.Fatalf("call went through while paused (%v)", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		return done
+	}
+	g.pause()
+	done := blocked()
+	g.step()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done = blocked() // one step lets exactly one call through
+	g.resume()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	g.pause()
+	cctx, cancel := context.WithCancelCause(ctx)
+	go func() { time.Sleep(20 * time.Millisecond); cancel(ErrBudgetExceeded) }()
+	if err := g.wait(cctx); err != ErrBudgetExceeded {
+		t.Errorf("paused wait on a cancelled context = %v", err)
+	}
+}
