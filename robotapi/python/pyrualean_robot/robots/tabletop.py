@@ -493,9 +493,9 @@ class TabletopRobot(Robot):
         q = np.zeros(4)
         self._mj.mju_mat2Quat(q, R.reshape(-1))
         yaw, pitch = yaw_pitch(R)
-        g = (float(self._data.qpos[self._f1]), float(self._data.qpos[self._f2]))
+        g = (round(float(self._data.qpos[self._f1]), 5), round(float(self._data.qpos[self._f2]), 5))
         return State(step=self._steps, task=self.task, eef_pos=tuple(round(float(v), 5) for v in pos),
-                     eef_quat=(float(q[1]), float(q[2]), float(q[3]), float(q[0])), gripper_qpos=g,
+                     eef_quat=tuple(round(float(q[i]), 5) for i in (1, 2, 3, 0)), gripper_qpos=g,
                      gripper_opening=round(self._opening(), 5), object_names=self._spec.objects,
                      terminated=self._terminated, truncated=self._truncated, eef_yaw=round(yaw, 4),
                      eef_pitch=round(pitch, 4))
@@ -708,6 +708,10 @@ class TabletopRobot(Robot):
         """Scripted top-down grasp of a block: open, go above it with the yaw aligned to its faces, descend,
         close, and lift by `lift` metres. Pick(success=True) means the block rose and is held. Only blocks
         (red_block, green_block, blue_block) can be picked."""
+        if not isinstance(object, str):
+            raise ValueError(f"object must be a block name {PICKABLE}, not {object!r}")
+        if object not in PICKABLE:
+            object = self._match_object(object) or object  # "the red block" -> red_block
         if object not in PICKABLE:
             raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}")
         if object not in self._spec.objects:
