@@ -88,7 +88,7 @@ class Gripper:
 
 @dataclass(frozen=True)
 class Release:
-    """Outcome of release: the gripper opened (and the eef backed off upward by ``lift_m``)."""
+    """Outcome of release: the gripper opened; openings are finger gaps in metres."""
     steps_used: int
     start_gripper_opening: float
     peak_gripper_opening: float
@@ -99,7 +99,8 @@ class Release:
 
 @dataclass(frozen=True)
 class Pick:
-    """Outcome of the scripted grasp. ``success`` means the object rose at least ``lift_thresh`` and is held."""
+    """Outcome of the scripted grasp. ``success`` means the object rose at least 5 cm and is held between the
+    fingers; ``peak_lift_m`` is how far it rose; ``diagnostics`` says which phase fell short."""
     success: bool
     object: str
     steps_used: int
