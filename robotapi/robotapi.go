@@ -19,7 +19,9 @@ import (
 )
 
 // Robots lists the registered robot names; tabletop is the embedded default, the others are adapters.
-var Robots = []string{"tabletop", "libero", "robotwin", "robocasa", "robodojo_xpl_rgb"}
+func Robots() []string {
+	return []string{"tabletop", "libero", "robotwin", "robocasa", "robodojo_xpl_rgb"}
+}
 
 // DefaultRobot is the embedded MuJoCo tabletop.
 const DefaultRobot = "tabletop"
