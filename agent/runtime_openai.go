@@ -29,6 +29,9 @@ type OpenAIConfig struct {
 	// ImagesInToolMessages puts images inside the tool message; by default they go in a user message
 	// right after the tool results, since many endpoints reject images in tool messages.
 	ImagesInToolMessages bool
+	// MaxImages keeps only the newest N images in the replayed history (older ones become a text
+	// note); 0 keeps all. Providers cap images per request, and history is re-sent on every call.
+	MaxImages int
 	// TextOnly is for models that take no images (a local text model): images are replaced by a note.
 	TextOnly bool
 
@@ -244,6 +247,9 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 		if grace > 0 {
 			grace--
 		}
+		if cfg.MaxImages > 0 {
+			msgs = dropOldImages(msgs, cfg.MaxImages)
+		}
 		msg, rec, err := lc.complete(ctx, msgs, tools)
 		rec.Turn = turn
 		if err != nil {
@@ -347,6 +353,31 @@ func providerFailure(err error) bool {
 		errors.Is(err, ErrProviderUnreachable) || errors.Is(err, errNoChoices) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }
+
+// dropOldImages replaces all but the newest keep image parts with a short text note.
+func dropOldImages(msgs []openai.ChatCompletionMessage, keep int) []openai.ChatCompletionMessage {
+	seen := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		parts := msgs[i].MultiContent
+		for j := len(parts) - 1; j >= 0; j-- {
+			if parts[j].Type != openai.ChatMessagePartTypeImageURL {
+				continue
+			}
+			seen++
+			if seen > keep {
+				if j == len(parts)-1 || parts[j+1].Text != droppedImageNote {
+					parts[j] = openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: droppedImageNote}
+				} else {
+					parts = append(parts[:j], parts[j+1:]...)
+				}
+			}
+		}
+		msgs[i].MultiContent = parts
+	}
+	return msgs
+}
+
+const droppedImageNote = "[older image removed to save context]"
 
 func countImages(msgs []openai.ChatCompletionMessage) int {
 	n := 0

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	openai "github.com/sashabaranov/go-openai"
+
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
@@ -373,5 +375,30 @@ func TestGatePauseStepResume(t *testing.T) {
 	go func() { time.Sleep(20 * time.Millisecond); cancel(ErrBudgetExceeded) }()
 	if err := g.wait(cctx); err != ErrBudgetExceeded {
 		t.Errorf("paused wait on a cancelled context = %v", err)
+	}
+}
+
+func TestDropOldImages(t *testing.T) {
+	img := func() openai.ChatMessagePart {
+		return openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: "data:image/png;base64,AA=="}}
+	}
+	txt := func(s string) openai.ChatMessagePart {
+		return openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: s}
+	}
+	msgs := []openai.ChatCompletionMessage{
+		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("prompt"), img(), img()}},
+		{Role: "assistant", Content: "x"},
+		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("call 1"), img(), img()}},
+		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("call 2"), img(), img()}},
+	}
+	msgs = dropOldImages(msgs, 3)
+	if n := countImages(msgs); n != 3 {
+		t.Fatalf("%d images kept", n)
+	}
+	if p := msgs[0].MultiContent; len(p) != 2 || p[1].Text != droppedImageNote {
+		t.Errorf("first message parts %+v", p)
+	}
+	if p := msgs[2].MultiContent; len(p) != 3 || p[1].Text != droppedImageNote || p[2].Type != openai.ChatMessagePartTypeImageURL {
+		t.Errorf("call 1 parts %+v", p)
 	}
 }

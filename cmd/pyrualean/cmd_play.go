@@ -24,7 +24,7 @@ type playFlags struct {
 	robot, arm, suite, task, model, out, cudaDevice, runtime string
 	baseURL, apiKeyEnv, toolChoice, temperature, extraBody   string
 	images, feedback, primitives, from, reasoning, prices    string
-	seed, maxTurns, maxTokens, maxEnvSteps                   int
+	seed, maxTurns, maxTokens, maxEnvSteps, maxImages        int
 	budgetS, cellTimeoutS                                    float64
 	priceIn, priceCached, priceOut                           float64
 	guides, imagesInTool, textOnly, verbose                  bool
@@ -56,6 +56,7 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	fs.StringVar(&f.temperature, "openai-temperature", "", "temperature, sent even when 0 (default: not sent)")
 	fs.StringVar(&f.extraBody, "openai-extra-body", "", "JSON object merged into every request body (top_p, top_k, chat_template_kwargs, ...)")
 	fs.BoolVar(&f.imagesInTool, "openai-images-in-tool", false, "put images inside tool messages instead of a following user message")
+	fs.IntVar(&f.maxImages, "openai-max-images", 0, "keep only the newest N images in the replayed history (0: all)")
 	fs.BoolVar(&f.textOnly, "openai-text-only", false, "the model takes no images: send a note instead (set for --runtime local)")
 	fs.StringVar(&f.images, "images", agent.ImagesOnMotion, "on-motion, on-demand or none")
 	fs.StringVar(&f.feedback, "feedback", agent.FeedbackRich, "pure or rich")
@@ -121,6 +122,8 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		return nil, fmt.Errorf("--cell-timeout-s %g: must be > 0", f.cellTimeoutS)
 	case f.maxEnvSteps <= 0:
 		return nil, fmt.Errorf("--max-episode-steps %d: must be > 0", f.maxEnvSteps)
+	case f.maxImages < 0:
+		return nil, fmt.Errorf("--openai-max-images %d: must be >= 0", f.maxImages)
 	case f.maxTokens < 0:
 		return nil, fmt.Errorf("--openai-max-tokens %d: must be >= 0", f.maxTokens)
 	case f.runtime == "replay" && f.from == "":
@@ -233,7 +236,7 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		}
 		s.openai = agent.OpenAIConfig{
 			BaseURL: base, APIKey: os.Getenv(keyEnv), Model: model, MaxTokens: f.maxTokens,
-			ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra, ImagesInToolMessages: f.imagesInTool, TextOnly: f.textOnly,
+			ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra, ImagesInToolMessages: f.imagesInTool, TextOnly: f.textOnly, MaxImages: f.maxImages,
 			MaxLLMCalls: maxCalls, Prices: prices,
 		}
 	}
