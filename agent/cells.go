@@ -174,6 +174,10 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		e.mu.Unlock()
 		return ToolResult{}, ErrEpisodeOver
 	}
+	if e.finish != nil {
+		e.mu.Unlock()
+		return e.refuse("the episode is over: finish was already called"), nil
+	}
 	if e.cfg.MaxTurns > 0 && e.turns >= e.cfg.MaxTurns {
 		first := !e.budgetOut
 		e.budgetOut = true

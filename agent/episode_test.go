@@ -289,7 +289,7 @@ func TestFailedEpisodeAndMalformedArguments(t *testing.T) {
 		call(openaitest.ToolCall{Name: "python", Arguments: `{"source": "print(1)"}`}),
 		call(openaitest.ToolCall{Name: "teleport", Arguments: `{}`}),
 		call(py("print('\\x1b[31mred\\x1b[0m')\n1/0")),
-		call(finish("failure", "gave up")),
+		call(finish("failure", "gave up"), py("print('after finish')")), // parallel calls: nothing runs after finish
 	)
 	defer srv.Close()
 	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Feedback = agent.FeedbackPure })
