@@ -61,7 +61,9 @@ type Client struct {
 	subs    map[int]chan *Message
 	nextSub int
 	dead    error // non-nil once the kernel is gone or the client closed
-	done    chan struct{}
+	// restarting is open while a restart replaces the process; new requests wait for it
+	restarting chan struct{}
+	done       chan struct{}
 
 	lastPong  atomic.Int64 // unix nanos
 	hbStop    chan struct{}
@@ -296,10 +298,15 @@ func (c *Client) Send(ch Channel, m *Message) error {
 // Request sends m on ch (shell or control) and returns the reply whose parent it is. A message from
 // NewMessage gets this client's session.
 func (c *Client) Request(ctx context.Context, ch Channel, m *Message) (*Message, error) {
+	return c.request(ctx, ch, m, false)
+}
+
+// request is Request; duringRestart lets the restart itself talk to the old process.
+func (c *Client) request(ctx context.Context, ch Channel, m *Message, duringRestart bool) (*Message, error) {
 	if err := m.withSession(c.session.ID); err != nil {
 		return nil, err
 	}
-	w, err := c.register(m.MsgID)
+	w, err := c.register(ctx, m.MsgID, duringRestart)
 	if err != nil {
 		return nil, err
 	}
@@ -426,25 +433,54 @@ func (c *Client) markDead(err error) {
 	})
 }
 
-// failPending fails every pending request with err (a restart), keeping the client usable.
-func (c *Client) failPending(err error) {
+// beginRestart fails every pending request with ErrRestarted and holds new ones until endRestart,
+// so that nothing is sent into the sockets of a process that is going away.
+func (c *Client) beginRestart() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.restarting == nil {
+		c.restarting = make(chan struct{})
+	}
 	for id, w := range c.waiters {
-		w.fail(err)
+		w.fail(ErrRestarted)
 		delete(c.waiters, id)
 	}
 }
 
-func (c *Client) register(msgID string) (*waiter, error) {
+// endRestart releases the requests held by beginRestart (they then fail if the restart failed).
+func (c *Client) endRestart() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.dead != nil {
-		return nil, c.dead
+	if c.restarting != nil {
+		close(c.restarting)
+		c.restarting = nil
 	}
-	w := newWaiter()
-	c.waiters[msgID] = w
-	return w, nil
+}
+
+// register makes the mailbox for a request's replies; during a restart it waits for the new process.
+func (c *Client) register(ctx context.Context, msgID string, duringRestart bool) (*waiter, error) {
+	for {
+		c.mu.Lock()
+		if c.dead != nil {
+			c.mu.Unlock()
+			return nil, c.dead
+		}
+		if hold := c.restarting; hold != nil && !duringRestart {
+			c.mu.Unlock()
+			select {
+			case <-hold:
+				continue
+			case <-c.done:
+				continue
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		w := newWaiter()
+		c.waiters[msgID] = w
+		c.mu.Unlock()
+		return w, nil
+	}
 }
 
 func (c *Client) unregister(msgID string) {

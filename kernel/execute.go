@@ -86,7 +86,7 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 			return nil, fmt.Errorf("kernel: execute metadata: %w", err)
 		}
 	}
-	w, err := c.register(m.MsgID)
+	w, err := c.register(ctx, m.MsgID, false)
 	if err != nil {
 		return nil, err
 	}

@@ -322,7 +322,8 @@ func (k *Kernel) restart(ctx context.Context, now bool) error {
 	old := k.proc
 	old.expected = true
 	k.mu.Unlock()
-	k.client.failPending(ErrRestarted)
+	k.client.beginRestart()
+	defer k.client.endRestart()
 	k.client.restarts.Add(1)
 	if now {
 		k.kill(old)
@@ -366,7 +367,7 @@ func (k *Kernel) stop(ctx context.Context, p *process, restart bool) {
 	default:
 		if m, err := newMessage("shutdown_request", k.client.session.ID, map[string]bool{"restart": restart}); err == nil {
 			rctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
-			_, err = k.client.Request(rctx, Control, m)
+			_, err = k.client.request(rctx, Control, m, true)
 			cancel()
 			k.log.Debug("kernel: shutdown_request answered", "err", err)
 		}

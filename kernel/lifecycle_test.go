@@ -110,6 +110,22 @@ func TestRestartKeepsClient(t *testing.T) {
 	if k.Pid() == oldPid {
 		t.Fatal("pid unchanged after restart")
 	}
+	// Cells sent while another restart is under way wait for the new process (or fail clearly if
+	// they were already pending); none is lost in the sockets of the old one.
+	restarted := make(chan error, 1)
+	go func() { restarted <- k.Restart(ctx) }()
+	for i := 0; ; i++ {
+		r, err := c.Execute(ctx, "print('during')", ExecuteOptions{})
+		if err == nil && r.Outputs[0].Text == "during\n" {
+			break
+		}
+		if !errors.Is(err, ErrRestarted) {
+			t.Fatalf("execute during restart: %v", err)
+		}
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
 	r := execOK(t, c, "x")
 	if r.Status != "error" || r.Error.Ename != "NameError" {
 		t.Fatalf("after restart x should be gone: %+v", r.Error)
