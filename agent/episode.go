@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -456,30 +458,44 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 	return e.trace.AddMarkdown(RenderCard(e.card), map[string]any{"author": notebooks.AuthorSetup, "kind": "task_card"})
 }
 
-// copyGuides copies the robot's guides into workspace/guides and returns them for the prompt.
+// guidesFS holds the arm-independent guides that ship with the agent.
+//
+//go:embed guides/*.md
+var guidesFS embed.FS
+
+// copyGuides copies the guides (ours, then the robot's own from pyrualean_robot/guides/<robot>/) into
+// workspace/guides and returns them for the prompt.
 func (e *Episode) copyGuides() (string, error) {
-	src := filepath.Join(e.cfg.Root, "robotapi", "python", "pyrualean_robot", "guides")
-	matches, _ := filepath.Glob(filepath.Join(src, e.cfg.Robot, "*.md"))
-	common, _ := filepath.Glob(filepath.Join(src, "*.md"))
-	matches = append(common, matches...)
-	if len(matches) == 0 {
-		return "# Guides\n\n(no guides are available for this robot)", nil
+	type guide struct{ name, text string }
+	var guides []guide
+	entries, _ := fs.ReadDir(guidesFS, "guides")
+	for _, en := range entries {
+		b, err := guidesFS.ReadFile("guides/" + en.Name())
+		if err != nil {
+			return "", err
+		}
+		guides = append(guides, guide{en.Name(), string(b)})
+	}
+	robotDir := filepath.Join(e.cfg.Root, "robotapi", "python", "pyrualean_robot", "guides", e.cfg.Robot)
+	matches, _ := filepath.Glob(filepath.Join(robotDir, "*.md"))
+	for _, m := range matches {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			return "", fmt.Errorf("guide: %w", err)
+		}
+		guides = append(guides, guide{filepath.Base(m), string(b)})
 	}
 	dst := filepath.Join(e.workspace, "guides")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	b.WriteString("# Guides\n")
-	for _, m := range matches {
-		data, err := os.ReadFile(m)
-		if err != nil {
-			return "", fmt.Errorf("guide: %w", err)
-		}
-		if err := writeFileAtomic(filepath.Join(dst, filepath.Base(m)), data); err != nil {
+	b.WriteString("# Guides (also in the workspace under guides/)\n")
+	for _, g := range guides {
+		if err := writeFileAtomic(filepath.Join(dst, g.name), []byte(g.text)); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "\n## %s\n\n%s\n", filepath.Base(m), strings.TrimSpace(string(data)))
+		fmt.Fprintf(&b, "\n%s\n", strings.TrimSpace(g.text))
 	}
 	return b.String(), nil
 }

@@ -337,8 +337,17 @@ func TestCallBudgetExhausted(t *testing.T) {
 		call(finish("failure", "out of calls")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.MaxTurns = 2 })
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.MaxTurns = 2; c.Guides = true })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	prompt, _ := os.ReadFile(filepath.Join(cfg.Out, "prompt.txt"))
+	for _, want := range []string{"# How you control the robot", "# API reference", "robo.move_to", "# Task", "# Hybrid guide", "calls in an episode is limited"} {
+		if !strings.Contains(string(prompt), want) {
+			t.Errorf("prompt.txt lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Out, "workspace", "guides", "hybrid_guide.md")); err != nil {
+		t.Errorf("guides not copied to the workspace: %v", err)
+	}
 	if res.Status != agent.StatusCallBudget || res.ToolTurns != 2 {
 		t.Fatalf("status %s tool_turns %d, want call_budget/2", res.Status, res.ToolTurns)
 	}
