@@ -9,7 +9,6 @@ import math
 import os
 import urllib.error
 import urllib.request
-import weakref
 from functools import lru_cache
 from typing import Any, Optional, Sequence, Union
 
@@ -78,12 +77,6 @@ def _ori_error(R: np.ndarray, Rt: np.ndarray) -> np.ndarray:
     return 0.5 * (np.cross(R[:, 0], Rt[:, 0]) + np.cross(R[:, 1], Rt[:, 1]) + np.cross(R[:, 2], Rt[:, 2]))
 
 
-def _close_renderers(ref: "weakref.ref[TabletopRobot]") -> None:
-    robot = ref()
-    if robot is not None:
-        robot.close()
-
-
 @lru_cache(maxsize=1)
 def _mjcf() -> str:
     return scene.build_mjcf()
@@ -97,9 +90,47 @@ def _compiled() -> Any:
     return mujoco.MjModel.from_xml_string(_mjcf())
 
 
+@lru_cache(maxsize=None)
+def _shared_renderer(size: int, mode: str) -> Any:
+    """One offscreen renderer per (size, mode) per process, shared by every tabletop robot: uploading the
+    meshes into a GL context costs ~0.4 s, and all robots render copies of the same compiled model (only
+    positions differ, and those come from each robot's MjData)."""
+    import mujoco
+
+    try:
+        r = mujoco.Renderer(_compiled(), size, size)
+    except Exception as e:
+        raise ToolError("render", f"no offscreen OpenGL context ({e}); set MUJOCO_GL=egl (or osmesa) before "
+                                  "mujoco is first imported") from e
+    r.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+    r.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+    if mode == "depth":
+        r.enable_depth_rendering()
+    elif mode == "seg":
+        r.enable_segmentation_rendering()
+    if not _OPEN_RENDERERS:
+        # free GL contexts before mujoco's own atexit terminates the EGL display (atexit is LIFO), else each
+        # renderer prints an EGL_NOT_INITIALIZED traceback at interpreter exit
+        atexit.register(_close_shared_renderers)
+    _OPEN_RENDERERS.append(r)
+    return r
+
+
+_OPEN_RENDERERS: list = []  # the process's GL contexts (a resource, closed once at exit)
+
+
+def _close_shared_renderers() -> None:
+    while _OPEN_RENDERERS:
+        try:
+            _OPEN_RENDERERS.pop().close()
+        except Exception:
+            pass
+
+
 def warm() -> None:
-    """Pre-import and pre-compile in a pooled kernel so a later make("tabletop", ...) is fast."""
+    """Pre-import, pre-compile and open the GL context in a pooled kernel so make("tabletop", ...) is fast."""
     _compiled()
+    _shared_renderer(256, "rgb")
 
 
 def _vec(xyz: Any, name: str = "xyz") -> np.ndarray:
@@ -197,15 +228,11 @@ class TabletopRobot(Robot):
         self._home = np.array(scene.HOME_QPOS)
         self._geom_obj = self._geom_objects()
         self._pad_geoms = {m.geom("leftpad").id, m.geom("rightpad").id}
-        self._renderers: dict = {}
         self._steps = 0
         self._monitor = tasks.Monitor()
         self._sim = _SimView(self)
         self._reset()
         self._renderer(256, "rgb")  # create the GL context now, not inside a (sandboxed) agent cell
-        # Free GL contexts before mujoco's own atexit terminates the EGL display (LIFO order), else every
-        # renderer prints an EGL_NOT_INITIALIZED traceback at interpreter exit.
-        atexit.register(_close_renderers, weakref.ref(self))
         from .. import notebook
 
         notebook.attach(self)
@@ -426,32 +453,10 @@ class TabletopRobot(Robot):
 
     # ----- rendering ----------------------------------------------------------------------------------------
     def _renderer(self, size: int, mode: str):
-        key = (size, mode)
-        r = self._renderers.get(key)
-        if r is None:
-            mj = self._mj
-            try:
-                r = mj.Renderer(self._model, size, size)
-            except Exception as e:
-                raise ToolError("render", f"no offscreen OpenGL context ({e}); set MUJOCO_GL=egl (or osmesa) "
-                                          "before mujoco is first imported") from e
-            r.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = False
-            r.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = False
-            if mode == "depth":
-                r.enable_depth_rendering()
-            elif mode == "seg":
-                r.enable_segmentation_rendering()
-            self._renderers[key] = r
-        return r
+        return _shared_renderer(size, mode)
 
     def close(self) -> None:
-        """Free the renderers (GL contexts). The robot cannot render afterwards."""
-        for r in self._renderers.values():
-            try:
-                r.close()
-            except Exception:
-                pass
-        self._renderers.clear()
+        """Nothing to free per robot: renderers are shared per process and closed at exit."""
 
     def _render(self, camera: str, size: int, mode: str) -> np.ndarray:
         r = self._renderer(size, mode)
