@@ -19,6 +19,11 @@ import (
 // episodes (a pyrualean kernel with the tabletop robot), with only the model scripted: a local server
 // speaking the OpenAI Responses API (Codex) or the Anthropic Messages API (Claude Code).
 
+func TestMain(m *testing.M) {
+	os.Setenv("PYRUALEAN_TEST_MODEL_KEY", "sk-scripted")
+	os.Exit(m.Run())
+}
+
 // solutionCells reads the tabletop reference solution as code cells ("# %%" blocks, markdown skipped).
 func solutionCells(t *testing.T, task string) []string {
 	t.Helper()
@@ -70,8 +75,7 @@ func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []script
 		ccfg.BaseURL = base
 	}
 	defer model.Close()
-	t.Setenv("PYRUALEAN_TEST_MODEL_KEY", "sk-scripted")
-	ccfg.APIKeyEnv = "PYRUALEAN_TEST_MODEL_KEY"
+	ccfg.APIKeyEnv = "PYRUALEAN_TEST_MODEL_KEY" // set in TestMain (subtests run in parallel)
 	ccfg.Model = "scripted-model"
 	ccfg.ReasoningEffort = "high"
 	ccfg.PlannerRetryWait = time.Second
@@ -150,6 +154,7 @@ func TestSolvedEpisode(t *testing.T) {
 		scripted.Step{Text: "The red block is on the blue block."})
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
+			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 10}, steps, cli.Config{})
 			if o.runErr != nil {
 				t.Fatalf("run: %v", o.runErr)
@@ -225,6 +230,7 @@ func TestCallBudgetExhausted(t *testing.T) {
 	}
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
+			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 1}, steps, cli.Config{MaxTurns: 1})
 			if o.runErr != nil {
 				t.Fatalf("run: %v", o.runErr)
@@ -254,6 +260,7 @@ func TestTimeBudgetKill(t *testing.T) {
 	}
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
+			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			budget := 8 * time.Second
 			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, steps, cli.Config{Budget: budget})
 			if !errors.Is(o.runErr, agent.ErrBudgetExceeded) {
@@ -304,6 +311,7 @@ func TestPlannerFailures(t *testing.T) {
 	for _, rt := range runtimes {
 		for _, tc := range tests {
 			t.Run(rt.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
 				o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, tc.steps(), cli.Config{Retries: -1})
 				if o.res.Status != tc.status || o.res.PlannerAttempts != tc.attempts || o.info.Attempts != tc.attempts {
 					t.Errorf("status %s, planner attempts %d (cli %d); want %s and %d", o.res.Status, o.res.PlannerAttempts, o.info.Attempts, tc.status, tc.attempts)
@@ -363,6 +371,7 @@ func TestToolsArm(t *testing.T) {
 	}
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
+			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmTools, Images: agent.ImagesOnDemand, MaxTurns: 5}, steps, cli.Config{})
 			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.res.Finish == nil {
 				t.Fatalf("status %s finish %+v err %v", o.res.Status, o.res.Finish, o.runErr)
@@ -393,6 +402,7 @@ func TestEndedAfterFinish(t *testing.T) {
 	}
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
+			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, steps, cli.Config{FinishGrace: 2 * time.Second})
 			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.info.Killed != "after_finish" {
 				t.Errorf("status %s err %v cli %+v: want completed, killed after_finish", o.res.Status, o.runErr, o.info)
@@ -409,6 +419,7 @@ func TestEndedAfterFinish(t *testing.T) {
 func TestUnreachableModel(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
+			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, nil,
 				cli.Config{BaseURL: "http://127.0.0.1:1/v1", Retries: -1, PlannerAttempts: 2})
 			if !errors.Is(o.runErr, agent.ErrPlanner) || o.res.Status != agent.StatusPlannerError || o.info.Attempts != 2 {
