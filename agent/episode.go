@@ -305,7 +305,7 @@ func (e *Episode) boot(ctx context.Context) error {
 	if res.Status != "ok" {
 		msg := res.Status
 		if res.Error != nil {
-			msg = joinTraceback(res.Error.Traceback, res.Error.Ename, res.Error.Evalue)
+			msg = res.Error.Ename + ": " + res.Error.Evalue // the full traceback is in the trace
 		}
 		return fmt.Errorf("setup cell failed: %s", msg)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -657,4 +658,38 @@ func TestSandbox(t *testing.T) {
 		t.Errorf("calls %d env_steps %d: the failed cell's report was lost", res.Calls, res.EnvSteps)
 	}
 	t.Logf("flags %v", res.Generation.SandboxFlags)
+}
+
+func TestBootErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*agent.EpisodeConfig)
+		want string
+	}{
+		{"no kernelspec", func(c *agent.EpisodeConfig) { c.KernelSpec = "no-such-kernel" }, "no-such-kernel"},
+		{"unknown task", func(c *agent.EpisodeConfig) { c.Task = "juggle" }, "juggle"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := episodeConfig(t, tc.mod)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ep, err := agent.StartEpisode(ctx, cfg)
+			if err == nil {
+				ep.Finish(ctx, "", nil)
+				t.Fatal("episode started")
+			}
+			if !errors.Is(err, agent.ErrBoot) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v", err)
+			}
+			var res agent.Result
+			b, _ := os.ReadFile(filepath.Join(cfg.Out, "result.json"))
+			if err := json.Unmarshal(b, &res); err != nil || res.Status != agent.StatusBootError || res.Error == nil || !strings.Contains(res.Error.Message, tc.want) {
+				t.Errorf("result.json: %+v (%v)", res, err)
+			}
+			if rows, _ := agent.LoadRuns([]string{cfg.Out}); len(rows) != 1 || rows[0].Status != agent.StatusBootError {
+				t.Errorf("summarize sees %+v", rows)
+			}
+		})
+	}
 }
