@@ -185,3 +185,15 @@ def test_libero_import_never_prompts_or_writes_config(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0] == "True" and int(out.stdout.split()[1]) >= 20
     assert list(tmp_path.iterdir()) == []  # nothing written under HOME (no ~/.libero, no config.yaml)
+
+
+def test_task_list_carries_the_perturbed_instructions(robo):
+    """LIBERO-PRO's _lan/_task suites perturb the instruction in the BDDL; the task list must say what the
+    environment (and the robot's task card) says, not the file-name language of the original task."""
+    from pyrualean_robot.robots.libero import LiberoRobot
+
+    rows = {t.name: t for t in LiberoRobot.tasks(["libero_spatial", "libero_spatial_lan", SUITE])}
+    assert rows["libero_spatial_lan/0"].instruction != rows["libero_spatial/0"].instruction
+    assert "lift" in rows["libero_spatial_lan/0"].instruction
+    assert rows[f"{SUITE}/0"].instruction == robo.task
+    assert rows[f"{SUITE}/0"].solution == f"robotapi/solutions/libero/{SUITE}/0.py"

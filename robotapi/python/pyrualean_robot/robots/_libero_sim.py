@@ -98,6 +98,20 @@ def suite_tasks(suite: str) -> list:
     return list(bench.tasks)
 
 
+def suite_languages(suite: str) -> list[str]:
+    """Each task's instruction as the environment states it (the BDDL's :language; for the LIBERO-PRO _lan
+    and _task suites this is the perturbed instruction, unlike the benchmark's file-name language)."""
+    _, get_libero_path, _ = _import_libero()
+    from libero.libero.envs.bddl_utils import get_problem_info
+
+    root = get_libero_path("bddl_files")
+    out = []
+    for t in suite_tasks(suite):
+        path = os.path.join(root, t.problem_folder, t.bddl_file)
+        out.append(get_problem_info(path)["language_instruction"] if os.path.isfile(path) else t.language)
+    return out
+
+
 def suite_missing(suite: str) -> list[str]:
     """Resource files a suite lacks (BDDL or init states), empty when every task can boot."""
     benchmark, get_libero_path, _ = _import_libero()

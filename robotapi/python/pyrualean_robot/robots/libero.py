@@ -222,10 +222,10 @@ class LiberoRobot(Robot):
 
         rows = []
         for s in suites:
-            for i, t in enumerate(sim_mod.suite_tasks(s)):
+            for i, language in enumerate(sim_mod.suite_languages(s)):
                 name = f"{s}/{i}"
                 sol = f"robotapi/solutions/libero/{name}.py" if os.path.isfile(solution_path("libero", name)) else ""
-                rows.append(TaskInfo(name=name, family=s, instruction=t.language, solution=sol))
+                rows.append(TaskInfo(name=name, family=s, instruction=language, solution=sol))
         return rows
 
     def close(self) -> None:
