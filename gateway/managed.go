@@ -3,12 +3,14 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/pyrualean/pyrualean/kernel"
 )
 
 // outMsg is one message on its way to sockets; frames are encoded once per protocol and shared.
@@ -60,7 +62,7 @@ type managedKernel struct {
 	st            *execState
 	lastActivity  time.Time
 	kernelSession string                // header.session of the kernel, reused for synthetic status
-	conns         map[string]*wsConn    // live sockets by client session id
+	conns         map[*wsConn]struct{}  // live sockets (several may share a client session id)
 	cursors       map[string]uint64     // last sequence number each disconnected session received
 	ring          *replayRing           // recent messages for reconnecting sessions
 	pending       map[pendingKey]string // (request session, msg id) → client session id
@@ -77,7 +79,7 @@ func newManagedKernel(id, name string, h kernelHandle, external bool, log *slog.
 		id: id, name: name, h: h, external: external, log: log.With("kernel", id),
 		ringMax: [2]int{ringCount, ringBytes},
 		st:      newExecState(), lastActivity: time.Now(),
-		conns: map[string]*wsConn{}, cursors: map[string]uint64{}, ring: newReplayRing(ringCount, ringBytes),
+		conns: map[*wsConn]struct{}{}, cursors: map[string]uint64{}, ring: newReplayRing(ringCount, ringBytes),
 		pending: map[pendingKey]string{}, stopped: make(chan struct{}),
 	}
 	return mk
@@ -139,7 +141,11 @@ func (mk *managedKernel) markDead() {
 	if mk.closed || mk.st.state == StateDead {
 		return
 	}
-	mk.log.Warn("kernel died", "err", mk.h.err())
+	if err := mk.h.err(); errors.Is(err, kernel.ErrShutdown) {
+		mk.log.Info("kernel shut down by its owner")
+	} else {
+		mk.log.Warn("kernel died", "err", err)
+	}
 	mk.st.set(StateDead)
 	mk.broadcastLocked(mk.syntheticStatusLocked(StateDead))
 }
@@ -226,7 +232,7 @@ func (mk *managedKernel) compactPendingLocked() {
 // broadcastLocked records an IOPub message for replay and queues it on every socket.
 func (mk *managedKernel) broadcastLocked(o *outMsg) {
 	seq := mk.ring.add("", o)
-	for _, c := range mk.conns {
+	for c := range mk.conns {
 		c.enqueue(seq, o)
 	}
 }
@@ -234,8 +240,10 @@ func (mk *managedKernel) broadcastLocked(o *outMsg) {
 // deliverLocked records a message meant for one client session and queues it if that client is here.
 func (mk *managedKernel) deliverLocked(target string, o *outMsg) {
 	seq := mk.ring.add(target, o)
-	if c := mk.conns[target]; c != nil {
-		c.enqueue(seq, o)
+	for c := range mk.conns {
+		if c.session == target {
+			c.enqueue(seq, o)
+		}
 	}
 }
 
@@ -256,14 +264,15 @@ func (mk *managedKernel) syntheticStatusLocked(state string) *outMsg {
 func (mk *managedKernel) attach(c *wsConn) {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
+	// A second socket with a live session id does not replace the first (jupyter_server does, and in
+	// gateway mode its abandoned upstream connections then knock out the live one); both get the
+	// session's messages, and there is nothing to replay.
 	from, known := mk.cursors[c.session]
-	if old := mk.conns[c.session]; old != nil {
-		// Same kernel_id:session_id connected twice: the new socket replaces the old (jupyter_server does).
-		from, known = old.lastSeq.Load(), true
-		old.closeWith(4000, "replaced by a newer connection with the same session_id")
+	if mk.sessionLiveLocked(c.session) {
+		known = false
 	}
 	delete(mk.cursors, c.session)
-	mk.conns[c.session] = c
+	mk.conns[c] = struct{}{}
 	if known {
 		entries, gap := mk.ring.since(c.session, from)
 		if gap {
@@ -277,12 +286,24 @@ func (mk *managedKernel) attach(c *wsConn) {
 	c.enqueue(0, mk.syntheticStatusLocked(mk.st.modelState()))
 }
 
+func (mk *managedKernel) sessionLiveLocked(session string) bool {
+	for c := range mk.conns {
+		if c.session == session {
+			return true
+		}
+	}
+	return false
+}
+
 // detach forgets a socket, keeping its cursor so a reconnect with the same session id can resume.
 func (mk *managedKernel) detach(c *wsConn) {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
-	if mk.conns[c.session] == c {
-		delete(mk.conns, c.session)
+	if _, ok := mk.conns[c]; ok {
+		delete(mk.conns, c)
+		if mk.sessionLiveLocked(c.session) {
+			return
+		}
 		mk.cursors[c.session] = c.lastSeq.Load()
 		if len(mk.cursors) > 1024 { // bounded: forget the sessions furthest behind
 			var worst string
@@ -333,10 +354,10 @@ func (mk *managedKernel) close(code int, reason string) {
 	}
 	mk.closed = true
 	conns := make([]*wsConn, 0, len(mk.conns))
-	for _, c := range mk.conns {
+	for c := range mk.conns {
 		conns = append(conns, c)
 	}
-	mk.conns = map[string]*wsConn{}
+	mk.conns = map[*wsConn]struct{}{}
 	mk.mu.Unlock()
 	if mk.subCancel != nil {
 		mk.subCancel()

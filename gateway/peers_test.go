@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/pyrualean/pyrualean/kernel"
 )
 
 func freePort(t testing.TB) int {
@@ -201,4 +204,93 @@ func TestJupyterServerGateway(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// notebookJSON is a minimal nbformat 4.5 notebook with one code cell, for the pyrualean kernelspec.
+func notebookJSON(source string) []byte {
+	nb := map[string]any{
+		"nbformat": 4, "nbformat_minor": 5,
+		"metadata": map[string]any{
+			"kernelspec":    map[string]any{"name": "pyrualean", "display_name": "Python (pyrualean robot)", "language": "python"},
+			"language_info": map[string]any{"name": "python"},
+		},
+		"cells": []any{map[string]any{"id": "c1", "cell_type": "code", "metadata": map[string]any{}, "source": source,
+			"outputs": []any{}, "execution_count": nil}},
+	}
+	raw, _ := json.Marshal(nb)
+	return raw
+}
+
+// TestJupyterLabInBrowser opens JupyterLab (from PyPI, served with --gateway-url at our gateway) in
+// Debian's headless Chromium through playwright-core: a notebook runs a cell on a kernel the gateway
+// starts, and a second notebook attached with Attach runs on a live kernel started elsewhere (as an
+// episode's is) and sees the state the "agent" left in it.
+func TestJupyterLabInBrowser(t *testing.T) {
+	root := repoRoot(t)
+	if _, err := os.Stat(filepath.Join(root, "e2e", "node_modules", "playwright-core")); err != nil {
+		t.Fatalf("e2e/node_modules missing: run `npm ci` in e2e/ (scripts/setup.sh does): %v", err)
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Fatalf("Debian chromium missing (scripts/setup.sh installs it): %v", err)
+	}
+	const tok = "lab-gw-token"
+	srv, hs := startGateway(t, Config{Token: tok})
+
+	// The live kernel, started and driven outside the gateway like an agent's episode kernel.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	spec, err := kernel.FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kernel.Launch(ctx, spec, kernel.LaunchOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
+	if r, err := k.Client().Execute(ctx, "agent_var = 41", kernel.ExecuteOptions{}); err != nil || r.Status != "ok" {
+		t.Fatalf("agent cell: %v %+v", err, r)
+	}
+	liveID := srv.AddKernel(k, "pyrualean")
+
+	lab := startJupyter(t, "lab", hs.URL, tok)
+	if err := os.WriteFile(filepath.Join(lab.root, "fresh.ipynb"), notebookJSON("print(6 * 7)"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	att, err := Attach(ctx, AttachOptions{ServerURL: lab.url, ServerToken: lab.token, KernelID: liveID,
+		Path: "episodes/live.ipynb", Notebook: notebookJSON("print('live', agent_var + 1)")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(att.URL, "/lab/tree/episodes/live.ipynb?token=") {
+		t.Fatalf("attach URL %q", att.URL)
+	}
+
+	cases, _ := json.Marshal([]map[string]string{
+		{"path": "fresh.ipynb", "expect": "42"},
+		{"path": "episodes/live.ipynb", "expect": "live 42"},
+	})
+	cmd := exec.CommandContext(ctx, "node", "lab.mjs")
+	cmd.Dir = filepath.Join(root, "e2e")
+	cmd.Env = append(os.Environ(), "LAB_URL="+lab.url, "LAB_TOKEN="+lab.token, "CASES="+string(cases),
+		"ARTIFACTS="+artifactsDir(t), "CASE_TIMEOUT_MS=150000")
+	out, err := cmd.CombinedOutput()
+	t.Logf("lab.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("JupyterLab in Chromium failed: %v", err)
+	}
+	// The fresh notebook's kernel was started through our gateway; the live one is still the agent's.
+	var ks []kernelModel
+	api(t, hs, tok, "GET", "/api/kernels", nil, &ks)
+	if len(ks) != 2 {
+		t.Fatalf("gateway kernels after the browser run: %+v", ks)
+	}
+}
+
+// artifactsDir keeps failure screenshots where a developer can look ($PYRUALEAN_E2E_ARTIFACTS), else a temp dir.
+func artifactsDir(t testing.TB) string {
+	if d := os.Getenv("PYRUALEAN_E2E_ARTIFACTS"); d != "" {
+		return d
+	}
+	return t.TempDir()
 }

@@ -685,7 +685,10 @@ func (s *Server) ShutdownKernel(ctx context.Context, id string) error {
 		return err
 	}
 	if mk.external {
-		return fmt.Errorf("%w: kernel %s belongs to a live episode; stop the episode instead", ErrForbidden, id)
+		// A person closing JupyterLab (or its server shutting down) must not kill an agent's kernel:
+		// the request succeeds, the kernel stays (the episode removes it with RemoveKernel).
+		s.log.Info("not shutting down a live episode's kernel", "id", id)
+		return nil
 	}
 	s.mu.Lock()
 	delete(s.kernels, id)
@@ -773,8 +776,10 @@ func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
 	c := newWSConn(ws, session, v1, s.cfg.SocketQueue, s.log.With("kernel", mk.id))
 	go c.writeLoop()
 	mk.attach(c)
+	s.log.Info("websocket open", "kernel", mk.id, "session", session, "v1", v1)
 	c.readLoop(mk, s.cfg.MaxMessageBytes)
 	mk.detach(c)
+	s.log.Info("websocket closed", "kernel", mk.id, "session", session)
 }
 
 // AddKernel serves a kernel started elsewhere (a live episode's) under a fresh id. The gateway never
