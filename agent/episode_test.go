@@ -693,3 +693,28 @@ func TestBootErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCellTimeout: a cell past its limit is interrupted; the model is told, with the partial output,
+// and the session goes on.
+func TestCellTimeout(t *testing.T) {
+	srv := openaitest.New(
+		call(py("keep = 7\nimport time\nprint('before', flush=True)\ntime.sleep(60)")),
+		call(py("print('alive', keep)")),
+		call(finish("failure", "x")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.CellTimeout = 2 * time.Second })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if res.Status != agent.StatusCompleted || res.ToolTurns != 2 {
+		t.Fatalf("status %s turns %d %+v", res.Status, res.ToolTurns, res.Error)
+	}
+	var cell struct{ Stdout, Exception string }
+	json.Unmarshal([]byte(lastToolText(t, srv.Requests()[1])), &cell)
+	if !strings.Contains(cell.Exception, "TimeoutError") || !strings.Contains(cell.Stdout, "before") {
+		t.Errorf("timed-out cell feedback: %+v", cell)
+	}
+	json.Unmarshal([]byte(lastToolText(t, srv.Requests()[2])), &cell)
+	if cell.Stdout != "alive 7\n" {
+		t.Errorf("after the interrupt: %+v", cell)
+	}
+}
