@@ -146,3 +146,40 @@ def test_registry_names_and_tasks_need_no_server():
     assert len(robot_class("robotwin").tasks()) == 50
     assert any(t.name == "PickPlaceCounterToCabinet" for t in robot_class("robocasa").tasks())
     assert issubclass(RobotUnavailable, RuntimeError)
+
+
+def test_remote_robot_works_in_a_sandboxed_kernel_cell(tmp_path):
+    """Agent cells run under the kernel sandbox (no sockets from policy code); the robot's own env-server
+    link must still work, and policy code itself must still be refused a socket."""
+    from jupyter_client.manager import start_new_kernel
+
+    server, world = serve("robocasa", seed=1)
+    km, kc = start_new_kernel(kernel_name="pyrualean")
+
+    def run(code: str, sandbox: bool) -> list:
+        content = dict(code=code, silent=False, store_history=True, user_expressions={}, allow_stdin=False,
+                       stop_on_error=True)
+        msg = kc.session.msg("execute_request", content, metadata={"pyrualean": {"sandbox": sandbox}})
+        kc.shell_channel.send(msg)
+        outs = []
+        while True:
+            m = kc.get_iopub_msg(timeout=120)
+            if m["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
+                continue
+            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                return outs
+            if m["msg_type"] in ("error", "execute_result"):
+                outs.append((m["msg_type"], m["content"].get("ename") or m["content"]["data"]["text/plain"]))
+
+    try:
+        assert run(f"from pyrualean_robot import make\nrobo = make('robocasa', workspace={str(tmp_path)!r}, "
+                   f"images='none', env_url={server.url!r})", False) == []
+        out = run("robo.move_delta([0, 0, 0.03]).reached", True)
+        assert out == [("execute_result", "True")], out
+        assert world.calls.count("step:delta") >= 1
+        out = run("import urllib.request\nurllib.request.urlopen('" + server.url + "/rpc', b'{}', timeout=5)", True)
+        assert out and out[0][0] == "error" and out[0][1] == "SandboxError", out
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        server.close()

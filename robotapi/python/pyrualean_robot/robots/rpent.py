@@ -24,6 +24,7 @@ naming what to install.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import json
 import math
 import os
@@ -101,9 +102,17 @@ class EnvServerClient:
     def call(self, method: str, *args: Any, timeout_s: Optional[float] = None, **kwargs: Any) -> Any:
         body = json.dumps({"method": method, "args": encode(list(args)), "kwargs": encode(kwargs)}).encode()
         req = urllib.request.Request(self.url + "/rpc", data=body, headers={"Content-Type": "application/json"})
+        timeout = timeout_s or self.timeout_s
+
+        def fetch() -> bytes:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.read()
+
         try:
-            with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as resp:
-                raw = resp.read()
+            # The socket I/O runs on a worker thread: the kernel sandbox's audit hook polices the agent's cell
+            # thread (no sockets from policy code), while the robot's own env-server link must keep working.
+            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="env-server") as pool:
+                raw = pool.submit(fetch).result()
         except urllib.error.HTTPError as e:
             detail = e.read()[:500].decode(errors="replace")
             raise ToolError("env_server", f"{method}: HTTP {e.code} from {self.url}: {detail}") from e
