@@ -416,19 +416,24 @@ func TestProviderErrorsRetried(t *testing.T) {
 	srv := openaitest.New(
 		openaitest.Step{Status: 500},
 		openaitest.Step{Status: 429},
+		openaitest.Step{Delay: 5 * time.Second}, // past the attempt's deadline
+		openaitest.Step{Hangup: true},           // connection reset
 		openaitest.Step{Status: 503},
 		call(py("print('ok')")),
 		call(finish("failure", "done")),
 	)
 	defer srv.Close()
 	cfg := episodeConfig(t, nil)
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) {
+		c.HTTPAttempts = 6
+		c.RequestTimeout = 300 * time.Millisecond
+	}), nil)
 	if res.Status != agent.StatusCompleted || res.ToolTurns != 1 {
 		t.Fatalf("status %s turns %d (%+v)", res.Status, res.ToolTurns, res.Error)
 	}
 	turns := readJSONL(t, filepath.Join(cfg.Out, "turns.jsonl"))
-	if turns[0]["attempts"].(float64) != 4 {
-		t.Errorf("first call attempts = %v, want 4 (3 failures, then success)", turns[0]["attempts"])
+	if turns[0]["attempts"].(float64) != 6 {
+		t.Errorf("first call attempts = %v, want 6 (5 failures, then success)", turns[0]["attempts"])
 	}
 }
 

@@ -41,6 +41,7 @@ type Reply struct {
 type Step struct {
 	Status int           // non-zero, non-200: answer with this status and an error body
 	Delay  time.Duration // wait before answering (to exceed a client's deadline)
+	Hangup bool          // close the connection without answering (a reset)
 	Reply  Reply
 	Func   func(req Request) Reply // when set, computes the reply
 }
@@ -153,6 +154,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.next++
 	s.mu.Unlock()
 
+	if step.Hangup {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
 	if step.Delay > 0 {
 		select {
 		case <-time.After(step.Delay):
