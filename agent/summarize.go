@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,8 +117,10 @@ func LoadRun(dir string) (Row, error) {
 		return Row{}, fmt.Errorf("result.json has schema %q, want %q", res.Schema, ResultSchema)
 	}
 	status := res.Status
-	if status == StatusRunning && !processAlive(res.PID) {
+	host, _ := os.Hostname()
+	if status == StatusRunning && (res.Host == "" || res.Host == host) && !processAlive(res.PID) {
 		status = StatusInterrupted
+		markInterrupted(filepath.Join(dir, "result.json"), b)
 	}
 	system := res.System
 	if system == "" {
@@ -138,6 +141,21 @@ func LoadRun(dir string) (Row, error) {
 		LLMCalls: res.Generation.Turns, Cost: res.CostUSD, Stateful: res.StatefulCalls,
 		Reasoning: res.Generation.ReasoningOutputTokens,
 	}, nil
+}
+
+// markInterrupted rewrites a result.json whose play process is gone: status interrupted. Only those
+// keys change (other fields, known to us or not, stay as written); a read-only folder is left as is.
+func markInterrupted(path string, raw []byte) {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&m) != nil {
+		return
+	}
+	m["status"] = StatusInterrupted
+	m["reason"] = "the play process ended before finishing the episode"
+	delete(m, "pid")
+	_ = writeJSONAtomic(path, m)
 }
 
 // processAlive says whether pid runs on this machine (signal 0 probes without signalling).

@@ -271,6 +271,11 @@ func TestSummarizeAndCompare(t *testing.T) {
 	writeResult(t, filepath.Join(base, "tools", "c"), mk("tools", "three", 0, &yes, StatusCompleted, 20, 150000, 0.15))
 
 	rows, errs := LoadRuns([]string{filepath.Join(base, "cells"), filepath.Join(base, "missing")})
+	var marked map[string]any
+	b, _ := os.ReadFile(filepath.Join(base, "cells", "e", "result.json"))
+	if json.Unmarshal(b, &marked); marked["status"] != StatusInterrupted || marked["pid"] != nil {
+		t.Errorf("killed play's result.json not marked: %v %v", marked["status"], marked["pid"])
+	}
 	if len(rows) != 5 || len(errs) != 2 {
 		t.Fatalf("rows %d errs %v", len(rows), errs)
 	}

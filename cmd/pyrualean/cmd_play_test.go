@@ -230,6 +230,9 @@ func TestPlaySIGKILL(t *testing.T) {
 	if len(errs) != 0 || len(rows) != 1 || rows[0].Status != agent.StatusInterrupted || rows[0].Turns != 1 || rows[0].LLMCalls != 1 {
 		t.Fatalf("rows %+v errs %v", rows, errs)
 	}
+	if r, err := readResult(out); err != nil || r.Status != agent.StatusInterrupted {
+		t.Errorf("result.json after summarize: %v (%v)", r.Status, err)
+	}
 	b, _ := os.ReadFile(filepath.Join(out, "turns.jsonl"))
 	if strings.Count(string(b), "\n") != 1 {
 		t.Errorf("turns.jsonl: %q", b)
