@@ -2,12 +2,136 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pyrualean/pyrualean/gateway"
 )
 
-// cmdAttach is filled in by the gateway work; until then it says so plainly.
+// cmdAttach opens a live episode's kernel in the user's JupyterLab: it finds the episode on the
+// gateway (`play --serve` or `serve`), uploads the episode's trace notebook to the Jupyter Server and
+// creates a session on the live kernel, then prints the URL to open. The Jupyter Server must run with
+// --gateway-url pointing at the gateway (it only adopts gateway kernels a session names).
 func cmdAttach(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "pyrualean attach: not built yet")
-	return 2
+	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	gw := fs.String("gateway", "http://127.0.0.1:8890", "the pyrualean gateway serving the episode (play --serve ADDR)")
+	gwToken := fs.String("gateway-token", "", "gateway token (default $PYRUALEAN_TOKEN)")
+	episode := fs.String("episode", "", "episode id (default: the only live episode)")
+	kernelID := fs.String("kernel", "", "gateway kernel id to attach instead of an episode's")
+	server := fs.String("server", "http://127.0.0.1:8888", "your Jupyter Server / JupyterLab, started with --gateway-url=<gateway>")
+	serverToken := fs.String("server-token", "", "Jupyter Server token (default $JUPYTER_TOKEN)")
+	trace := fs.String("trace", "", "notebook to upload (default: the episode's trace)")
+	path := fs.String("path", "", "notebook path on the Jupyter Server (default pyrualean-episodes/<episode>.ipynb)")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pyrualean attach: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *gwToken == "" {
+		*gwToken = os.Getenv("PYRUALEAN_TOKEN")
+	}
+	if *serverToken == "" {
+		*serverToken = os.Getenv("JUPYTER_TOKEN")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+
+	name := *kernelID
+	if *kernelID == "" {
+		ep, err := findEpisode(ctx, *gw, *gwToken, *episode)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyrualean attach: %v\n", err)
+			return 1
+		}
+		*kernelID, name = ep.KernelID, ep.ID
+		if *trace == "" {
+			*trace = ep.Trace
+		}
+		if *kernelID == "" {
+			fmt.Fprintf(stderr, "pyrualean attach: episode %s lists no kernel_id\n", ep.ID)
+			return 1
+		}
+	}
+	if *path == "" {
+		*path = "pyrualean-episodes/" + safeName(name) + ".ipynb"
+	}
+	var nb []byte
+	if *trace != "" {
+		var err error
+		if nb, err = os.ReadFile(*trace); err != nil {
+			fmt.Fprintf(stderr, "pyrualean attach: reading the trace: %v\n", err)
+			return 1
+		}
+	}
+	res, err := gateway.Attach(ctx, gateway.AttachOptions{ServerURL: *server, ServerToken: *serverToken, KernelID: *kernelID, Path: *path, Notebook: nb})
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean attach: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "attached %s (kernel %s) as %s\nopen: %s\n", name, res.KernelID, res.Path, res.URL)
+	return 0
+}
+
+type episodeRef struct{ ID, KernelID, Trace string }
+
+// findEpisode reads /api/episodes from the gateway and picks the episode (the only one when id is "").
+func findEpisode(ctx context.Context, base, token, id string) (episodeRef, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(base, "/")+"/api/episodes", nil)
+	if err != nil {
+		return episodeRef{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "token "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return episodeRef{}, fmt.Errorf("asking the gateway for episodes: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode != 200 {
+		return episodeRef{}, fmt.Errorf("gateway %s/api/episodes: HTTP %d: %s", base, resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	var eps []map[string]any
+	if err := json.Unmarshal(raw, &eps); err != nil {
+		return episodeRef{}, fmt.Errorf("gateway episodes: %w", err)
+	}
+	str := func(m map[string]any, keys ...string) string {
+		for _, k := range keys {
+			if s, ok := m[k].(string); ok && s != "" {
+				return s
+			}
+		}
+		return ""
+	}
+	var ids []string
+	for _, e := range eps {
+		eid := str(e, "id")
+		ids = append(ids, eid)
+		if id == "" && len(eps) == 1 || eid == id {
+			return episodeRef{ID: eid, KernelID: str(e, "kernel_id"), Trace: str(e, "trace_path", "trace", "notebook")}, nil
+		}
+	}
+	if id == "" {
+		return episodeRef{}, fmt.Errorf("the gateway has %d live episodes (%s): pick one with --episode", len(eps), strings.Join(ids, ", "))
+	}
+	return episodeRef{}, fmt.Errorf("no live episode %q on the gateway (have: %s)", id, strings.Join(ids, ", "))
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, s)
 }
