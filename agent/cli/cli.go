@@ -277,14 +277,21 @@ func runProcess(ctx context.Context, rs runSpec) (exitCode *int, killed string, 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdin = rs.stdin
 	cmd.Stderr = rs.stderr
-	out, err := cmd.StdoutPipe()
+	// A plain pipe rather than StdoutPipe: Wait then returns when the CLI exits, even if something it
+	// started still holds the pipe open, and the reader can be cut off by ending the group.
+	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("cli: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("cli: start %s: %w", cmd.Path, err)
+	cmd.Stdout = pw
+	startErr := cmd.Start()
+	pw.Close()
+	if startErr != nil {
+		pr.Close()
+		return nil, "", fmt.Errorf("cli: start %s: %w", cmd.Path, startErr)
 	}
 	pgid := cmd.Process.Pid
+	done := make(chan struct{}) // closed once the CLI is reaped
 	var killMu sync.Mutex
 	kill := func(reason string) {
 		killMu.Lock()
@@ -296,11 +303,13 @@ func runProcess(ctx context.Context, rs runSpec) (exitCode *int, killed string, 
 		killMu.Unlock()
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
 		go func() {
-			time.Sleep(rs.grace)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			select {
+			case <-time.After(rs.grace):
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			case <-done: // reaped: the group is ended below
+			}
 		}()
 	}
-	done := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -314,25 +323,39 @@ func runProcess(ctx context.Context, rs runSpec) (exitCode *int, killed string, 
 		case <-done:
 		}
 	}()
-	br := bufio.NewReaderSize(out, 1<<20)
-	for {
-		line, rerr := br.ReadBytes('\n')
-		if len(line) > 0 {
-			if rs.events != nil {
-				rs.events.Write(line)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		br := bufio.NewReaderSize(pr, 1<<20)
+		for {
+			line, rerr := br.ReadBytes('\n')
+			if len(line) > 0 {
+				if rs.events != nil {
+					rs.events.Write(line)
+				}
+				if rs.onLine != nil {
+					rs.onLine(trimEOL(line))
+				}
 			}
-			if rs.onLine != nil {
-				rs.onLine(trimEOL(line))
+			if rerr != nil {
+				return
 			}
 		}
-		if rerr != nil {
-			break
-		}
-	}
+	}()
 	werr := cmd.Wait()
-	close(done)
-	// The CLI is gone; make sure nothing it started survives it.
+	// The CLI is gone. Whatever it started in its group goes too; the last output is read first.
+	select {
+	case <-read:
+	case <-time.After(2 * time.Second):
+	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	close(done)
+	select {
+	case <-read:
+	case <-time.After(2 * time.Second): // held open outside the group: stop reading
+	}
+	pr.Close()
+	<-read
 	killMu.Lock()
 	defer killMu.Unlock()
 	if cmd.ProcessState != nil && cmd.ProcessState.Exited() {

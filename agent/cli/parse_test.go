@@ -2,11 +2,16 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,4 +225,71 @@ func TestAPIKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRunProcess(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  string
+		budget  time.Duration
+		stop    bool
+		killed  string
+		exit    int // -1: ended by a signal
+		lines   int
+		descend bool // the script prints a background child's pid, which must be gone afterwards
+	}{
+		{"exits on its own", "echo a; echo b; exit 3", 0, false, "", 3, 2, false},
+		{"a child keeps stdout open", "sleep 60 & echo $!", 0, false, "", 0, 1, true},
+		{"budget", "echo a; sleep 60", 300 * time.Millisecond, false, "budget", -1, 1, false},
+		{"ignores SIGTERM", "trap '' TERM; echo a; sleep 60 & echo $!; wait", 300 * time.Millisecond, false, "budget", -1, 2, true},
+		{"ended after finish", "echo a; sleep 60", 0, true, "after_finish", -1, 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := budgetContext(context.Background(), tc.budget)
+			defer cancel()
+			stop := make(chan string, 1)
+			if tc.stop {
+				time.AfterFunc(300*time.Millisecond, func() { stop <- "after_finish" })
+			}
+			var lines []string
+			start := time.Now()
+			code, killed, err := runProcess(ctx, runSpec{cmd: exec.Command("sh", "-c", tc.script), stdin: strings.NewReader(""),
+				onLine: func(b []byte) { lines = append(lines, string(b)) }, grace: 500 * time.Millisecond, stopEarly: stop})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > 15*time.Second {
+				t.Errorf("took %s", took)
+			}
+			got := -1
+			if code != nil {
+				got = *code
+			}
+			if killed != tc.killed || got != tc.exit || len(lines) != tc.lines {
+				t.Errorf("killed %q exit %d lines %q; want %q %d and %d lines", killed, got, lines, tc.killed, tc.exit, tc.lines)
+			}
+			if tc.descend && len(lines) > 0 {
+				pid, _ := strconv.Atoi(lines[len(lines)-1])
+				time.Sleep(200 * time.Millisecond) // let init reap it
+				if pid > 0 && alive(pid) {
+					t.Errorf("the child %d survived", pid)
+				}
+			}
+		})
+	}
+}
+
+// alive says whether pid runs (a zombie waiting for its reaper does not).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(after, "Z")
 }

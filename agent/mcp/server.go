@@ -154,11 +154,12 @@ func (h *handler) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Call
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
-	res, err, cancelled := h.run(ctx, name, args)
+	res, cancelled, err := h.run(ctx, name, args)
 	rec := CallRecord{Name: name, Args: args, Result: res, Err: err, Cancelled: cancelled}
 	if err != nil {
 		h.opts.Logger.Error("tool call failed", "tool", name, "err", err)
-		rec.Result = agent.ToolResult{Text: fmt.Sprintf(`{"error": %q}`, "internal error: "+err.Error()), IsError: true}
+		msg, _ := json.Marshal(map[string]string{"error": "internal error: " + err.Error()})
+		rec.Result = agent.ToolResult{Text: string(msg), IsError: true}
 	} else if !h.known[name] && !res.IsError {
 		// The Toolkit must refuse unknown tools; make sure the model sees a refusal either way.
 		rec.Result.IsError = true
@@ -169,26 +170,27 @@ func (h *handler) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Call
 	return Result(rec.Result), nil
 }
 
-// run executes one call under the server's lifetime, not the request's: see Options.Life.
-func (h *handler) run(reqCtx context.Context, name string, args json.RawMessage) (agent.ToolResult, error, bool) {
+// run executes one call under the server's lifetime, not the request's (see Options.Life);
+// cancelled reports whether the client gave up on the request meanwhile.
+func (h *handler) run(reqCtx context.Context, name string, args json.RawMessage) (res agent.ToolResult, cancelled bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.opts.Life.Err(); err != nil {
-		return agent.ToolResult{}, fmt.Errorf("episode is over: %w", context.Cause(h.opts.Life)), false
+		return agent.ToolResult{}, false, fmt.Errorf("episode is over: %w", context.Cause(h.opts.Life))
 	}
 	callCtx, cancel := context.WithCancelCause(context.WithoutCancel(reqCtx))
 	defer cancel(nil)
 	stop := context.AfterFunc(h.opts.Life, func() { cancel(context.Cause(h.opts.Life)) })
 	defer stop()
-	res, err := h.tk.Call(callCtx, name, args)
-	cancelled := reqCtx.Err() != nil
+	res, err = h.tk.Call(callCtx, name, args)
+	cancelled = reqCtx.Err() != nil
 	if cancelled {
 		h.opts.Logger.Warn("client cancelled a tool call; it ran to the end and is in the trace", "tool", name)
 	}
 	if err != nil && errors.Is(err, context.Canceled) && h.opts.Life.Err() != nil {
 		err = fmt.Errorf("%w (%w)", err, context.Cause(h.opts.Life))
 	}
-	return res, err, cancelled
+	return res, cancelled, err
 }
 
 // Result converts a ToolResult to MCP content: one text block, then one image block per PNG.
