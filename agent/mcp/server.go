@@ -91,10 +91,7 @@ func NewServer(tk agent.Toolkit, opts Options) *Server {
 	no := false
 	for _, spec := range tk.Tools() {
 		h.known[spec.Name] = true
-		schema := spec.Parameters
-		if len(schema) == 0 {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
+		schema := objectSchema(spec.Parameters, opts.Logger, spec.Name)
 		srv.AddTool(&sdk.Tool{
 			Name:        spec.Name,
 			Description: spec.Description,
@@ -109,6 +106,31 @@ func NewServer(tk agent.Toolkit, opts Options) *Server {
 	}
 	srv.AddReceivingMiddleware(h.middleware)
 	return &Server{Server: srv, h: h}
+}
+
+// objectSchema returns the tool's parameter schema as the SDK wants it: a JSON object of type
+// "object" (it panics on anything else). A missing type is added; an unusable schema is replaced by
+// an empty object schema, with an error in the log, so one bad tool cannot take the server down.
+func objectSchema(raw json.RawMessage, logger *slog.Logger, tool string) map[string]any {
+	m := map[string]any{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+			logger.Error("tool schema is not a JSON object; using an empty one", "tool", tool, "err", err)
+			m = map[string]any{}
+		}
+	}
+	switch m["type"] {
+	case nil:
+		m["type"] = "object"
+	case "object":
+	default:
+		logger.Error("tool schema is not of type object; using an empty one", "tool", tool, "type", m["type"])
+		m = map[string]any{"type": "object"}
+	}
+	if _, ok := m["properties"]; !ok {
+		m["properties"] = map[string]any{}
+	}
+	return m
 }
 
 type handler struct {

@@ -143,3 +143,19 @@ func TestServeCellsEpisodeOverHTTP(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestObjectSchema(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{``, `{"properties":{},"type":"object"}`},
+		{`{"properties":{"code":{"type":"string"}},"required":["code"]}`, `{"properties":{"code":{"type":"string"}},"required":["code"],"type":"object"}`},
+		{`{"type":"object","properties":{}}`, `{"properties":{},"type":"object"}`},
+		{`{"type":"string"}`, `{"properties":{},"type":"object"}`},
+		{`[1,2]`, `{"properties":{},"type":"object"}`},
+	}
+	for _, tc := range tests {
+		got, _ := json.Marshal(mcp.ObjectSchema(json.RawMessage(tc.in)))
+		if string(got) != tc.want {
+			t.Errorf("ObjectSchema(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
