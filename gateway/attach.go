@@ -109,3 +109,50 @@ func escapePath(p string) string {
 	}
 	return strings.Join(parts, "/")
 }
+
+// EpisodeRef names a live episode on a gateway: its id, its kernel's gateway id and its trace path.
+type EpisodeRef struct{ ID, KernelID, Trace string }
+
+// FindEpisode reads /api/episodes from the gateway and picks the episode (the only one when id is "").
+func FindEpisode(ctx context.Context, base, token, id string) (EpisodeRef, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(base, "/")+"/api/episodes", nil)
+	if err != nil {
+		return EpisodeRef{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "token "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return EpisodeRef{}, fmt.Errorf("asking the gateway for episodes: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode != 200 {
+		return EpisodeRef{}, fmt.Errorf("gateway %s/api/episodes: HTTP %d: %s", base, resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	var eps []map[string]any
+	if err := json.Unmarshal(raw, &eps); err != nil {
+		return EpisodeRef{}, fmt.Errorf("gateway episodes: %w", err)
+	}
+	str := func(m map[string]any, keys ...string) string {
+		for _, k := range keys {
+			if s, ok := m[k].(string); ok && s != "" {
+				return s
+			}
+		}
+		return ""
+	}
+	var ids []string
+	for _, e := range eps {
+		eid := str(e, "id")
+		ids = append(ids, eid)
+		if id == "" && len(eps) == 1 || eid == id {
+			return EpisodeRef{ID: eid, KernelID: str(e, "kernel_id"), Trace: str(e, "trace_path", "trace", "notebook")}, nil
+		}
+	}
+	if id == "" {
+		return EpisodeRef{}, fmt.Errorf("the gateway has %d live episodes (%s): pick one with --episode", len(eps), strings.Join(ids, ", "))
+	}
+	return EpisodeRef{}, fmt.Errorf("no live episode %q on the gateway (have: %s)", id, strings.Join(ids, ", "))
+}

@@ -253,12 +253,28 @@ func TestJupyterLabInBrowser(t *testing.T) {
 	}
 	liveID := srv.AddKernel(k, "pyrualean")
 
+	// The episode as play --serve lists it, with its trace notebook on disk.
+	tracePath := filepath.Join(t.TempDir(), "trace.ipynb")
+	if err := os.WriteFile(tracePath, notebookJSON("print('live', agent_var + 1)"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.AddEpisode(&traceEpisode{trace: tracePath}, liveID)
+
 	lab := startJupyter(t, "lab", hs.URL, tok)
 	if err := os.WriteFile(filepath.Join(lab.root, "fresh.ipynb"), notebookJSON("print(6 * 7)"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	att, err := Attach(ctx, AttachOptions{ServerURL: lab.url, ServerToken: lab.token, KernelID: liveID,
-		Path: "episodes/live.ipynb", Notebook: notebookJSON("print('live', agent_var + 1)")})
+	// What `pyrualean attach` does: find the only live episode on the gateway, upload its trace, make the session.
+	ep, err := FindEpisode(ctx, hs.URL, tok, "")
+	if err != nil || ep.KernelID != liveID || ep.Trace != tracePath {
+		t.Fatalf("FindEpisode: %+v %v", ep, err)
+	}
+	nb, err := os.ReadFile(ep.Trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := Attach(ctx, AttachOptions{ServerURL: lab.url, ServerToken: lab.token, KernelID: ep.KernelID,
+		Path: "episodes/live.ipynb", Notebook: nb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,3 +310,12 @@ func artifactsDir(t testing.TB) string {
 	}
 	return t.TempDir()
 }
+
+// traceEpisode is a listed episode whose trace is a real notebook file.
+type traceEpisode struct{ trace string }
+
+func (e *traceEpisode) ID() string  { return "live-episode" }
+func (e *traceEpisode) Status() any { return map[string]any{"status": "running", "trace": e.trace} }
+func (e *traceEpisode) Pause()      {}
+func (e *traceEpisode) Resume()     {}
+func (e *traceEpisode) Step()       {}

@@ -29,7 +29,7 @@ import (
 )
 
 // Config configures a Server. The zero value is usable: token auth with a random token, listing on,
-// 32 MiB messages, replay of the last 2048 messages or 16 MiB per kernel.
+// 32 MiB messages, replay of the last 1024 messages or 16 MiB per kernel.
 type Config struct {
 	Token         string   // required token; empty with NoAuth false → a random one (see Server.Token)
 	NoAuth        bool     // serve without authentication (only for trusted networks)
@@ -42,7 +42,7 @@ type Config struct {
 	DefaultKernel string        // default kernelspec name; default "pyrualean", else "python3", else the first
 
 	MaxMessageBytes int64 // largest client frame; default 32 MiB
-	ReplayMessages  int   // per-kernel replay ring length; default 2048
+	ReplayMessages  int   // per-kernel replay ring length; default 1024
 	ReplayBytes     int   // per-kernel replay ring size; default 16 MiB
 	SocketQueue     int   // frames queued per socket before a slow client is dropped; default ReplayMessages+256
 
@@ -98,7 +98,7 @@ func New(cfg Config) *Server {
 		cfg.MaxMessageBytes = 32 << 20
 	}
 	if cfg.ReplayMessages <= 0 {
-		cfg.ReplayMessages = 2048
+		cfg.ReplayMessages = 1024
 	}
 	if cfg.ReplayBytes <= 0 {
 		cfg.ReplayBytes = 16 << 20
@@ -134,10 +134,12 @@ func New(cfg Config) *Server {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
-		Subprotocols:    []string{ProtocolV1},
-		CheckOrigin:     s.originAllowed,
-		ReadBufferSize:  32 << 10,
-		WriteBufferSize: 32 << 10,
+		Subprotocols: []string{ProtocolV1},
+		CheckOrigin:  s.originAllowed,
+		// Small per-connection buffers and a shared write-buffer pool: memory per idle socket stays low.
+		ReadBufferSize:  4 << 10,
+		WriteBufferSize: 8 << 10,
+		WriteBufferPool: &sync.Pool{},
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			writeError(w, status, reason.Error())
 		},

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -47,7 +45,7 @@ func cmdAttach(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 	name := *kernelID
 	if *kernelID == "" {
-		ep, err := findEpisode(ctx, *gw, *gwToken, *episode)
+		ep, err := gateway.FindEpisode(ctx, *gw, *gwToken, *episode)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyrualean attach: %v\n", err)
 			return 1
@@ -79,52 +77,6 @@ func cmdAttach(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprintf(stdout, "attached %s (kernel %s) as %s\nopen: %s\n", name, res.KernelID, res.Path, res.URL)
 	return 0
-}
-
-type episodeRef struct{ ID, KernelID, Trace string }
-
-// findEpisode reads /api/episodes from the gateway and picks the episode (the only one when id is "").
-func findEpisode(ctx context.Context, base, token, id string) (episodeRef, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(base, "/")+"/api/episodes", nil)
-	if err != nil {
-		return episodeRef{}, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "token "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return episodeRef{}, fmt.Errorf("asking the gateway for episodes: %w", err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if resp.StatusCode != 200 {
-		return episodeRef{}, fmt.Errorf("gateway %s/api/episodes: HTTP %d: %s", base, resp.StatusCode, strings.TrimSpace(string(raw)))
-	}
-	var eps []map[string]any
-	if err := json.Unmarshal(raw, &eps); err != nil {
-		return episodeRef{}, fmt.Errorf("gateway episodes: %w", err)
-	}
-	str := func(m map[string]any, keys ...string) string {
-		for _, k := range keys {
-			if s, ok := m[k].(string); ok && s != "" {
-				return s
-			}
-		}
-		return ""
-	}
-	var ids []string
-	for _, e := range eps {
-		eid := str(e, "id")
-		ids = append(ids, eid)
-		if id == "" && len(eps) == 1 || eid == id {
-			return episodeRef{ID: eid, KernelID: str(e, "kernel_id"), Trace: str(e, "trace_path", "trace", "notebook")}, nil
-		}
-	}
-	if id == "" {
-		return episodeRef{}, fmt.Errorf("the gateway has %d live episodes (%s): pick one with --episode", len(eps), strings.Join(ids, ", "))
-	}
-	return episodeRef{}, fmt.Errorf("no live episode %q on the gateway (have: %s)", id, strings.Join(ids, ", "))
 }
 
 func safeName(s string) string {
