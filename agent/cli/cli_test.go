@@ -177,6 +177,10 @@ func TestSolvedEpisode(t *testing.T) {
 			if rt.name == "codex" && g.ReasoningOutputTokens != 20*n {
 				t.Errorf("reasoning tokens %d, want %d", g.ReasoningOutputTokens, 20*n)
 			}
+			// Claude Code prices the run itself (total_cost_usd); Codex reports no cost.
+			if rt.name == "claude" && (o.res.CostUSD == nil || *o.res.CostUSD <= 0 || o.info.CostUSD == nil) {
+				t.Errorf("cost %v (cli %v): want Claude Code's total_cost_usd", o.res.CostUSD, o.info.CostUSD)
+			}
 			// What reached the model: each cell's feedback, the robot's camera images after motion.
 			results := lastResults(o.model)
 			if len(results) != n-1 {
