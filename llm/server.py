@@ -25,7 +25,8 @@ of a tool call. For a non-streaming ``/v1/chat/completions`` request that carrie
 
 and in both cases a reply whose content is such an object (bare, in a ``<tool_call>`` block or in a
 fenced code block) naming one of the tools is returned as an OpenAI ``tool_calls`` message
-(``finish_reason`` ``"tool_calls"``). Everything else passes through byte for byte.
+(``finish_reason`` ``"tool_calls"``). The models read text only, so image parts of a message become
+a short note instead of an HTTP 500. Everything else passes through byte for byte.
 It never downloads anything and binds to 127.0.0.1 unless told otherwise.
 """
 
@@ -128,8 +129,33 @@ def extract_tool_calls(content: str, names: set[str]) -> list[dict[str, Any]]:
     return calls
 
 
+def text_only(messages: list[Any]) -> list[Any]:
+    """``messages`` with every multi-part content flattened to a string, images replaced by a note.
+
+    The served models read text only; llama.cpp rejects image parts outright (HTTP 500).
+    """
+    out = []
+    for m in messages:
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, list):
+            texts = []
+            for part in c:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "text":
+                    texts.append(str(part.get("text", "")))
+                elif part.get("type") in ("image_url", "input_image", "image"):
+                    texts.append("[image omitted: this model reads text only]")
+            m = dict(m, content="\n".join(texts))
+        out.append(m)
+    return out
+
+
 def shape_request(req: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
     """Request to send to llama.cpp, and the tool names whose calls to lift out of the reply."""
+    if isinstance(req.get("messages"), list) and any(
+            isinstance(m, dict) and isinstance(m.get("content"), list) for m in req["messages"]):
+        req = dict(req, messages=text_only(req["messages"]))
     tools = req.get("tools") or []
     if not tools or req.get("stream"):
         return req, set()

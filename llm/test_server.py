@@ -77,3 +77,16 @@ def test_shape_reply() -> None:
     assert ch["message"]["tool_calls"][0]["function"]["name"] == "python"
     prose = {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": "hello"}}]}
     assert server.shape_reply(prose, NAMES)["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
+
+
+def test_text_only() -> None:
+    req = {"messages": [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": [{"type": "text", "text": "look"},
+                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+    ]}
+    out, names = server.shape_request(req)
+    assert names == set()
+    assert out["messages"][0] == {"role": "system", "content": "sys"}
+    assert out["messages"][1]["content"] == "look\n[image omitted: this model reads text only]"
+    assert isinstance(req["messages"][1]["content"], list)  # caller's request untouched

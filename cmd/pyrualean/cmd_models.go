@@ -19,7 +19,11 @@ import (
 //	pyrualean models [--json] [--dir D]
 //	pyrualean models install [--dir D] NAME
 //	pyrualean models verify [--dir D] NAME
+//	pyrualean models serve [--port P] [--threads T] [--ctx-size C] [NAME]
 func cmdModels(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		return cmdModelsServe(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && (args[0] == "install" || args[0] == "verify") {
 		return cmdModelsInstall(ctx, args[0], args[1:], stdout, stderr)
 	}
@@ -151,4 +155,71 @@ func modelsDir(flagDir string) (string, error) {
 		return "", err
 	}
 	return llm.DefaultDir(root), nil
+}
+
+// cmdModelsServe runs the local model server in the foreground (installing the model if needed) and
+// prints one JSON line {"base_url", "model", "reused"}; it stops what it started on SIGINT/SIGTERM.
+func cmdModelsServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("models serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dir := fs.String("dir", "", "weights cache (default $PYRUALEAN_MODELS or <repo>/models)")
+	port := fs.Int("port", 0, fmt.Sprintf("port on 127.0.0.1 (0: %d, or a free one if that is busy)", llm.DefaultPort))
+	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
+	ctxSize := fs.Int("ctx-size", 8192, "context window in tokens")
+	verbose := fs.Bool("v", false, "show llama.cpp's log")
+	var name string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		name, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil || fs.NArg() > 1 || (name != "" && fs.NArg() > 0) {
+		if err == nil {
+			err = fmt.Errorf("want at most one model NAME (known: %v)", llm.Names())
+		}
+		fmt.Fprintf(stderr, "pyrualean models serve: %v\n", err)
+		return 2
+	}
+	if name == "" {
+		name = fs.Arg(0)
+	}
+	if _, err := llm.Lookup(name); err != nil {
+		fmt.Fprintf(stderr, "pyrualean models serve: %v\n", err)
+		return 2
+	}
+	if *port < 0 || *port > 65535 || *threads < 0 || *ctxSize < 256 {
+		fmt.Fprintln(stderr, "pyrualean models serve: --port 0..65535, --threads >= 0, --ctx-size >= 256")
+		return 2
+	}
+	o := llm.Options{Model: name, Port: *port, Threads: *threads, CtxSize: *ctxSize, Install: true, Progress: stderr}
+	if *dir != "" {
+		d, err := filepath.Abs(*dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyrualean models serve: %v\n", err)
+			return 2
+		}
+		o.Dir = d
+	}
+	if *verbose {
+		o.Log = stderr
+	}
+	s, err := llm.Start(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean models serve: %v\n", err)
+		return 1
+	}
+	b, _ := json.Marshal(map[string]any{"base_url": s.BaseURL, "model": s.Model, "reused": s.Reused, "pid": s.PID})
+	fmt.Fprintln(stdout, string(b))
+	if s.Reused {
+		return 0
+	}
+	select {
+	case <-ctx.Done():
+	case <-s.Done():
+		fmt.Fprintln(stderr, "pyrualean models serve: the server exited")
+		return 1
+	}
+	if err := s.Stop(); err != nil {
+		fmt.Fprintf(stderr, "pyrualean models serve: %v\n", err)
+		return 1
+	}
+	return 0
 }
