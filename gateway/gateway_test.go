@@ -283,6 +283,9 @@ func TestKernelsOverWebSocket(t *testing.T) {
 	t.Run("interrupt", func(t *testing.T) {
 		id := ca.execute("import time; time.sleep(60)")
 		ca.until(10*time.Second, "busy", func(m *wireMsg) bool { return m.MsgType == "execute_input" && m.ParentMsgID == id })
+		// Let the cell reach time.sleep: a SIGINT landing in ipykernel's own code before the cell runs can
+		// lose the execute_reply (an ipykernel race, not the gateway's).
+		time.Sleep(500 * time.Millisecond)
 		var m kernelModel
 		api(t, hs, tok, "GET", "/api/kernels/"+k1, nil, &m)
 		if m.ExecutionState != "busy" {

@@ -254,11 +254,17 @@ func (c *wsClient) until(timeout time.Duration, what string, pred func(*wireMsg)
 	}
 }
 
-// runCell executes code and returns everything up to the idle status of that request.
+// runCell executes code and returns everything up to both the idle status and the execute_reply of
+// that request (the reply travels on shell, the status on iopub: either may come first).
 func (c *wsClient) runCell(code string, timeout time.Duration) (string, []*wireMsg) {
 	c.t.Helper()
 	id := c.execute(code)
-	return id, c.until(timeout, "idle after "+code, isIdleFor(id))
+	idle, reply := false, false
+	return id, c.until(timeout, "idle and reply after "+code, func(m *wireMsg) bool {
+		idle = idle || isIdleFor(id)(m)
+		reply = reply || (m.MsgType == "execute_reply" && m.ParentMsgID == id)
+		return idle && reply
+	})
 }
 
 func isIdleFor(id string) func(*wireMsg) bool {

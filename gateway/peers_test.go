@@ -173,6 +173,9 @@ func TestJupyterServerGateway(t *testing.T) {
 	// Interrupt through jupyter_server's REST API.
 	id = c.execute("import time; time.sleep(60)")
 	c.until(30*time.Second, "execute_input", func(m *wireMsg) bool { return m.MsgType == "execute_input" && m.ParentMsgID == id })
+	// Let the cell reach time.sleep: a SIGINT landing in ipykernel's own code before the cell runs can
+	// lose the execute_reply (an ipykernel race, not the gateway's).
+	time.Sleep(500 * time.Millisecond)
 	mustStatus(t, api(t, jsrv, js.token, "POST", "/api/kernels/"+m.ID+"/interrupt", map[string]any{}, nil), 204, "interrupt via jupyter_server")
 	msgs = c.until(30*time.Second, "interrupted reply", func(m *wireMsg) bool { return m.MsgType == "execute_reply" && m.ParentMsgID == id })
 	if !strings.Contains(string(msgs[len(msgs)-1].Content), "KeyboardInterrupt") {
