@@ -196,6 +196,10 @@ func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
 		mk.mu.Unlock()
 		return fmt.Errorf("kernel %s is dead: %w", mk.id, ErrNoSuchKernel)
 	}
+	if mk.external && m.MsgType == "shutdown_request" {
+		mk.mu.Unlock()
+		return fmt.Errorf("%w: kernel %s belongs to a live episode; shutdown_request refused", ErrForbidden, mk.id)
+	}
 	if m.Channel == "shell" || m.Channel == "control" {
 		key := pendingKey{m.Session, m.MsgID}
 		if _, dup := mk.pending[key]; !dup {
@@ -378,7 +382,8 @@ func (mk *managedKernel) model() kernelModel {
 func (mk *managedKernel) idleFor(now time.Time) (time.Duration, bool) {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
-	cullable := len(mk.conns) == 0 && mk.st.state != StateBusy && !mk.external
+	// Dead kernels are always culled; live ones only when nobody is connected and they are not busy.
+	cullable := !mk.external && (mk.st.state == StateDead || (len(mk.conns) == 0 && mk.st.state != StateBusy))
 	return now.Sub(mk.lastActivity), cullable
 }
 
