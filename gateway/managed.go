@@ -63,7 +63,7 @@ type managedKernel struct {
 	lastActivity  time.Time
 	kernelSession string                // header.session of the kernel, reused for synthetic status
 	conns         map[*wsConn]struct{}  // live sockets (several may share a client session id)
-	cursors       map[string]uint64     // last sequence number each disconnected session received
+	cursors       map[string]cursor     // where each disconnected session stopped, kept for replayAge
 	ring          *replayRing           // recent messages for reconnecting sessions
 	pending       map[pendingKey]string // (request session, msg id) → client session id
 	pendingOrder  []pendingKey
@@ -79,7 +79,7 @@ func newManagedKernel(id, name string, h kernelHandle, external bool, log *slog.
 		id: id, name: name, h: h, external: external, log: log.With("kernel", id),
 		ringMax: [2]int{ringCount, ringBytes},
 		st:      newExecState(), lastActivity: time.Now(),
-		conns: map[*wsConn]struct{}{}, cursors: map[string]uint64{}, ring: newReplayRing(ringCount, ringBytes),
+		conns: map[*wsConn]struct{}{}, cursors: map[string]cursor{}, ring: newReplayRing(ringCount, ringBytes),
 		pending: map[pendingKey]string{}, stopped: make(chan struct{}),
 	}
 	return mk
@@ -239,6 +239,33 @@ func (mk *managedKernel) broadcastLocked(o *outMsg) {
 	for c := range mk.conns {
 		c.enqueue(seq, o)
 	}
+	mk.trimLocked()
+}
+
+// replayAge is how long a disconnected session can come back and still get what it missed.
+const replayAge = 15 * time.Minute
+
+type cursor struct {
+	seq  uint64
+	left time.Time
+}
+
+// trimLocked drops what no one can still need: messages every live socket has written, unless a
+// disconnected session (seen within replayAge) has not got them. An unwatched kernel keeps nothing.
+func (mk *managedKernel) trimLocked() {
+	now := time.Now()
+	low := mk.ring.last()
+	for s, c := range mk.cursors {
+		if now.Sub(c.left) > replayAge {
+			delete(mk.cursors, s)
+			continue
+		}
+		low = min(low, c.seq)
+	}
+	for c := range mk.conns {
+		low = min(low, c.lastSeq.Load())
+	}
+	mk.ring.dropThrough(low)
 }
 
 // deliverLocked records a message meant for one client session and queues it if that client is here.
@@ -249,6 +276,7 @@ func (mk *managedKernel) deliverLocked(target string, o *outMsg) {
 			c.enqueue(seq, o)
 		}
 	}
+	mk.trimLocked()
 }
 
 // syntheticStatusLocked builds an IOPub status the kernel did not send (dead, restarting, or the current
@@ -271,12 +299,19 @@ func (mk *managedKernel) attach(c *wsConn) {
 	// A second socket with a live session id does not replace the first (jupyter_server does, and in
 	// gateway mode its abandoned upstream connections then knock out the live one); both get the
 	// session's messages, and there is nothing to replay.
-	from, known := mk.cursors[c.session]
+	cur, known := mk.cursors[c.session]
+	from := cur.seq
 	if mk.sessionLiveLocked(c.session) {
 		known = false
 	}
 	delete(mk.cursors, c.session)
 	mk.conns[c] = struct{}{}
+	// Where this socket starts, so trimming keeps exactly what it has yet to write.
+	if known {
+		c.lastSeq.Store(from)
+	} else {
+		c.lastSeq.Store(mk.ring.last())
+	}
 	if known {
 		entries, gap := mk.ring.since(c.session, from)
 		if gap {
@@ -308,13 +343,13 @@ func (mk *managedKernel) detach(c *wsConn) {
 		if mk.sessionLiveLocked(c.session) {
 			return
 		}
-		mk.cursors[c.session] = c.lastSeq.Load()
-		if len(mk.cursors) > 1024 { // bounded: forget the sessions furthest behind
+		mk.cursors[c.session] = cursor{seq: c.lastSeq.Load(), left: time.Now()}
+		if len(mk.cursors) > 1024 { // bounded: forget the session furthest behind
 			var worst string
-			var min uint64 = ^uint64(0)
+			lowest := ^uint64(0)
 			for s, q := range mk.cursors {
-				if q < min {
-					worst, min = s, q
+				if q.seq < lowest {
+					worst, lowest = s, q.seq
 				}
 			}
 			delete(mk.cursors, worst)

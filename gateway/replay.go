@@ -56,5 +56,18 @@ func (r *replayRing) since(session string, seq uint64) (msgs []replayEntry, gap 
 	return msgs, gap
 }
 
+// dropThrough forgets every message up to and including seq (all readers have them).
+func (r *replayRing) dropThrough(seq uint64) {
+	i := 0
+	for i < len(r.entries) && r.entries[i].seq <= seq {
+		r.bytes -= r.entries[i].msg.size
+		r.entries[i] = replayEntry{}
+		i++
+	}
+	if i > 0 {
+		r.entries = append(r.entries[:0:0], r.entries[i:]...)
+	}
+}
+
 // last is the sequence number of the newest message (0 if none yet).
 func (r *replayRing) last() uint64 { return r.nextSeq - 1 }

@@ -211,6 +211,14 @@ func TestReplayRing(t *testing.T) {
 	if gap || len(got) != 1 || got[0].seq != 4 {
 		t.Fatalf("since(b,3) = %v gap=%v", got, gap)
 	}
+	r.dropThrough(3)
+	if len(r.entries) != 1 || r.entries[0].seq != 4 || r.bytes != 10 {
+		t.Fatalf("dropThrough(3): %d entries, %d bytes", len(r.entries), r.bytes)
+	}
+	r.dropThrough(10)
+	if len(r.entries) != 0 || r.bytes != 0 || r.last() != 4 {
+		t.Fatalf("dropThrough(10): %d entries, %d bytes, last %d", len(r.entries), r.bytes, r.last())
+	}
 	rb := newReplayRing(100, 25)
 	for range 5 {
 		rb.add("", mk())
