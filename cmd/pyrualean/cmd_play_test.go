@@ -87,6 +87,16 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 			t.Errorf("run folder lacks %s", f)
 		}
 	}
+	// The trace replays: its agent cells and its finish, in a fresh episode.
+	again := filepath.Join(dir, "runs", "again")
+	stdout.Reset()
+	if code := cmdPlay(context.Background(), []string{"--runtime", "replay", "--from", pl.Trace, "--task", "stack_blocks", "--out", again}, &stdout, &stderr); code != 0 {
+		t.Fatalf("replay of the trace: exit %d: %s", code, stderr.String())
+	}
+	if pl2 := playJSON(t, stdout.String()); pl2.EnvironmentSuccess == nil || !*pl2.EnvironmentSuccess || pl2.ToolTurns != pl.ToolTurns || pl2.Finish == nil || pl2.Finish.Summary != pl.Finish.Summary {
+		t.Errorf("replayed trace: %+v, first run %+v", pl2, pl)
+	}
+	os.RemoveAll(again)
 	os.MkdirAll(filepath.Join(dir, "runs", "broken"), 0o755)
 	os.WriteFile(filepath.Join(dir, "runs", "broken", "result.json"), []byte("{"), 0o644)
 
