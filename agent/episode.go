@@ -698,7 +698,6 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	e.res.TotalWallS = round3(time.Since(e.createdAt).Seconds())
 	e.res.FinishedAt = time.Now().UTC().Format(time.RFC3339)
 	e.res.PID = 0
-	r := e.res
 	e.mu.Unlock()
 
 	// Let the human-cell watcher record what already ran, then stop it.
@@ -706,6 +705,9 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 		e.stopHumans()
 		<-e.humansDone
 	}
+	e.mu.Lock()
+	r := e.res
+	e.mu.Unlock()
 	meta := map[string]any{
 		"status": r.Status, "environment_success": r.EnvironmentSuccess, "tool_turns": r.ToolTurns,
 		"llm_calls": r.Generation.Turns, "input_tokens": r.Generation.InputTokens,
