@@ -284,6 +284,11 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	if err := e.saveResult(); err != nil {
 		return result, fmt.Errorf("result.json: %w", err)
 	}
+	if res.Restarted {
+		// The interrupt did not stop the cell and the kernel was restarted: the robot and its
+		// simulation are gone, and re-creating them would be a reset the benchmark does not allow.
+		return result, fmt.Errorf("cell %d: %w", i, ErrKernelRestarted)
+	}
 	return result, nil
 }
 

@@ -104,6 +104,8 @@ var (
 	ErrBudgetExceeded = errors.New("wall-clock budget exceeded")
 	ErrBoot           = errors.New("episode boot failed")
 	ErrEpisodeOver    = errors.New("episode is over")
+	// ErrKernelRestarted ends an episode whose kernel had to be restarted after a cell timeout.
+	ErrKernelRestarted = errors.New("the kernel was restarted after a cell timeout: the robot state is lost")
 )
 
 // EpisodeStatus is a live episode's state, for the gateway's /api/episodes.
@@ -785,6 +787,8 @@ func errorType(err error) string {
 		return "PlannerError"
 	case errors.Is(err, ErrNoToolCall):
 		return "NoToolCall"
+	case errors.Is(err, ErrKernelRestarted):
+		return "KernelRestarted"
 	}
 	return "Error"
 }

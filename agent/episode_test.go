@@ -723,3 +723,22 @@ func TestCellTimeout(t *testing.T) {
 		t.Errorf("after the interrupt: %+v", cell)
 	}
 }
+
+// TestCellTimeoutRestart: a cell that swallows the interrupt forces a kernel restart; the robot is
+// gone, so the episode ends with status error and the cell in the trace.
+func TestCellTimeoutRestart(t *testing.T) {
+	srv := openaitest.New(
+		call(py("import time\nwhile True:\n    try:\n        time.sleep(0.2)\n    except KeyboardInterrupt:\n        print('ignored', flush=True)")),
+		call(finish("failure", "x")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.CellTimeout = time.Second })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if res.Status != agent.StatusError || res.Error == nil || res.Error.Type != "KernelRestarted" {
+		t.Fatalf("status %s error %+v", res.Status, res.Error)
+	}
+	cells := cellsBy(readTrace(t, cfg.Out), "agent")
+	if len(cells) != 1 || len(cells[0].Outputs) == 0 {
+		t.Errorf("trace: %+v", cells)
+	}
+}
