@@ -144,6 +144,7 @@ type Episode struct {
 	tk       Toolkit
 	tools    []ToolSpec // the robot's primitives as tools (offered in the tools arm)
 	stateful map[string]bool
+	refs     *references
 
 	turnsW, callsW *jsonlWriter
 	workspace      string
@@ -265,6 +266,7 @@ func (e *Episode) bootFail(err error) error {
 // boot launches the kernel, runs the setup cell, reads the episode card and assembles the prompt.
 func (e *Episode) boot(ctx context.Context) error {
 	c := e.cfg
+	e.refs = fetchReferences(ctx, c.Robot, c.Primitives) // runs while the kernel boots
 	spec, err := kernel.FindSpec(c.KernelSpec)
 	if err != nil {
 		return fmt.Errorf("kernelspec %s: %w", c.KernelSpec, err)
@@ -326,6 +328,39 @@ func (e *Episode) boot(ctx context.Context) error {
 		return err
 	}
 	return e.buildPrompt(ctx)
+}
+
+// references holds the robot's API reference in both formats, fetched in the background.
+type references struct {
+	done chan struct{}
+	text map[string]string
+	err  map[string]error
+}
+
+func fetchReferences(ctx context.Context, robot, primitives string) *references {
+	r := &references{done: make(chan struct{}), text: map[string]string{}, err: map[string]error{}}
+	go func() {
+		defer close(r.done)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, f := range []string{robotapi.FormatText, robotapi.FormatTools} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t, err := robotapi.Reference(ctx, robot, primitives, f)
+				mu.Lock()
+				r.text[f], r.err[f] = t, err
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}()
+	return r
+}
+
+func (r *references) wait() *references {
+	<-r.done
+	return r
 }
 
 // setupCode is robotapi's one-line first cell that makes the robot, plus the names the contract
@@ -403,20 +438,22 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 	if c.Arm == ArmTools {
 		format = robotapi.FormatTools
 	}
-	ref, err := robotapi.Reference(ctx, c.Robot, c.Primitives, format)
-	if err != nil {
-		return err
+	refs := e.refs.wait()
+	if refs.err[format] != nil {
+		return refs.err[format]
 	}
+	ref := refs.text[format]
 	apiText := ref
+	var err error
 	if c.Arm == ArmTools {
 		e.tools, err = ParseToolSchemas([]byte(ref))
 		if err != nil {
 			return err
 		}
 		apiText = toolsReference(e.tools)
-	} else if tools, err := robotapi.Reference(ctx, c.Robot, c.Primitives, robotapi.FormatTools); err == nil {
+	} else if refs.err[robotapi.FormatTools] == nil {
 		// Only to tell stateful primitives apart in the ledger counts.
-		e.tools, _ = ParseToolSchemas([]byte(tools))
+		e.tools, _ = ParseToolSchemas([]byte(refs.text[robotapi.FormatTools]))
 	}
 	e.stateful = map[string]bool{}
 	for _, t := range e.tools {
