@@ -115,7 +115,8 @@ def test_step_budget_truncates(tmp_path):
         r.close()
 
 
-@pytest.mark.parametrize("task", ["libero_spatial_swap/0", "libero_object_swap/0", "libero_goal_swap/8"])
+@pytest.mark.parametrize("task", ["libero_spatial_swap/0", "libero_object_swap/0", "libero_goal_swap/8",
+                                  "libero_object_task/0"])
 def test_reference_solution_succeeds(task, tmp_path):
     """The percent-format reference solution solves the task by LIBERO's own predicate; afterwards motions
     raise EpisodeFinished("terminated") and read-only calls still work."""

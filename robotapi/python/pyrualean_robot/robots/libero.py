@@ -487,8 +487,13 @@ class LiberoRobot(Robot):
             raise ValueError(f"grasp point {np.round(point, 3).tolist()} is too far from the gripper "
                              f"({np.linalg.norm(point[:2] - pos[:2]):.2f} m in x/y); move closer first")
         obj_z0 = self._object_z(name)
-        yaw = _yaw(R) if target_yaw is None else float(target_yaw)
-        R_t = _rotz(_wrap(yaw - _yaw(R))) @ R
+        if target_yaw is not None:
+            turn = _wrap(float(target_yaw) - _yaw(R))
+        elif name and "bowl" not in name:
+            turn = self._narrow_turn(name, R)  # close the fingers across the object's narrow side
+        else:
+            turn = 0.0
+        R_t = _rotz(turn) @ R
 
         def budget() -> int:
             return max(1, max_steps - (self._sim.steps - steps0))
@@ -527,6 +532,27 @@ class LiberoRobot(Robot):
                     min_gripper_opening=float(min_open), final_gripper_opening=float(final_open),
                     final_eef_pos=_t3(pos), terminated=term, truncated=trunc, diagnostics=diag)
 
+    def _narrow_turn(self, name: str, R: np.ndarray) -> float:
+        """Yaw turn (|turn| <= pi/2) that lines the fingers' closing axis (the hand's y) up with the narrow
+        horizontal axis of the object's visible points (PCA of their x/y)."""
+        seg = self._sim.render("agentview", LOW_RES, LOW_RES, "seg")
+        pts = self._sim.world_map("agentview", LOW_RES, LOW_RES)[self._sim.mask(name, seg)]
+        pts = pts[np.isfinite(pts).all(axis=1)]
+        if len(pts) < 10:
+            return 0.0
+        top = pts[pts[:, 2] >= pts[:, 2].max() - 0.01][:, :2]  # the top face outlines the footprint best
+        xy = top if len(top) >= 10 else pts[:, :2]
+        w, v = np.linalg.eigh(np.cov((xy - xy.mean(axis=0)).T))
+        if w[1] < 1.3 * w[0]:
+            return 0.0  # round-ish: any direction works
+        narrow = v[:, 0]
+        turn = _wrap(math.atan2(narrow[1], narrow[0]) - math.atan2(R[1, 1], R[0, 1]))
+        if turn > math.pi / 2:
+            turn -= math.pi
+        elif turn < -math.pi / 2:
+            turn += math.pi
+        return turn
+
     def _object_z(self, name: str) -> float:
         if not name or name not in self._sim.object_names:
             return 0.0
@@ -549,7 +575,13 @@ class LiberoRobot(Robot):
             r = max(0.02, min(radial, 0.08) - 0.012)
             p = c[:2] - r * across[:2] * np.sign(across[1] or 1.0)
             return np.array([p[0], p[1], top[2] - 0.025])
-        return np.array([centre[0], centre[1], max(top[2] - 0.03, centre[2])])
+        # Fingertips 3.5 cm below the top, but not into the support: flat things (cream cheese, butter) are
+        # taken just above the surface they rest on (the lowest visible points of the object).
+        seg = self._sim.render("agentview", LOW_RES, LOW_RES, "seg")
+        pts = self._sim.world_map("agentview", LOW_RES, LOW_RES)[self._sim.mask(name, seg)]
+        pts = pts[np.isfinite(pts).all(axis=1)]
+        bottom = float(np.percentile(pts[:, 2], 2)) if len(pts) else centre[2] - 0.02
+        return np.array([top[0], top[1], max(top[2] - 0.035, bottom + 0.008)])
 
     # ----- images and perception -----------------------------------------------------------------------------
     def _res(self, resolution: Union[str, int]) -> int:

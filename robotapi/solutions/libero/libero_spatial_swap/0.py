@@ -38,9 +38,17 @@ HEIGHTS = {}
 
 # %%
 plate, ramekin = robo.segment("plate"), robo.segment("ramekin")
-middle = (np.array(plate.world_xyz) + np.array(ramekin.world_xyz)) / 2
+a, b = np.array(plate.world_xyz[:2]), np.array(ramekin.world_xyz[:2])
+
+
+def off_segment(p):
+    """Distance from p to the plate-ramekin segment: small means 'between the plate and the ramekin'."""
+    t = np.clip(np.dot(p - a, b - a) / np.dot(b - a, b - a), 0, 1)
+    return float(np.linalg.norm(p - (a + t * (b - a))))
+
+
 bowls = [robo.segment(n) for n in robo.state().object_names if "bowl" in n]
-bowl = min(bowls, key=lambda b: np.linalg.norm(np.array(b.world_xyz[:2]) - middle[:2]))
+bowl = min(bowls, key=lambda s: off_segment(np.array(s.world_xyz[:2])))
 HEIGHTS[bowl.name] = object_height(robo, bowl.name)
 grasp = robo.pick(bowl.name)
 assert grasp.success, grasp
