@@ -198,3 +198,14 @@ def test_task_list_carries_the_perturbed_instructions(robo):
     assert "lift" in rows["libero_spatial_lan/0"].instruction
     assert rows[f"{SUITE}/0"].instruction == robo.task
     assert rows[f"{SUITE}/0"].solution == f"robotapi/solutions/libero/{SUITE}/0.py"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"suite": "libero_nowhere", "task": 0}, "unknown LIBERO suite"),
+    ({"suite": SUITE, "task": 10}, "out of range"),
+    ({"task": "libero_goal_swap/8", "suite": "libero_object"}, "names suite"),
+    ({"suite": SUITE, "task": "fly to the moon"}, "neither an index nor a task name"),
+])
+def test_bad_suite_or_task_is_a_clear_error(kwargs, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        make("libero", workspace=str(tmp_path), **kwargs)
