@@ -31,6 +31,11 @@ import (
 // run, through the same WebSocket client: the round trip of `1+1`, throughput with N kernels each
 // driven by its own client, kernel start time, and the server's own RSS per kernel (kernels excluded).
 func benchGateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return benchGatewayWith(ctx, "", args, stdout, stderr)
+}
+
+// benchGatewayWith runs the bench with selfBin as the pyrualean binary that serves ours ("" = this one).
+func benchGatewayWith(ctx context.Context, selfBin string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench gateway", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON {rows:[{name,unit,better,ours,kernel_gateway,jupyter_server}]}")
@@ -61,10 +66,12 @@ func benchGateway(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "pyrualean bench gateway: %v\n", err)
 		return 1
 	}
-	self, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "pyrualean bench gateway: %v\n", err)
-		return 1
+	self := selfBin
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			fmt.Fprintf(stderr, "pyrualean bench gateway: %v\n", err)
+			return 1
+		}
 	}
 	cfg := gwBenchConfig{levels: ns, rounds: *rounds, dur: *dur, conc: *conc, kernel: *kname, log: stderr}
 	results := map[string]*gwBenchResult{}
