@@ -169,6 +169,9 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	}
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
+	if ctx.Err() != nil { // never start a cell once the episode's context has ended
+		return ToolResult{}, context.Cause(ctx)
+	}
 	e.mu.Lock()
 	if e.ended {
 		e.mu.Unlock()

@@ -278,6 +278,11 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 			}
 			return fmt.Errorf("%w: %w", ErrPlanner, err)
 		}
+		if ctx.Err() != nil { // the answer came back after the episode ended: do not act on it
+			rec.Error = fmt.Sprintf("%v (after the reply arrived)", context.Cause(ctx))
+			_ = ep.RecordTurn(rec)
+			return context.Cause(ctx)
+		}
 		rec.Images = countImages(msgs)
 		if err := ep.RecordTurn(rec); err != nil {
 			return err

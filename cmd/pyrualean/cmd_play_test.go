@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -233,7 +234,10 @@ func TestPlaySIGKILL(t *testing.T) {
 	if res == nil {
 		t.Fatalf("play never finished its first cell; stderr:\n%s", stderr.String())
 	}
-	if res.KernelPID > 0 { // the orphaned kernel: its own process group
+	// End the orphaned kernel (its own process group), after checking the pid is still that kernel:
+	// its environment names this run's workspace.
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", res.KernelPID))
+	if res.KernelPID > 0 && bytes.Contains(env, []byte("PYRUALEAN_WORKSPACE="+filepath.Join(out, "workspace")+"\x00")) {
 		syscall.Kill(-res.KernelPID, syscall.SIGKILL)
 	}
 	rows, errs := agent.LoadRuns([]string{out})
