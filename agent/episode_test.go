@@ -363,7 +363,7 @@ func TestCallBudgetExhausted(t *testing.T) {
 func TestWallClockBudget(t *testing.T) {
 	srv := openaitest.New(call(py("import time\nprint('start', flush=True)\ntime.sleep(60)")))
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Budget = 2 * time.Second })
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Budget = 4 * time.Second })
 	start := time.Now()
 	res, ep := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Status != agent.StatusTimeout {
@@ -708,7 +708,7 @@ func TestCellTimeout(t *testing.T) {
 		call(finish("failure", "x")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.CellTimeout = 2 * time.Second })
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.CellTimeout = 4 * time.Second })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Status != agent.StatusCompleted || res.ToolTurns != 2 {
 		t.Fatalf("status %s turns %d %+v", res.Status, res.ToolTurns, res.Error)
@@ -732,7 +732,7 @@ func TestCellTimeoutRestart(t *testing.T) {
 		call(finish("failure", "x")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.CellTimeout = time.Second })
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.CellTimeout = 3 * time.Second })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Status != agent.StatusError || res.Error == nil || res.Error.Type != "KernelRestarted" {
 		t.Fatalf("status %s error %+v", res.Status, res.Error)
