@@ -416,7 +416,7 @@ func TestProviderErrorsRetried(t *testing.T) {
 	srv := openaitest.New(
 		openaitest.Step{Status: 500},
 		openaitest.Step{Status: 429},
-		openaitest.Step{Delay: 5 * time.Second}, // past the attempt's deadline
+		openaitest.Step{Delay: 20 * time.Second}, // past the attempt's deadline
 		openaitest.Step{Hangup: true},           // connection reset
 		openaitest.Step{Status: 503},
 		call(py("print('ok')")),
@@ -426,7 +426,7 @@ func TestProviderErrorsRetried(t *testing.T) {
 	cfg := episodeConfig(t, nil)
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) {
 		c.HTTPAttempts = 6
-		c.RequestTimeout = 300 * time.Millisecond
+		c.RequestTimeout = 1500 * time.Millisecond
 	}), nil)
 	if res.Status != agent.StatusCompleted || res.ToolTurns != 1 {
 		t.Fatalf("status %s turns %d (%+v)", res.Status, res.ToolTurns, res.Error)
