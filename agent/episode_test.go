@@ -417,7 +417,7 @@ func TestProviderErrorsRetried(t *testing.T) {
 		openaitest.Step{Status: 500},
 		openaitest.Step{Status: 429},
 		openaitest.Step{Delay: 20 * time.Second}, // past the attempt's deadline
-		openaitest.Step{Hangup: true},           // connection reset
+		openaitest.Step{Hangup: true},            // connection reset
 		openaitest.Step{Status: 503},
 		call(py("print('ok')")),
 		call(finish("failure", "done")),
