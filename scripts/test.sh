@@ -6,8 +6,10 @@ export PATH="$PWD/.venv/bin:$PATH"
 echo "== go vet"; go vet ./...
 echo "== go test"; go test -count=1 -timeout 25m ./...
 echo "== go fuzz (brief)"
-for t in $(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' kernel | sed 's/func //'); do
-  go test -run '^$' -fuzz "^${t}\$" -fuzztime 10s ./kernel/
+for pkg in $(grep -rlE '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do
+  for t in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' "$pkg"/*_test.go | sed 's/func //'); do
+    go test -run '^$' -fuzz "^${t}\$" -fuzztime 10s "$pkg/"
+  done
 done
 if compgen -G 'robotapi/python/tests/test_*.py' >/dev/null; then
   echo "== pytest"; .venv/bin/python -m pytest -q robotapi/python/tests
