@@ -21,18 +21,35 @@ echo "[demo] run folder $out (trace.ipynb, turns.jsonl, result.json)"
 mkdir -p "$out"
 
 # Per-turn progress: follow turns.jsonl as the agent appends to it.
-( tail -n +1 -F "$out/turns.jsonl" 2>/dev/null | "$PY" -u -c '
-import json, sys
-for line in sys.stdin:
+progress_py=$(cat <<'PY'
+import json, os, sys, time
+path, stop = sys.argv[1], sys.argv[2]
+pos = 0
+while True:
+    finished = os.path.exists(stop)  # checked before the last read, so no line is missed
     try:
-        t = json.loads(line)
-    except ValueError:
-        continue
-    u = t.get("usage") or {}
-    what = ", ".join(t.get("tool_calls") or []) or ("error: " + t["error"] if t.get("error") else "no tool call")
-    print(f"[demo] turn {t.get(\"turn\")}: {what}  ({t.get(\"latency_s\", 0):.0f} s, "
-          f"{u.get(\"input_tokens\", 0)} prompt + {u.get(\"output_tokens\", 0)} generated tokens)", flush=True)
-' ) &
+        with open(path) as f:
+            f.seek(pos)
+            chunk = f.read()
+    except OSError:
+        chunk = ""
+    done = chunk.rfind("\n") + 1
+    pos += len(chunk[:done].encode())
+    for line in chunk[:done].splitlines():
+        try:
+            t = json.loads(line)
+        except ValueError:
+            continue
+        u = t.get("usage") or {}
+        what = ", ".join(t.get("tool_calls") or []) or ("error: " + t["error"] if t.get("error") else "no tool call")
+        print(f"[demo] turn {t.get('turn')}: {what}  ({t.get('latency_s', 0):.0f} s, "
+              f"{u.get('input_tokens', 0)} prompt + {u.get('output_tokens', 0)} generated tokens)", flush=True)
+    if finished:
+        break
+    time.sleep(0.5)
+PY
+)
+"$PY" -u -c "$progress_py" "$out/turns.jsonl" "$out.done" &
 watcher=$!
 trap 'kill $watcher 2>/dev/null || true' EXIT
 
@@ -56,8 +73,9 @@ else
   kill "$server" 2>/dev/null || true
 fi
 set -e
-sleep 1
-kill $watcher 2>/dev/null || true
+touch "$out.done"
+wait $watcher 2>/dev/null || true
+rm -f "$out.done"
 echo "[demo] finished in $(( $(date +%s) - start )) s (exit $rc)"
 cat "$out.line"
 "$PY" - "$out" <<'PY'

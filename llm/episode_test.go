@@ -1,0 +1,172 @@
+package llm_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/llm"
+	"github.com/pyrualean/pyrualean/notebooks"
+)
+
+// TestLocalEpisode is the whole pipeline with the smallest vetted model, the way `pyrualean play
+// --runtime local` runs it: llama.cpp serves the model, the production openai runtime drives a real
+// kernel with the tabletop robot, and the run folder must be complete and consistent. Success is not
+// required (a 135M model does not solve the task).
+func TestLocalEpisode(t *testing.T) {
+	root, err := agent.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	srv, err := llm.Start(ctx, llm.Options{Model: llm.TestModel, Root: root, Port: anyPort(t), Threads: 1, Install: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+
+	out := filepath.Join(t.TempDir(), "run")
+	const maxTurns = 2
+	ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{
+		Robot: "tabletop", Task: "put_block_in_bowl", Seed: 0, Out: out, Root: root,
+		Model: srv.Model, Runtime: "local", Images: agent.ImagesNone, MaxTurns: maxTurns,
+		Budget: 5 * time.Minute, CellTimeout: 60 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("StartEpisode: %v", err)
+	}
+	temp := 0.2
+	pctx, pcancel := ep.Context(ctx)
+	runErr := agent.RunOpenAI(pctx, ep, agent.OpenAIConfig{
+		BaseURL: srv.BaseURL, APIKey: "local", Model: srv.Model, ToolChoice: "required", Temperature: &temp,
+		MaxTokens: 300, TextOnly: true,
+		// A 135M model loops on one token inside a long string; the penalty keeps its cells short.
+		ExtraBody: map[string]any{"repeat_penalty": 1.3, "frequency_penalty": 0.5}, MaxLLMCalls: maxTurns + 3, Backoff: 100 * time.Millisecond,
+		PlannerRetryWait: 100 * time.Millisecond,
+	})
+	pcancel()
+	res, err := ep.Finish(context.WithoutCancel(ctx), "", runErr)
+	if err != nil {
+		t.Fatalf("Finish: %v (run: %v)", err, runErr)
+	}
+	t.Logf("status %s, %d LLM calls, %d tool turns, %d input + %d output tokens, policy %.1f s",
+		res.Status, res.Generation.Turns, res.ToolTurns, res.Generation.InputTokens, res.Generation.OutputTokens, res.PolicyWallS)
+
+	switch res.Status {
+	case agent.StatusCompleted, agent.StatusCallBudget, agent.StatusTimeout:
+	default:
+		t.Fatalf("status %q (error %+v, run error %v): the pipeline itself failed", res.Status, res.Error, runErr)
+	}
+	if res.Model != llm.TestModel || res.Runtime != "local" {
+		t.Errorf("result model/runtime = %q/%q", res.Model, res.Runtime)
+	}
+
+	// result.json on disk is the result returned.
+	var disk agent.Result
+	readJSON(t, filepath.Join(out, "result.json"), &disk)
+	if disk.Status != res.Status || disk.ToolTurns != res.ToolTurns || disk.Generation.Turns != res.Generation.Turns {
+		t.Errorf("result.json %+v differs from the returned result", disk)
+	}
+
+	// turns.jsonl: one line per LLM call, each answered with a tool call (tool_choice required).
+	turns := readJSONL(t, filepath.Join(out, res.Files.Turns))
+	if len(turns) == 0 || len(turns) != res.Generation.Turns {
+		t.Fatalf("turns.jsonl has %d lines, result.json says %d LLM calls", len(turns), res.Generation.Turns)
+	}
+	pythonCalls, inTok := 0, 0
+	for i, tr := range turns {
+		if tr.Error != "" {
+			t.Errorf("turn %d: error %q", i+1, tr.Error)
+		}
+		if len(tr.ToolCalls) == 0 && tr.FinishReason != "length" {
+			t.Errorf("turn %d: no tool call (tool_choice required must force one; finish %q): %.300s", i+1, tr.FinishReason, tr.Content)
+		}
+		for _, name := range tr.ToolCalls {
+			if name == "python" {
+				pythonCalls++
+			}
+		}
+		inTok += tr.Usage.InputTokens
+		if tr.Usage.InputTokens == 0 || tr.Usage.OutputTokens == 0 {
+			t.Errorf("turn %d: usage not recorded: %+v", i+1, tr.Usage)
+		}
+	}
+	if inTok != res.Generation.InputTokens {
+		t.Errorf("turns.jsonl input tokens %d != result.json %d", inTok, res.Generation.InputTokens)
+	}
+	if pythonCalls == 0 {
+		t.Fatal("the model never called python: nothing reached the kernel")
+	}
+
+	// The model's python calls reached the kernel: one executed agent cell each in the trace.
+	nb, err := notebooks.ReadFile(filepath.Join(out, res.Files.Trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agentCells []notebooks.Cell
+	for _, c := range nb.Cells {
+		if m, ok := c.Metadata["pyrualean"].(map[string]any); ok && m["author"] == "agent" && c.CellType == notebooks.CellCode {
+			agentCells = append(agentCells, c)
+		}
+	}
+	// Calls past --max-turns are refused without running, so the trace holds min(calls, budget) cells.
+	if len(agentCells) != min(pythonCalls, maxTurns) || len(agentCells) != res.ToolTurns {
+		t.Fatalf("%d agent cells in the trace, %d python calls in turns.jsonl, tool_turns %d", len(agentCells), pythonCalls, res.ToolTurns)
+	}
+	for i, c := range agentCells {
+		m := c.Metadata["pyrualean"].(map[string]any)
+		if c.ExecutionCount == nil && m["status"] != "error" {
+			t.Errorf("agent cell %d was not executed: %+v", i, m)
+		}
+		if _, ok := c.Metadata["execution"]; !ok {
+			t.Errorf("agent cell %d has no execution timing (did it run in the kernel?)", i)
+		}
+	}
+}
+
+func anyPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func readJSON(t *testing.T, path string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func readJSONL(t *testing.T, path string) []agent.Turn {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []agent.Turn
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var tr agent.Turn
+		if err := json.Unmarshal(sc.Bytes(), &tr); err != nil {
+			t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
