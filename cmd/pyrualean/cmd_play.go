@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/cli"
+	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/llm"
 )
 
@@ -28,6 +30,7 @@ type playFlags struct {
 	budgetS, cellTimeoutS                                    float64
 	priceIn, priceCached, priceOut                           float64
 	guides, imagesInTool, textOnly, verbose                  bool
+	serve, serveToken                                        string
 }
 
 func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
@@ -67,6 +70,8 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	fs.Float64Var(&f.priceCached, "price-cached", -1, "$ per million cached input tokens")
 	fs.Float64Var(&f.priceOut, "price-output", -1, "$ per million output tokens")
 	fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
+	fs.StringVar(&f.serve, "serve", "", "serve a Jupyter-compatible gateway on ADDR (e.g. 127.0.0.1:8890) with this episode's kernel, for people to attach")
+	fs.StringVar(&f.serveToken, "serve-token", "", "the gateway's token (default $PYRUALEAN_TOKEN, else a random one printed on stderr)")
 	return fs, f
 }
 
@@ -78,6 +83,9 @@ type playSetup struct {
 	local   llm.Options // local
 	actions []agent.Action
 	runtime string
+	serve   string // gateway address; "" = none
+	token   string
+	stderr  io.Writer
 }
 
 // parsePlay validates every flag before anything starts; the error is one line for the user.
@@ -131,7 +139,15 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	case f.runtime != "replay" && f.from != "":
 		return nil, errors.New("--from is only for --runtime replay")
 	}
-	s := &playSetup{runtime: f.runtime}
+	s := &playSetup{runtime: f.runtime, serve: f.serve, token: f.serveToken, stderr: stderr}
+	if s.serve != "" {
+		if _, _, err := net.SplitHostPort(s.serve); err != nil {
+			return nil, fmt.Errorf("--serve %q: want HOST:PORT: %v", s.serve, err)
+		}
+		if s.token == "" {
+			s.token = os.Getenv("PYRUALEAN_TOKEN")
+		}
+	}
 	model := f.model
 	if model == "" && (f.runtime == "openai" || f.runtime == "codex") {
 		model = os.Getenv("PYRUALEAN_MODEL")
@@ -339,6 +355,14 @@ func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
 		}
 		return nil, err
 	}
+	if s.serve != "" {
+		stopServe, err := serveEpisode(ctx, s, ep)
+		if err != nil {
+			runErr := fmt.Errorf("--serve: %w", err)
+			return ep.Finish(context.WithoutCancel(ctx), agent.StatusError, runErr)
+		}
+		defer stopServe()
+	}
 	pctx, cancel := ep.Context(ctx)
 	var runErr error
 	switch s.runtime {
@@ -357,6 +381,32 @@ func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
 	}
 	cancel()
 	return ep.Finish(context.WithoutCancel(ctx), "", runErr)
+}
+
+// serveEpisode runs the gateway in-process with the episode's kernel and its /api/episodes entry, so a
+// person can attach JupyterLab to the kernel the agent drives. The returned func stops it.
+func serveEpisode(ctx context.Context, s *playSetup, ep *agent.Episode) (func(), error) {
+	srv := gateway.New(gateway.Config{Token: s.token, Logger: s.episode.Logger})
+	kid := srv.AddKernel(ep.Kernel(), ep.Kernel().Spec().Name)
+	srv.AddEpisode(ep.Controller(), kid)
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ready := make(chan net.Addr, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe(sctx, s.serve, func(a net.Addr) { ready <- a }) }()
+	select {
+	case a := <-ready:
+		fmt.Fprintf(s.stderr, "pyrualean play: gateway http://%s token %s (episode %s, kernel %s)\n", a, srv.Token(), ep.ID(), kid)
+		fmt.Fprintf(s.stderr, "  attach: jupyter lab --gateway-url=http://%s --GatewayClient.auth_token=%s, then pyrualean attach --gateway http://%s --gateway-token %s --server <lab url>\n", a, srv.Token(), a, srv.Token())
+	case err := <-errc:
+		cancel()
+		return nil, err
+	}
+	return func() {
+		srv.RemoveEpisode(ep.ID())
+		srv.RemoveKernel(kid)
+		cancel()
+		<-errc
+	}, nil
 }
 
 func readResult(dir string) (*agent.Result, error) {
