@@ -4,9 +4,11 @@
 Two layers, like the seed's (an in-process Python sandbox cannot be sealed; this raises the bar and records
 what was tried):
 
-1. a static check of the cell's AST: blocked dunder names (as names, attributes or strings), dynamic-code
-   builtins, and imports outside the allow-list. A refused cell is replaced by ``raise SandboxError(...)``
-   and does not run;
+1. a static check of the cell's AST: blocked dunder names (as names, attributes or strings), frame and
+   traceback attributes (the way from an exception back to the robot's ``self``), private attributes of the
+   robot (``robo._x``, ``robo.__dict__``, ``type(robo)._x``, ``getattr(robo, "_x")``, also through names bound
+   to the robot such as ``r = robo``), dynamic-code builtins, and imports outside the allow-list. A refused
+   cell is replaced by ``raise SandboxError(...)`` naming what was refused, and does not run;
 2. an audit hook (sys.addaudithook) that, while a sandboxed cell runs on the kernel's main thread, refuses
    subprocesses, sockets, native-library loading and opening files outside the workspace (reads of the
    Python installation stay allowed so imports work).
@@ -19,7 +21,7 @@ import os
 import sys
 import tempfile
 import threading
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from .errors import SandboxError
 
@@ -28,6 +30,11 @@ decimal enum fractions functools heapq io itertools json math numbers numpy oper
 skimage statistics string struct textwrap time traceback types typing warnings""".split())
 BLOCKED_NAMES = frozenset("""__builtins__ __closure__ __code__ __func__ __globals__ __import__ __loader__ __self__
 __spec__ __subclasses__ __wrapped__""".split())
+# Frame and traceback attributes: e.__traceback__.tb_frame.f_back.f_locals["self"] is the robot itself.
+BLOCKED_ATTRS = frozenset("""__traceback__ tb_frame tb_next f_back f_locals f_globals f_builtins f_code gi_frame
+gi_code cr_frame cr_code ag_frame ag_code""".split())
+# Calls that take an attribute name: on the robot, only a literal public name is allowed.
+ATTR_CALLS = frozenset("getattr hasattr setattr delattr".split())
 BLOCKED_CALLS = frozenset("exec eval compile breakpoint input help exit quit globals vars".split())
 REFUSED_EVENTS = ("subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty",
                   "os.kill", "os.killpg", "socket.", "ctypes.dlopen", "pty.", "shutil.", "os.remove",
@@ -36,14 +43,61 @@ REFUSED_EVENTS = ("subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_s
 MAX_FLAGS = 40
 
 
-def check_source(code: str, workspace: str) -> tuple[list[str], list[str]]:
-    """Return (refusals, flags) for a cell's source. Refusals stop the cell; flags are only recorded."""
+def _robot_root(node: ast.AST, names: frozenset[str]) -> Optional[str]:
+    """The robot name an expression is reached from (robo, robo.state().x, type(robo), r[0] with r = [robo]),
+    or None. Anything derived from the robot counts: its results carry no private API either."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id if node.id in names else None
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "type" and node.args:
+                node = node.args[0]
+            else:
+                node = node.func
+        elif isinstance(node, ast.NamedExpr):
+            node = node.value
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            elts = node.values if isinstance(node, ast.Dict) else node.elts
+            return next((r for r in (_robot_root(e, names) for e in elts) if r is not None), None)
+        else:
+            return None
+
+
+def _cell_aliases(tree: ast.AST, names: frozenset[str]) -> frozenset[str]:
+    """Names this cell binds to the robot (`r = robo`, `r = robot_alias`, `(r := robo)`), to a fixpoint."""
+    while True:
+        more = set(names)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                if _robot_root(node.value, names) is None:
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            more.add(n.id)
+            elif isinstance(node, (ast.For, ast.comprehension)) and _robot_root(node.iter, names) is not None:
+                more.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        if more == names:
+            return names
+        names = frozenset(more)
+
+
+def check_source(code: str, workspace: str, robot_names: Iterable[str] = ("robo",)) -> tuple[list[str], list[str]]:
+    """Return (refusals, flags) for a cell's source. Refusals stop the cell; flags are only recorded.
+
+    robot_names: names that refer to the robot (the kernel passes every namespace name bound to it; `robo`
+    is always included). Private attributes reached from them are refused; elsewhere they are only flagged
+    (policy code may define its own classes with private attributes)."""
     refusals: list[str] = []
     flags: list[str] = []
     try:
         tree = ast.parse(code)
     except SyntaxError:
         return [], []  # IPython reports the SyntaxError itself (and IPython magics never reach here parsed)
+    robots = _cell_aliases(tree, frozenset(robot_names) | {"robo"})
 
     def allowed_import(mod: str) -> bool:
         top = mod.split(".")[0]
@@ -55,18 +109,34 @@ def check_source(code: str, workspace: str) -> tuple[list[str], list[str]]:
         if isinstance(node, ast.Name) and node.id in BLOCKED_NAMES:
             refusals.append(node.id)
         elif isinstance(node, ast.Attribute):
-            if node.attr in BLOCKED_NAMES:
+            root = _robot_root(node.value, robots) if node.attr.startswith("_") else None
+            if node.attr in BLOCKED_NAMES or node.attr in BLOCKED_ATTRS:
                 refusals.append(node.attr)
+            elif root is not None:
+                refusals.append(f"{root}.{node.attr} (private)")
+                flags.append(f"private-attr:{node.attr}")
             elif node.attr.startswith("_") and not node.attr.startswith("__"):
                 flags.append(f"private-attr:{node.attr}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             for b in BLOCKED_NAMES:
                 if b in node.value:
                     refusals.append(b)
+            if node.value in BLOCKED_ATTRS:
+                refusals.append(node.value)
             if node.value.startswith("/") and len(node.value) > 1:
                 flags.append(f"path:{node.value[:80]}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BLOCKED_CALLS:
             refusals.append(node.func.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ATTR_CALLS:
+            root = _robot_root(node.args[0], robots) if node.args else None
+            if root is None:
+                continue
+            name = node.args[1] if len(node.args) > 1 else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                refusals.append(f"{node.func.id}({root}, <computed name>)")
+            elif name.value.startswith("_"):
+                refusals.append(f"{root}.{name.value} (private)")
+                flags.append(f"private-attr:{name.value}")
         elif isinstance(node, ast.Import):
             for a in node.names:
                 flags.append(f"import:{a.name}")
@@ -84,7 +154,7 @@ def check_source(code: str, workspace: str) -> tuple[list[str], list[str]]:
 
 def refusal_message(refusals: list[str]) -> str:
     return (f"{', '.join(refusals)} may not be used by policy code; the cell was not run. "
-            f"Stay within the documented `robo` API (allowed imports: {', '.join(sorted(ALLOWED_MODULES))}).")
+            f"Stay within the documented public `robo` API (allowed imports: {', '.join(sorted(ALLOWED_MODULES))}).")
 
 
 class Sandbox:
@@ -118,12 +188,32 @@ class Sandbox:
         p = meta.get("pyrualean") if isinstance(meta, dict) else None
         return bool(isinstance(p, dict) and p.get("sandbox"))
 
+    def robot_names(self) -> set[str]:
+        """Namespace names bound to the active robot, directly or inside a list/tuple/dict (Out, _3, r = robo)."""
+        from . import notebook
+
+        robot = notebook.session().robot
+        names = {"robo"}
+        if robot is None:
+            return names
+        for k, v in list(getattr(self.shell, "user_ns", {}).items()):
+            try:
+                if v is robot:
+                    names.add(k)
+                elif isinstance(v, (list, tuple)) and any(x is robot for x in v[:1000]):
+                    names.add(k)
+                elif isinstance(v, dict) and any(x is robot for x in list(v.values())[:1000]):
+                    names.add(k)
+            except Exception:  # an exotic object in the namespace must not break the check
+                continue
+        return names
+
     # IPython ast transformer: refuse before anything runs.
     def visit(self, tree: ast.Module) -> ast.Module:
         if not self.requested():
             return tree
         code = ast.unparse(tree)
-        refusals, flags = check_source(code, self.workspace)
+        refusals, flags = check_source(code, self.workspace, self.robot_names())
         self.flags = (self.flags + flags)[:MAX_FLAGS]
         if not refusals:
             return tree

@@ -101,3 +101,27 @@ def test_episode_in_a_kernel(kernel, tmp_path):
     # the ledger on disk has every call
     lines = [json.loads(x) for x in open(tmp_path / "calls.jsonl")]
     assert lines[0]["tool"] == "show" and lines[-1]["tool"] == "move_to" and lines[-1]["ok"] is False
+
+
+def test_sandbox_refuses_private_robot_attributes(kernel, tmp_path):
+    """An agent cell touching the robot's private state is refused before anything in it runs, also through
+    a name an earlier cell bound to the robot; the same code typed by a person runs."""
+    outs, rep = run(kernel, "from pyrualean_robot import make; "
+                            f"robo = make('tabletop', task='put_block_in_bowl', seed=2, workspace={str(tmp_path)!r}, "
+                            "images='none')\nalias = robo\nbox = {'r': robo}")
+    assert rep["status"] == "ok", outs
+    for code, refused in [("ran = 1\nrobo._data.qpos[:] = 0", "robo._data (private)"),
+                          ("ran = 1\ngetattr(robo, '_model')", "robo._model (private)"),
+                          ("ran = 1\nalias._ledger.clear()", "alias._ledger (private)"),
+                          ("ran = 1\nbox['r']._done_reason = None", "box._done_reason (private)"),
+                          ("ran = 1\nrobo.move_to.__globals__", "__globals__"),
+                          ("ran = 1\nrobo.__dict__", "robo.__dict__ (private)")]:
+        outs, rep = run(kernel, code, sandbox=True, user_expressions=REPORT)
+        assert rep["status"] == "error" and rep["ename"] == "SandboxError", (code, rep)
+        assert refused in rep["evalue"] and "was not run" in rep["evalue"], (code, rep["evalue"])
+    _, rep = run(kernel, "pass", user_expressions=REPORT)
+    assert "private-attr:_data" in report(rep)["sandbox_flags"]
+    outs, rep = run(kernel, "'ran' in dir(), robo.state().step", sandbox=True)
+    assert rep["status"] == "ok" and outs[-1]["content"]["data"]["text/plain"] == "(False, 0)", outs
+    outs, rep = run(kernel, "type(robo._data).__name__, alias._ledger[-1]['tool']")
+    assert rep["status"] == "ok" and outs[-1]["content"]["data"]["text/plain"] == "('MjData', 'state')", outs
