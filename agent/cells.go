@@ -214,7 +214,8 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	start := time.Now()
 	res, err := e.kern.Client().Execute(ctx, code, opts)
 	elapsed := time.Since(start)
-	meta := map[string]any{"author": author, "turn": i, "tool": tool, "elapsed_s": round3(elapsed.Seconds())}
+	// sandbox: the cell ran under the sandbox, so replay runs it the same way.
+	meta := map[string]any{"author": author, "turn": i, "tool": tool, "sandbox": true, "elapsed_s": round3(elapsed.Seconds())}
 	for k, v := range extraMeta {
 		meta[k] = v
 	}
@@ -275,7 +276,10 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	if err := e.trace.AddCode(code, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing}, meta); err != nil {
 		e.log.Warn("trace", "err", err)
 	}
-	e.absorbReport(report)
+	if success, changed := e.absorbReport(report); changed {
+		// Keep the trace's verdict current, so a trace cut short by a kill still says it.
+		_ = e.trace.SetEpisodeMeta(map[string]any{"success": success, "environment_success": success})
+	}
 	if report != nil {
 		for _, c := range report.Calls {
 			c["cell"] = i
@@ -307,13 +311,14 @@ func parseReport(ue map[string]json.RawMessage) (*cellReport, error) {
 	return &r, nil
 }
 
-// absorbReport folds a cell report into the episode's counters.
-func (e *Episode) absorbReport(r *cellReport) {
+// absorbReport folds a cell report into the episode's counters; it returns the environment's verdict
+// and whether this report changed it.
+func (e *Episode) absorbReport(r *cellReport) (success bool, changed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.res.ToolTurns = e.turns
 	if r == nil {
-		return
+		return false, false
 	}
 	e.res.Calls += len(r.Calls)
 	for _, c := range r.Calls {
@@ -332,7 +337,8 @@ func (e *Episode) absorbReport(r *cellReport) {
 	}
 	if r.Success != nil {
 		s := *r.Success
-		if e.res.EnvironmentSuccess == nil || !*e.res.EnvironmentSuccess {
+		if prev := e.res.EnvironmentSuccess; prev == nil || !*prev {
+			changed = prev == nil || *prev != s
 			e.res.EnvironmentSuccess = &s
 		}
 	}
@@ -342,6 +348,10 @@ func (e *Episode) absorbReport(r *cellReport) {
 			e.res.Generation.SandboxFlags = e.res.Generation.SandboxFlags[:200]
 		}
 	}
+	if e.res.EnvironmentSuccess != nil {
+		success = *e.res.EnvironmentSuccess
+	}
+	return success, changed
 }
 
 // mergeStreams joins consecutive stream chunks of the same name (OnOutput delivers them one by one).

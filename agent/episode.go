@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -279,18 +281,15 @@ func (e *Episode) boot(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("launch kernel: %w", err)
 	}
-	var langInfo map[string]any
+	var ki kernelInfo
 	if raw, err := e.kern.Client().KernelInfo(ctx); err == nil {
-		var ki struct {
-			LanguageInfo map[string]any `json:"language_info"`
-		}
-		if json.Unmarshal(raw, &ki) == nil {
-			langInfo = ki.LanguageInfo
-		}
+		ki = parseKernelInfo(raw)
+	} else {
+		e.log.Warn("kernel_info", "err", err)
 	}
 	e.trace, err = notebooks.NewTrace(filepath.Join(c.Out, "trace.ipynb"), notebooks.TraceMeta{
-		KernelName: spec.Name, KernelDisplayName: spec.DisplayName, LanguageInfo: langInfo,
-		Episode: e.traceMeta(),
+		KernelName: spec.Name, KernelDisplayName: spec.DisplayName, LanguageInfo: ki.LanguageInfo,
+		Episode: e.traceMeta(ki),
 	})
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)
@@ -298,7 +297,7 @@ func (e *Episode) boot(ctx context.Context) error {
 	setup := setupCode(c, e.workspace)
 	res, err := e.kern.Client().Execute(ctx, setup, kernel.ExecuteOptions{
 		Metadata:        map[string]any{notebooks.MetaKey: map[string]any{"author": notebooks.AuthorSetup}},
-		UserExpressions: map[string]string{"card": "__import__('pyrualean_robot').episode_card()"},
+		UserExpressions: map[string]string{"card": "__import__('pyrualean_robot').episode_card()", "versions": versionsExpr},
 		Timeout:         c.CellTimeout,
 	})
 	if err != nil {
@@ -312,6 +311,14 @@ func (e *Episode) boot(ctx context.Context) error {
 			msg = res.Error.Ename + ": " + res.Error.Evalue // the full traceback is in the trace
 		}
 		return fmt.Errorf("setup cell failed: %s", msg)
+	}
+	if vj, err := userExpressionJSON(res.UserExpressions, "versions"); err == nil {
+		var v map[string]any
+		if json.Unmarshal(vj, &v) == nil && len(v) > 0 {
+			_ = e.trace.SetEpisodeMeta(map[string]any{"versions": mergeVersions(e.trace, v)})
+		}
+	} else {
+		e.log.Warn("package versions", "err", err)
 	}
 	cardJSON, err := userExpressionJSON(res.UserExpressions, "card")
 	if err != nil {
@@ -493,7 +500,8 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 		e.res.Task = e.card.Task
 	}
 	e.mu.Unlock()
-	_ = e.trace.SetEpisodeMeta(map[string]any{"task_language": e.card.TaskLanguage, "task": e.card.Task, "prompt_sha256": e.prompt.Info().SHA256})
+	_ = e.trace.SetEpisodeMeta(map[string]any{"task_language": e.card.TaskLanguage, "task": e.card.Task, "prompt_sha256": e.prompt.Info().SHA256,
+		"budgets": e.budgetsMeta(e.card.MaxEnvSteps)}) // the robot's own step budget
 	return e.trace.AddMarkdown(RenderCard(e.card), map[string]any{"author": notebooks.AuthorSetup, "kind": "task_card"})
 }
 
@@ -539,12 +547,81 @@ func (e *Episode) copyGuides() (string, error) {
 	return b.String(), nil
 }
 
-func (e *Episode) traceMeta() map[string]any {
+// versionsExpr reports, as application/json, the versions of the kernel-side packages an episode's
+// outcome depends on (evaluated with the setup cell, for metadata.pyrualean.versions).
+const versionsExpr = "__import__('IPython.display', fromlist=['JSON']).JSON({(d.metadata['Name'] or '').lower(): d.version" +
+	" for d in __import__('importlib.metadata', fromlist=['distributions']).distributions()" +
+	" if (d.metadata['Name'] or '').lower() in ('ipykernel', 'jupyter-client', 'pyzmq', 'mujoco', 'numpy', 'pyrualean-robot')})"
+
+// mergeVersions adds v to the trace's metadata.pyrualean.versions.
+func mergeVersions(t *notebooks.Trace, v map[string]any) map[string]any {
+	out := map[string]any{}
+	if ep, ok := t.Snapshot().Metadata[notebooks.MetaKey].(map[string]any); ok {
+		if old, ok := ep["versions"].(map[string]any); ok {
+			maps.Copy(out, old)
+		}
+	}
+	maps.Copy(out, v)
+	return out
+}
+
+// kernelInfo is what the trace keeps of kernel_info_reply.
+type kernelInfo struct {
+	LanguageInfo          map[string]any `json:"language_info"`
+	Implementation        string         `json:"implementation"`
+	ImplementationVersion string         `json:"implementation_version"`
+	ProtocolVersion       string         `json:"protocol_version"`
+}
+
+// parseKernelInfo decodes kernel_info_reply content keeping numbers as json.Number, so that
+// language_info (e.g. codemirror_mode.version) is written back exactly as the kernel sent it.
+func parseKernelInfo(raw []byte) kernelInfo {
+	var ki kernelInfo
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&ki); err != nil {
+		return kernelInfo{}
+	}
+	return ki
+}
+
+// traceMeta is the trace's metadata.pyrualean at boot: what runs, under which budgets, with which
+// versions. success stays null until the environment says otherwise.
+func (e *Episode) traceMeta(ki kernelInfo) map[string]any {
 	c := e.cfg
+	versions := map[string]any{}
+	if v, ok := ki.LanguageInfo["version"].(string); ok && v != "" {
+		versions["python"] = v
+	}
+	if ki.Implementation != "" && ki.ImplementationVersion != "" {
+		versions[ki.Implementation] = ki.ImplementationVersion
+	}
+	if ki.ProtocolVersion != "" {
+		versions["jupyter_protocol"] = ki.ProtocolVersion
+	}
 	return map[string]any{
 		"robot": c.Robot, "suite": c.Suite, "task": c.Task, "seed": c.Seed, "arm": c.Arm, "model": c.Model,
 		"runtime": c.Runtime, "images": c.Images, "feedback": c.Feedback, "primitives": c.Primitives,
 		"max_turns": c.MaxTurns, "budget_s": c.Budget.Seconds(), "status": StatusRunning,
+		"success": nil, "environment_success": nil,
+		"budgets":  e.budgetsMeta(c.MaxEnvSteps),
+		"versions": versions,
+	}
+}
+
+// budgetsMeta is metadata.pyrualean.budgets; null stands for unlimited.
+func (e *Episode) budgetsMeta(maxEnvSteps int) map[string]any {
+	c := e.cfg
+	var maxTurns, budgetS any
+	if c.MaxTurns > 0 {
+		maxTurns = c.MaxTurns
+	}
+	if c.Budget > 0 {
+		budgetS = c.Budget.Seconds()
+	}
+	return map[string]any{
+		"max_turns": maxTurns, "budget_s": budgetS, "max_env_steps": maxEnvSteps,
+		"cell_timeout_s": c.CellTimeout.Seconds(),
 	}
 }
 
@@ -748,9 +825,10 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	r := e.res
 	e.mu.Unlock()
 	meta := map[string]any{
-		"status": r.Status, "environment_success": r.EnvironmentSuccess, "tool_turns": r.ToolTurns,
-		"llm_calls": r.Generation.Turns, "input_tokens": r.Generation.InputTokens,
+		"status": r.Status, "success": r.EnvironmentSuccess, "environment_success": r.EnvironmentSuccess,
+		"tool_turns": r.ToolTurns, "llm_calls": r.Generation.Turns, "input_tokens": r.Generation.InputTokens,
 		"cached_input_tokens": r.Generation.CachedInputTokens, "output_tokens": r.Generation.OutputTokens,
+		"reasoning_output_tokens": r.Generation.ReasoningOutputTokens, "total_tokens": r.Generation.TotalTokens,
 		"policy_wall_s": r.PolicyWallS, "env_steps": r.EnvSteps,
 	}
 	if r.Error != nil {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -193,6 +195,7 @@ func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
 	temp := 0.0
 	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
 		c.Prices = agent.PriceTable{"scripted": {Input: 1, CachedInput: 0.1, Output: 4}}
+		c.MaxTurns = 10
 	})
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) {
 		c.Temperature = &temp
@@ -275,12 +278,72 @@ func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
 	if st := nb.Metadata["pyrualean"].(map[string]any)["status"]; st != agent.StatusCompleted {
 		t.Errorf("trace status %v", st)
 	}
+	checkTraceMeta(t, nb, res, map[string]any{"max_turns": "10", "budget_s": nil, "max_env_steps": "10000", "cell_timeout_s": "60"})
 	// Ledger copied into the run folder.
 	if calls := readJSONL(t, filepath.Join(cfg.Out, "calls.jsonl")); len(calls) < 3 || calls[0]["tool"] != "pick" {
 		t.Errorf("calls.jsonl = %v", calls)
 	}
 	if res.StatefulCalls == 0 {
 		t.Errorf("stateful_calls = 0")
+	}
+}
+
+// checkTraceMeta checks the trace's notebook metadata against the episode's result: success, budgets
+// (numbers as written, null for unlimited), token totals, versions, language_info numbers kept exact,
+// and the sandbox flag on every agent and tool cell.
+func checkTraceMeta(t *testing.T, nb *notebooks.Notebook, res *agent.Result, budgets map[string]any) {
+	t.Helper()
+	ep := nb.Metadata["pyrualean"].(map[string]any)
+	success, ok := ep["success"]
+	switch {
+	case !ok:
+		t.Errorf("metadata.pyrualean has no success")
+	case res.EnvironmentSuccess == nil && success != nil,
+		res.EnvironmentSuccess != nil && success != *res.EnvironmentSuccess:
+		t.Errorf("metadata.pyrualean.success = %v, result.json %v", success, res.EnvironmentSuccess)
+	}
+	if !reflect.DeepEqual(ep["environment_success"], success) {
+		t.Errorf("environment_success %v != success %v", ep["environment_success"], success)
+	}
+	got := map[string]any{}
+	if b, ok := ep["budgets"].(map[string]any); ok {
+		for k, v := range b {
+			if n, isNum := v.(json.Number); isNum {
+				f, _ := n.Float64()
+				v = strconv.FormatFloat(f, 'f', -1, 64)
+			}
+			got[k] = v
+		}
+	}
+	if !reflect.DeepEqual(got, budgets) {
+		t.Errorf("metadata.pyrualean.budgets = %v, want %v", ep["budgets"], budgets)
+	}
+	for key, want := range map[string]int{"input_tokens": res.Generation.InputTokens, "output_tokens": res.Generation.OutputTokens,
+		"cached_input_tokens": res.Generation.CachedInputTokens, "llm_calls": res.Generation.Turns, "total_tokens": res.Generation.TotalTokens} {
+		if n, _ := ep[key].(json.Number); string(n) != strconv.Itoa(want) {
+			t.Errorf("metadata.pyrualean.%s = %v, want %d", key, ep[key], want)
+		}
+	}
+	v, _ := ep["versions"].(map[string]any)
+	for _, k := range []string{"pyrualean", "go", "python", "ipython", "ipykernel", "mujoco", "numpy"} {
+		if s, _ := v[k].(string); s == "" {
+			t.Errorf("metadata.pyrualean.versions lacks %s: %v", k, v)
+		}
+	}
+	// ipykernel sends codemirror_mode.version as the integer 3; it must not come back as 3.0.
+	li, _ := nb.Metadata["language_info"].(map[string]any)
+	cm, _ := li["codemirror_mode"].(map[string]any)
+	if n, _ := cm["version"].(json.Number); n != "3" {
+		t.Errorf("language_info.codemirror_mode.version = %#v, want the integer 3", cm["version"])
+	}
+	for _, c := range nb.Cells {
+		m, _ := c.Metadata["pyrualean"].(map[string]any)
+		if c.CellType != notebooks.CellCode || (m["author"] != "agent" && m["author"] != "tool") {
+			continue
+		}
+		if m["sandbox"] != true {
+			t.Errorf("%s cell %q: metadata.pyrualean.sandbox = %v, want true", m["author"], c.Source, m["sandbox"])
+		}
 	}
 }
 
@@ -328,6 +391,8 @@ func TestFailedEpisodeAndMalformedArguments(t *testing.T) {
 			t.Errorf("pure feedback has %q", k)
 		}
 	}
+	// Unsolved: success is false or null in the trace, as in result.json; budgets say unlimited turns.
+	checkTraceMeta(t, readTrace(t, cfg.Out), res, map[string]any{"max_turns": nil, "budget_s": nil, "max_env_steps": "10000", "cell_timeout_s": "60"})
 }
 
 func TestCallBudgetExhausted(t *testing.T) {
@@ -543,10 +608,12 @@ func TestToolsArm(t *testing.T) {
 	if got := lastToolText(t, reqs[3]); !strings.Contains(got, "malformed arguments for move_to") {
 		t.Errorf("malformed = %s", got)
 	}
-	tc := cellsBy(readTrace(t, cfg.Out), "tool")
+	nb := readTrace(t, cfg.Out)
+	tc := cellsBy(nb, "tool")
 	if len(tc) != 2 || tc[0].Source != `robo.pick(object="red_block")` {
 		t.Errorf("tool cells %+v", tc)
 	}
+	checkTraceMeta(t, nb, res, map[string]any{"max_turns": nil, "budget_s": nil, "max_env_steps": "10000", "cell_timeout_s": "60"})
 }
 
 func TestHumanCellsAndPause(t *testing.T) {
