@@ -34,6 +34,9 @@ from .errors import EpisodeFinished, ToolError
 
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 PRIMITIVE_SETS = ("full", "no-vla")
+# One ledger record (calls.jsonl), in the seed's field order; stateful = the call may step the simulator.
+LEDGER_KEYS = ("index", "tool", "kwargs", "started_at", "elapsed_s", "ok", "stateful", "env_steps", "error", "summary")
+MAX_REPORT_CALLS = 1000
 SUMMARY_KEYS = ("terminated", "truncated", "success", "reached", "final_dist_m", "final_eef_pos", "steps_used",
                 "chunks_used", "found", "score", "world_xyz", "top_xyz", "center_xyz", "step", "gripper_opening")
 
@@ -245,6 +248,7 @@ class Robot:
             self._depth -= 1
             rec["elapsed_s"] = round(time.time() - started, 4)
             rec["env_steps"] = self._env_steps() - steps0
+            rec = {k: rec.get(k) for k in LEDGER_KEYS}
             self._ledger.append(rec)
             try:
                 with open(self._ledger_path, "a", encoding="utf-8") as f:
@@ -272,8 +276,9 @@ class Robot:
 
     # ----- per-cell report and episode card -----------------------------------------------------------------
     def _cell_report(self, sandbox_flags: list[str]) -> dict:
-        calls = [{k: r.get(k) for k in ("index", "tool", "kwargs", "ok", "error", "summary", "env_steps")}
-                 for r in self._ledger[self._report_ledger_mark:]][-40:]
+        # Whole records: the host writes them to the run folder's calls.jsonl as they are (it trims what the
+        # model reads). The cap only bounds a runaway loop; the workspace's calls.jsonl always has every call.
+        calls = [dict(r) for r in self._ledger[self._report_ledger_mark:]][-MAX_REPORT_CALLS:]
         steps = self._env_steps()
         moved = steps != self._report_steps_mark
         report = {

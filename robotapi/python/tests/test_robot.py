@@ -173,3 +173,44 @@ def test_images_depth_and_geometry(make_robot):
     assert abs(uv[0] - (bp.pixel[1] + 0.5)) < 1.0 and abs(uv[1] - (bp.pixel[0] + 0.5)) < 1.0
     missing = r.segment("unicorn")
     assert not missing.found and "no object matches" in missing.error
+
+
+def test_ledger_records_carry_stateful(make_robot):
+    """Every calls.jsonl record has the seed's fields in the seed's order; `stateful` is true exactly for the
+    primitives that may step the simulator (motion, skills, the VLA), also when the call fails, and the
+    per-cell report hands the host the same whole records."""
+    from pyrualean_robot.apiref import tool_methods
+    from pyrualean_robot.base import LEDGER_KEYS
+
+    r = make_robot(seed=4)
+    declared = {name: info["stateful"] for name, _, info in tool_methods(type(r))}
+    assert {n for n, s in declared.items() if s} == {"move_to", "move_pose", "rotate_wrist", "set_gripper",
+                                                     "release", "pick", "policy"}
+    r._cell_report([])  # start a report window
+    r.state(); r.image(resolution=64); r.show("wrist"); r.camera_meta(); r.depth(resolution=64)
+    r.world_map(resolution=64); r.back_project(10, 10); r.segment("bowl")
+    r.move_to([0.5, 0.0, 0.3]); r.move_pose([0.5, 0.0, 0.3], target_pitch=0.1); r.rotate_wrist(delta_yaw=0.1)
+    r.set_gripper(r.OPEN, steps=3); r.release(max_steps=3); r.pick("red_block")
+    with pytest.raises(ToolError):
+        r.policy()  # no endpoint: refused, still a stateful record
+    with pytest.raises(ValueError):
+        r.move_to([9.0, 0.0, 0.3])
+    r._stop_episode("cancelled")
+    with pytest.raises(EpisodeFinished):
+        r.set_gripper(r.CLOSE)
+    assert r.state().step > 0  # read-only calls keep working
+
+    lines = [json.loads(x) for x in open(r._ledger_path)]
+    assert all(tuple(x) == LEDGER_KEYS for x in lines)
+    assert [x["index"] for x in lines] == list(range(len(lines)))
+    assert set(x["tool"] for x in lines) == set(declared)
+    for x in lines:
+        assert x["stateful"] is declared[x["tool"]], x
+    moves = [x for x in lines if x["stateful"] and x["ok"]]
+    assert moves and all(x["env_steps"] > 0 for x in moves)
+    assert all(x["env_steps"] == 0 for x in lines if not x["stateful"])
+    failed = [x for x in lines if not x["ok"]]
+    assert [(x["tool"], x["stateful"], x["error"].split(":")[0]) for x in failed] == [
+        ("policy", True, "ToolError"), ("move_to", True, "ValueError"), ("set_gripper", True, "EpisodeFinished")]
+    report = r._cell_report([])
+    assert report["calls"] == lines and report["done"] and report["episode_finished"] == "cancelled"
