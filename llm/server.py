@@ -223,8 +223,15 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
             conn = http.client.HTTPConnection(*upstream, timeout=3600)
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() not in ("host", "content-length", "connection", "transfer-encoding")}
-            conn.request(self.command, self.path, body=body, headers=headers)
-            resp = conn.getresponse()
+            try:
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+            except OSError as e:  # llama.cpp gone or hung up: say so instead of dropping the connection
+                self._send(502, json.dumps({"error": {"code": 502, "type": "server_error",
+                                                      "message": f"llama.cpp server unreachable: {e}"}}).encode(),
+                           "application/json")
+                conn.close()
+                return
             ctype = resp.getheader("Content-Type", "application/json")
             if names and resp.status == 200:
                 data = resp.read()
