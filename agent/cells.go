@@ -276,6 +276,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	if err := e.trace.AddCode(code, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing}, meta); err != nil {
 		e.log.Warn("trace", "err", err)
 	}
+	e.applyDisplayUpdates(res.DisplayUpdates)
 	if success, changed := e.absorbReport(report); changed {
 		// Keep the trace's verdict current, so a trace cut short by a kill still says it.
 		_ = e.trace.SetEpisodeMeta(map[string]any{"success": success, "environment_success": success})
@@ -297,6 +298,21 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		return result, fmt.Errorf("cell %d: %w", i, ErrKernelRestarted)
 	}
 	return result, nil
+}
+
+// applyDisplayUpdates carries update_display_data for displays shown by earlier cells into the trace
+// (nbformat semantics: every output with that display id gets the new data and metadata).
+func (e *Episode) applyDisplayUpdates(updates []notebooks.Output) {
+	for _, u := range updates {
+		err := e.trace.UpdateDisplay(u.DisplayID, u.Data, u.Metadata)
+		switch {
+		case errors.Is(err, notebooks.ErrUnknownDisplay):
+			// A display the trace never held (e.g. shown by a silent execute): nothing to update.
+			e.log.Debug("display update for an unknown display", "display_id", u.DisplayID)
+		case err != nil:
+			e.log.Warn("trace: display update", "display_id", u.DisplayID, "err", err)
+		}
+	}
 }
 
 func parseReport(ue map[string]json.RawMessage) (*cellReport, error) {

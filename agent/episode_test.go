@@ -809,3 +809,80 @@ func TestCellTimeoutRestart(t *testing.T) {
 		t.Errorf("trace: %+v", cells)
 	}
 }
+
+// TestDisplayUpdatesInTrace: a display a person showed is updated by a later agent cell and by a later
+// person's cell; the trace cell that showed it follows each update on disk (nbformat semantics), and
+// the updating cells get no output of their own.
+func TestDisplayUpdatesInTrace(t *testing.T) {
+	srv := openaitest.New(call(py("h.update('v2')")), call(py("1")), call(finish("failure", "x")))
+	defer srv.Close()
+	cfg := episodeConfig(t, nil)
+	// displays returns the text/plain and metadata.n of every display_data in the trace on disk.
+	displays := func() (texts []string, ns []any) {
+		nb := readTrace(t, cfg.Out)
+		for _, c := range nb.Cells {
+			for _, o := range c.Outputs {
+				if o.OutputType == notebooks.OutputDisplayData {
+					s, _ := o.Data["text/plain"].(string)
+					texts = append(texts, s)
+					ns = append(ns, o.Metadata["n"])
+				}
+			}
+		}
+		return texts, ns
+	}
+	var afterAgent []string
+	errs := make(chan error, 4)
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		c, err := kernel.Attach(ctx, ep.Kernel().ConnectionFile(), kernel.ClientOptions{})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		waitFor := func(cond func() bool) {
+			for end := time.Now().Add(20 * time.Second); !cond() && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if _, err := c.Execute(ctx, "from IPython.display import display\nh = display('v1', display_id='d1', metadata={'n': 1})", kernel.ExecuteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(func() bool { return ep.Status().HumanCells == 1 })
+		ep.Pause()
+		go func() {
+			defer cancel()
+			defer c.Close()
+			defer ep.Resume()
+			waitFor(func() bool { return len(srv.Requests()) >= 1 })
+			ep.Step() // the agent's h.update('v2')
+			waitFor(func() bool { return ep.Status().Turns >= 1 })
+			time.Sleep(200 * time.Millisecond)
+			afterAgent, _ = displays()
+			if _, err := c.Execute(ctx, "h.update('v3', metadata={'n': 2})", kernel.ExecuteOptions{}); err != nil {
+				errs <- err
+			}
+			waitFor(func() bool { return ep.Status().HumanCells == 2 })
+		}()
+	})
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if res.HumanCells != 2 || res.ToolTurns != 2 {
+		t.Fatalf("human cells %d, tool turns %d (status %s %+v)", res.HumanCells, res.ToolTurns, res.Status, res.Error)
+	}
+	if !reflect.DeepEqual(afterAgent, []string{"'v2'"}) {
+		t.Errorf("after the agent's update the trace shows %q, want the person's display updated to 'v2'", afterAgent)
+	}
+	texts, ns := displays()
+	if !reflect.DeepEqual(texts, []string{"'v3'"}) || len(ns) != 1 || ns[0] != json.Number("2") {
+		t.Errorf("at the end the trace shows %q with metadata n %v, want one display 'v3' with n = 2 exactly", texts, ns)
+	}
+	if ac := cellsBy(readTrace(t, cfg.Out), "agent"); len(ac) != 2 || len(ac[0].Outputs) != 0 {
+		t.Errorf("agent cells %+v: the updating cell must have no output of its own", ac)
+	}
+	if hc := cellsBy(readTrace(t, cfg.Out), "human"); len(hc) != 2 || len(hc[1].Outputs) != 0 {
+		t.Errorf("human cells %+v: the person's updating cell must have no output of its own", hc)
+	}
+}

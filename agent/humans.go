@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -52,7 +53,16 @@ func (e *Episode) watchHumans() {
 				}
 				continue
 			}
+			if m.MsgType == "update_display_data" {
+				if o, ok := iopubOutput(m); ok && o.DisplayID != "" {
+					hc.updateDisplay(e, o)
+				}
+				continue
+			}
 			if o, ok := iopubOutput(m); ok {
+				if o.DisplayID != "" && o.OutputType != notebooks.OutputStream {
+					hc.updateOwn(o) // shown again under its id: earlier outputs follow (earlier cells: AddCode)
+				}
 				hc.outputs = append(hc.outputs, o)
 			}
 		}
@@ -67,6 +77,26 @@ type humanCell struct {
 	code    string
 	count   *int
 	outputs []notebooks.Output
+}
+
+// updateDisplay applies a person's update_display_data: to this cell's own outputs with that display
+// id, or else to the trace's earlier cells.
+func (hc *humanCell) updateDisplay(e *Episode, u notebooks.Output) {
+	if !hc.updateOwn(u) {
+		e.applyDisplayUpdates([]notebooks.Output{u})
+	}
+}
+
+// updateOwn replaces data and metadata of this cell's outputs with u's display id.
+func (hc *humanCell) updateOwn(u notebooks.Output) bool {
+	found := false
+	for i := range hc.outputs {
+		if hc.outputs[i].DisplayID == u.DisplayID {
+			hc.outputs[i].Data, hc.outputs[i].Metadata = u.Data, u.Metadata
+			found = true
+		}
+	}
+	return found
 }
 
 func (e *Episode) recordHuman(hc *humanCell) {
@@ -107,17 +137,22 @@ func iopubOutput(m *kernel.Message) (notebooks.Output, bool) {
 		Ename          string         `json:"ename"`
 		Evalue         string         `json:"evalue"`
 		Traceback      []string       `json:"traceback"`
+		Transient      struct {
+			DisplayID string `json:"display_id"`
+		} `json:"transient"`
 	}
-	if json.Unmarshal(m.Content, &c) != nil {
+	dec := json.NewDecoder(bytes.NewReader(m.Content))
+	dec.UseNumber() // numbers in data and metadata are written back exactly as the kernel sent them
+	if dec.Decode(&c) != nil {
 		return notebooks.Output{}, false
 	}
 	switch m.MsgType {
 	case "stream":
 		return notebooks.Output{OutputType: notebooks.OutputStream, Name: c.Name, Text: c.Text}, true
-	case "display_data":
-		return notebooks.Output{OutputType: notebooks.OutputDisplayData, Data: c.Data, Metadata: c.Metadata}, true
+	case "display_data", "update_display_data":
+		return notebooks.Output{OutputType: notebooks.OutputDisplayData, Data: c.Data, Metadata: c.Metadata, DisplayID: c.Transient.DisplayID}, true
 	case "execute_result":
-		return notebooks.Output{OutputType: notebooks.OutputExecuteResult, Data: c.Data, Metadata: c.Metadata, ExecutionCount: c.ExecutionCount}, true
+		return notebooks.Output{OutputType: notebooks.OutputExecuteResult, Data: c.Data, Metadata: c.Metadata, ExecutionCount: c.ExecutionCount, DisplayID: c.Transient.DisplayID}, true
 	case "error":
 		return notebooks.Output{OutputType: notebooks.OutputError, Ename: c.Ename, Evalue: c.Evalue, Traceback: c.Traceback}, true
 	}

@@ -159,15 +159,73 @@ func (t *Trace) AddCode(source string, res CodeRun, meta map[string]any) error {
 	return t.AddCell(Cell{CellType: CellCode, Source: source, Outputs: outs, ExecutionCount: res.ExecutionCount, Metadata: m})
 }
 
-// AddCell appends any cell (a fresh unique id is given when it has none) and saves.
+// AddCell appends any cell (a fresh unique id is given when it has none) and saves. As in nbclient,
+// a display_data or execute_result carrying a display id (Output.DisplayID) also replaces the data
+// and metadata of the outputs earlier cells showed under that id.
 func (t *Trace) AddCell(c Cell) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return ErrTraceClosed
 	}
+	for _, o := range c.Outputs {
+		if o.DisplayID != "" && (o.OutputType == OutputDisplayData || o.OutputType == OutputExecuteResult) {
+			t.updateDisplayLocked(o.DisplayID, o.Data, o.Metadata)
+		}
+	}
 	t.nb.AppendCell(c)
 	return t.saveLocked()
+}
+
+// ErrUnknownDisplay is returned by UpdateDisplay for a display id no output in the trace showed.
+var ErrUnknownDisplay = errors.New("notebooks: no output with that display id")
+
+// UpdateDisplay applies an update_display_data for a display shown by cells already in the trace:
+// every output with that display id gets data and metadata replaced (nbformat semantics), and the
+// trace is saved atomically. Display ids are remembered in memory only (they are never written), so
+// a trace reopened with OpenTrace knows none. An id no output showed gives ErrUnknownDisplay and
+// leaves the file as it is.
+func (t *Trace) UpdateDisplay(id string, data MimeBundle, meta map[string]any) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty display id", ErrUnknownDisplay)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrTraceClosed
+	}
+	if !t.updateDisplayLocked(id, data, meta) {
+		return fmt.Errorf("%w: %q", ErrUnknownDisplay, id)
+	}
+	return t.saveLocked()
+}
+
+// updateDisplayLocked replaces data and metadata of every output showing display id; it reports
+// whether there was any. Changed cells get fresh output slices, so Snapshots stay as they were.
+func (t *Trace) updateDisplayLocked(id string, data MimeBundle, meta map[string]any) bool {
+	if data == nil {
+		data = MimeBundle{}
+	}
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	found := false
+	for ci := range t.nb.Cells {
+		c := &t.nb.Cells[ci]
+		cloned := false
+		for oi := range c.Outputs {
+			if c.Outputs[oi].DisplayID != id {
+				continue
+			}
+			if !cloned {
+				c.Outputs = append([]Output(nil), c.Outputs...)
+				cloned = true
+			}
+			c.Outputs[oi].Data, c.Outputs[oi].Metadata = maps.Clone(data), maps.Clone(meta)
+			found = true
+		}
+	}
+	return found
 }
 
 // SetEpisodeMeta merges patch into metadata.pyrualean (a nil value removes the key) and saves.
