@@ -21,8 +21,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as e:  # unknown robot or option: the caller's mistake
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except RobotUnavailable as e:  # registered, but its adapter is not installed
-        print(f"error: {e}", file=sys.stderr)
+    except RobotUnavailable as e:  # registered, but its adapter (e.g. LIBERO) is not installed: one line
+        msg = str(e).replace("\n", " ")
+        print(f"error: {msg}" if msg.startswith("robot ") else f"error: robot {a.robot!r}: {msg}", file=sys.stderr)
         return 3
     except Exception as e:  # an adapter failing to describe itself: one line, not a traceback
         print(f"error: robot {a.robot!r}: {type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)

@@ -22,6 +22,8 @@ from typing import Optional
 
 import numpy as np
 
+from . import RobotUnavailable
+
 # The four LIBERO suites the seed evaluates, and the LIBERO-PRO perturbations of each (all bundled).
 BASE_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 PRO_VARIANTS = ("swap", "lan", "object", "task")
@@ -36,8 +38,8 @@ SUITE_STEP_CAPS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 3
                    "libero_90": 400}
 
 
-class LiberoUnavailable(RuntimeError):
-    """The LIBERO-PRO packages are not installed in this Python."""
+class LiberoUnavailable(RobotUnavailable):
+    """The LIBERO-PRO packages are not installed in this Python (a RobotUnavailable, so callers catch one type)."""
 
 
 LIBERO_ROBOSUITE = "1.4.0"

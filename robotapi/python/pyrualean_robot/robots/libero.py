@@ -16,6 +16,7 @@ from ..base import Robot, TaskInfo, tool
 from ..errors import ToolError
 from ..results import (BackProjection, Gripper, Move, MovePose, Pick, Release, Rotation, Segment, State)
 from . import _libero_sim as sim_mod
+from ._libero_sim import LiberoUnavailable  # noqa: F401  (a RobotUnavailable; re-exported for callers)
 
 Vec3 = tuple[float, float, float]
 XYZ = Union[Sequence[float], np.ndarray]
