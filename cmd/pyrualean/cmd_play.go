@@ -50,9 +50,9 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	fs.IntVar(&f.maxEnvSteps, "max-episode-steps", 10000, "simulator step budget")
 	fs.StringVar(&f.out, "out", "", "run folder (default runs/<time>-<robot>-<task>-<arm>)")
 	fs.StringVar(&f.cudaDevice, "cuda-device", "", "CUDA_VISIBLE_DEVICES for the kernel")
-	fs.StringVar(&f.runtime, "runtime", "openai", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model)")
+	fs.StringVar(&f.runtime, "runtime", "", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model); default: openai when --base-url or $OPENAI_BASE_URL is set, else local")
 	fs.StringVar(&f.from, "from", "", "replay: a trace (.ipynb) or a percent-format script (.py) of agent cells")
-	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1)")
+	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL; --runtime openai without either: https://api.openai.com/v1)")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY; claude: ANTHROPIC_API_KEY)")
 	fs.IntVar(&f.maxTokens, "openai-max-tokens", 0, "max_tokens per reply (0: server default)")
 	fs.StringVar(&f.toolChoice, "openai-tool-choice", "", "tool_choice: auto, required or none (default: not sent)")
@@ -96,6 +96,15 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	// With no runtime named, an endpoint given means openai; none means the embedded local model, so
+	// play runs with no network and no API key.
+	implied := f.runtime == ""
+	if implied {
+		f.runtime = "local"
+		if f.baseURL != "" || os.Getenv("OPENAI_BASE_URL") != "" {
+			f.runtime = "openai"
+		}
 	}
 	oneOf := func(name, v string, allowed ...string) error {
 		for _, a := range allowed {
@@ -209,7 +218,11 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	if f.runtime == "local" {
 		s.local = llm.Options{Model: f.model}
 		if _, err := llm.Lookup(f.model); err != nil {
-			return nil, fmt.Errorf("--model: %w (see pyrualean models)", err)
+			hint := "see pyrualean models"
+			if implied {
+				hint += "; no --base-url or $OPENAI_BASE_URL, so the local runtime was chosen"
+			}
+			return nil, fmt.Errorf("--model: %w (%s)", err, hint)
 		}
 	}
 	if f.runtime == "openai" || f.runtime == "local" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,11 +16,15 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 func TestPlayBadFlags(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "") // no endpoint: the local runtime is implied
 	cases := [][]string{
+		{"--model", "no-such-local-model"},
+		{"--runtime", "local", "--model", "gpt-4o"},
 		{"--arm", "program"},
 		{"--runtime", "codexx"},
 		{"--images", "always"},
@@ -52,6 +57,59 @@ func TestPlayBadFlags(t *testing.T) {
 		if !strings.Contains(errb.String(), "pyrualean play:") && !strings.Contains(errb.String(), "flag provided but not defined") {
 			t.Errorf("%v: stderr %q", args, errb.String())
 		}
+	}
+}
+
+// TestPlayRuntimeDefault: with no --runtime, an endpoint (--base-url or $OPENAI_BASE_URL) means the
+// openai runtime and none means the embedded local model; a runtime named explicitly is kept as is.
+func TestPlayRuntimeDefault(t *testing.T) {
+	root, err := robotapi.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	solution := filepath.Join(root, robotapi.SolutionPath("tabletop", "stack_blocks"))
+	cases := []struct {
+		name, env        string
+		args             []string
+		runtime, baseURL string // baseURL: what the openai runtime would call ("" for other runtimes)
+		model            string // EpisodeConfig.Model before a local server names its model
+	}{
+		{"nothing given", "", nil, "local", "", ""},
+		{"local model named", "", []string{"--model", llm.TestModel}, "local", "", llm.TestModel},
+		{"base-url flag", "", []string{"--base-url", "http://127.0.0.1:30000/v1"}, "openai", "http://127.0.0.1:30000/v1", "gpt-6-astra"},
+		{"base url from the environment", "http://10.0.0.2:8000/v1", nil, "openai", "http://10.0.0.2:8000/v1", "gpt-6-astra"},
+		{"flag wins over the environment", "http://10.0.0.2:8000/v1", []string{"--base-url", "http://127.0.0.1:1/v1", "--model", "m"}, "openai", "http://127.0.0.1:1/v1", "m"},
+		{"explicit openai, no endpoint", "", []string{"--runtime", "openai"}, "openai", "https://api.openai.com/v1", "gpt-6-astra"},
+		{"explicit local despite an endpoint", "http://10.0.0.2:8000/v1", []string{"--runtime", "local"}, "local", "", ""},
+		{"explicit replay", "http://10.0.0.2:8000/v1", []string{"--runtime", "replay", "--from", solution}, "replay", "", "replay"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("OPENAI_BASE_URL", c.env)
+			t.Setenv("PYRUALEAN_MODEL", "")
+			var stderr bytes.Buffer
+			s, err := parsePlay(c.args, &stderr, time.Now())
+			if err != nil {
+				t.Fatalf("parsePlay(%v): %v", c.args, err)
+			}
+			if s.runtime != c.runtime || s.episode.Runtime != c.runtime {
+				t.Errorf("runtime %q (episode %q), want %q", s.runtime, s.episode.Runtime, c.runtime)
+			}
+			if c.runtime == "openai" && s.openai.BaseURL != c.baseURL {
+				t.Errorf("base URL %q, want %q", s.openai.BaseURL, c.baseURL)
+			}
+			if s.episode.Model != c.model {
+				t.Errorf("model %q, want %q", s.episode.Model, c.model)
+			}
+			if c.runtime == "local" && s.local.Model != c.model {
+				t.Errorf("local model %q, want %q", s.local.Model, c.model)
+			}
+		})
+	}
+	// A remote model's name with no endpoint: the error says why the local runtime was chosen.
+	t.Setenv("OPENAI_BASE_URL", "")
+	if _, err := parsePlay([]string{"--model", "gpt-4o"}, io.Discard, time.Now()); err == nil || !strings.Contains(err.Error(), "local runtime was chosen") {
+		t.Errorf("--model gpt-4o with no endpoint: %v", err)
 	}
 }
 
