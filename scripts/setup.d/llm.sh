@@ -5,7 +5,8 @@
 # PYRUALEAN_LOCAL_MODELS overrides the list (space-separated registry names; "" installs none).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-models=${PYRUALEAN_LOCAL_MODELS-smollm2-135m qwen2.5-coder-1.5b}
+# The demo model (qwen2.5-coder-1.5b, ~1.1 GB) is installed by scripts/demo.sh itself, so `make test` stays light.
+models=${PYRUALEAN_LOCAL_MODELS-smollm2-135m}
 [[ -z $models ]] && exit 0
 .venv/bin/python -c 'import xllamacpp' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check -r requirements/llm.txt
 bin=$(mktemp -d)/pyrualean
