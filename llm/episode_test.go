@@ -42,13 +42,13 @@ func TestLocalEpisode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("StartEpisode: %v", err)
 	}
-	temp := 0.2
+	temp := 0.0 // greedy: the tiny model's cells stay reproducible
 	pctx, pcancel := ep.Context(ctx)
 	runErr := agent.RunOpenAI(pctx, ep, agent.OpenAIConfig{
 		BaseURL: srv.BaseURL, APIKey: "local", Model: srv.Model, ToolChoice: "required", Temperature: &temp,
 		MaxTokens: 300, TextOnly: true,
 		// A 135M model loops on one token inside a long string; the penalty keeps its cells short.
-		ExtraBody: map[string]any{"repeat_penalty": 1.3, "frequency_penalty": 0.5}, MaxLLMCalls: maxTurns + 3, Backoff: 100 * time.Millisecond,
+		ExtraBody: map[string]any{"repeat_penalty": 1.3, "frequency_penalty": 0.5, "seed": 7}, MaxLLMCalls: maxTurns + 3, Backoff: 100 * time.Millisecond,
 		PlannerRetryWait: 100 * time.Millisecond,
 	})
 	pcancel()

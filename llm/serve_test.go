@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +36,13 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// greedy decoding keeps the tiny test model's reply reproducible (go-openai omits a temperature of 0,
+// so the smallest positive value stands for it; llama.cpp treats it as greedy).
+var (
+	greedy   float32 = math.SmallestNonzeroFloat32
+	testSeed         = 7
+)
 
 var robotTools = []openai.Tool{
 	{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
@@ -73,7 +81,7 @@ func TestServeToolCall(t *testing.T) {
 		{Role: openai.ChatMessageRoleUser, Content: "Print the robot's end-effector position."},
 	}
 	resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
-		Model: s.Model, Messages: msgs, Tools: robotTools, ToolChoice: "required", MaxTokens: 128, Temperature: 0.2,
+		Model: s.Model, Messages: msgs, Tools: robotTools, ToolChoice: "required", MaxTokens: 256, Temperature: greedy, Seed: &testSeed,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +110,7 @@ func TestServeToolCall(t *testing.T) {
 	resp, err = client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
 		Model: s.Model, Messages: msgs, Tools: robotTools,
 		ToolChoice: openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: "finish"}},
-		MaxTokens:  96,
+		MaxTokens:  96, Temperature: greedy, Seed: &testSeed,
 	})
 	if err != nil {
 		t.Fatal(err)
