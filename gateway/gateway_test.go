@@ -245,7 +245,14 @@ func TestKernelsOverWebSocket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs := again.until(10*time.Second, "replayed idle", isIdleFor(id))
+		// The reply (shell) and the idle (iopub) travel on different kernel sockets, so either may come
+		// first: read until both are here.
+		var gotIdle, gotReply bool
+		msgs := again.until(10*time.Second, "replayed idle and reply", func(m *wireMsg) bool {
+			gotIdle = gotIdle || isIdleFor(id)(m)
+			gotReply = gotReply || (m.MsgType == "execute_reply" && m.ParentMsgID == id)
+			return gotIdle && gotReply
+		})
 		if streamText(msgs, id) != "while you were away\n" || find(msgs, "execute_reply", id) == nil {
 			t.Fatalf("replay: %s", summarize(msgs))
 		}
