@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -89,36 +88,15 @@ func RunClaude(ctx context.Context, ep Driver, cfg Config) error {
 	publish(ep, info)
 
 	home := filepath.Join(dir, ClaudeHome)
-	workspace := filepath.Join(dir, "workspace")
-	for _, d := range []string{home, workspace} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("cli: %w", err)
-		}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return fmt.Errorf("cli: %w", err)
 	}
-	events, err := createFile(dir, ClaudeEvents)
+	r, cleanup, err := startRun(ctx, dir, ep, cfg, "claude", ClaudeEvents, ClaudeStderr)
 	if err != nil {
 		return err
 	}
-	defer events.Close()
-	stderr, err := createFile(dir, ClaudeStderr)
-	if err != nil {
-		return err
-	}
-	defer stderr.Close()
-
-	bctx, cancel := budgetContext(ctx, cfg.Budget)
-	defer cancel()
-	s, err := serve(bctx, ep, cfg.Logger)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cause := context.Cause(bctx)
-		if cause == nil {
-			cause = errors.New("claude run ended")
-		}
-		s.close(cause)
-	}()
+	defer cleanup()
+	bctx, s := r.ctx, r.session
 
 	toolTimeoutMS := 3600_000
 	if cfg.Budget > 0 {
@@ -139,11 +117,11 @@ func RunClaude(ctx context.Context, ep Driver, cfg Config) error {
 		ep.SetPlannerAttempts(attempt)
 		st := newClaudeStream(time.Now())
 		cmd := exec.Command(bin, claudeArgs(cfg, s.http.URL, ep.Toolkit().Tools())...)
-		cmd.Dir = workspace
+		cmd.Dir = r.workspace
 		cmd.Env = baseEnv(env...)
 		done := make(chan struct{})
 		code, killed, runErr := runProcess(bctx, runSpec{
-			cmd: cmd, stdin: bytes.NewReader(claudeInput(ep.Prompt())), events: events, stderr: stderr,
+			cmd: cmd, stdin: bytes.NewReader(claudeInput(ep.Prompt())), events: r.events, stderr: r.stderr,
 			onLine: st.line, grace: cfg.KillGrace, stopEarly: finishWatch(s, cfg.FinishGrace, done),
 		})
 		close(done)

@@ -142,34 +142,12 @@ func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	workspace := filepath.Join(dir, "workspace")
-	if err := os.MkdirAll(workspace, 0o755); err != nil {
-		return fmt.Errorf("cli: %w", err)
-	}
-	events, err := createFile(dir, CodexEvents)
+	r, cleanup, err := startRun(ctx, dir, ep, cfg, "codex", CodexEvents, CodexStderr)
 	if err != nil {
 		return err
 	}
-	defer events.Close()
-	stderr, err := createFile(dir, CodexStderr)
-	if err != nil {
-		return err
-	}
-	defer stderr.Close()
-
-	bctx, cancel := budgetContext(ctx, cfg.Budget)
-	defer cancel()
-	s, err := serve(bctx, ep, cfg.Logger)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cause := context.Cause(bctx)
-		if cause == nil {
-			cause = errors.New("codex run ended")
-		}
-		s.close(cause)
-	}()
+	defer cleanup()
+	bctx, s, workspace := r.ctx, r.session, r.workspace
 
 	turnBase := 0
 	for attempt := 1; ; attempt++ {
@@ -180,7 +158,7 @@ func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
 		cmd.Env = baseEnv(append([]string{"CODEX_HOME=" + home, apiKeyEnv(cfg, "codex") + "=" + key}, cfg.Env...)...)
 		done := make(chan struct{})
 		code, killed, runErr := runProcess(bctx, runSpec{
-			cmd: cmd, stdin: strings.NewReader(ep.Prompt().Text), events: events, stderr: stderr,
+			cmd: cmd, stdin: strings.NewReader(ep.Prompt().Text), events: r.events, stderr: r.stderr,
 			onLine: st.line, grace: cfg.KillGrace, stopEarly: finishWatch(s, cfg.FinishGrace, done),
 		})
 		close(done)
