@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,14 +20,14 @@ import (
 
 // mcpFlags are `pyrualean mcp`'s flags: the episode's (as play) plus the transport.
 type mcpFlags struct {
-	robot, suite, task, arm, out, images, feedback, primitives, httpAddr, model string
-	seed, maxTurns, maxEnvSteps                                                 int
-	budgetS, cellTimeoutS                                                       float64
-	guides, verbose                                                             bool
+	episodeFlags
+	httpAddr, model string
+	verbose         bool
+	episode         agent.EpisodeConfig // from episodeFlags, its run folder named
 }
 
 func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error) {
-	f := &mcpFlags{}
+	f := &mcpFlags{episodeFlags: episodeFlags{cmd: "mcp"}}
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -40,20 +39,7 @@ func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error)
 			"repository when neither the working directory nor the executable lies inside it.")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&f.robot, "robot", "tabletop", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb)")
-	fs.StringVar(&f.suite, "suite", "", "benchmark suite")
-	fs.StringVar(&f.task, "task", "", "task name (default: the robot's first task)")
-	fs.IntVar(&f.seed, "seed", 0, "episode seed")
-	fs.StringVar(&f.arm, "arm", agent.ArmCells, "cells (python + finish) or tools (one tool per primitive + finish)")
-	fs.StringVar(&f.out, "out", "", "run folder (default runs/<time>-mcp-<robot>-<task>-<arm>)")
-	fs.StringVar(&f.images, "images", agent.ImagesOnMotion, "on-motion, on-demand or none")
-	fs.StringVar(&f.feedback, "feedback", agent.FeedbackRich, "pure or rich")
-	fs.StringVar(&f.primitives, "primitives", agent.PrimitivesFull, "full or no-vla")
-	fs.BoolVar(&f.guides, "guides", false, "add the robot's guides to the workspace")
-	fs.IntVar(&f.maxTurns, "max-turns", 0, "maximum python/primitive calls (0: no limit; finish never counts)")
-	fs.Float64Var(&f.budgetS, "budget-s", 1200, "wall-clock budget in seconds (0: none)")
-	fs.Float64Var(&f.cellTimeoutS, "cell-timeout-s", 300, "per-cell timeout in seconds: the kernel is interrupted")
-	fs.IntVar(&f.maxEnvSteps, "max-episode-steps", 10000, "simulator step budget")
+	f.register(fs)
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
 	fs.StringVar(&f.model, "model", "", "model name recorded in result.json (the client's model)")
 	fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
@@ -63,45 +49,10 @@ func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error)
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	oneOf := func(name, v string, allowed ...string) error {
-		for _, a := range allowed {
-			if v == a {
-				return nil
-			}
-		}
-		return fmt.Errorf("--%s %q: want one of %s", name, v, strings.Join(allowed, ", "))
+	if err := f.validate(); err != nil {
+		return nil, err
 	}
-	for _, err := range []error{
-		oneOf("arm", f.arm, agent.ArmCells, agent.ArmTools),
-		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
-		oneOf("feedback", f.feedback, agent.FeedbackPure, agent.FeedbackRich),
-		oneOf("primitives", f.primitives, agent.PrimitivesFull, agent.PrimitivesNoVLA),
-	} {
-		if err != nil {
-			return nil, err
-		}
-	}
-	switch {
-	case f.robot == "":
-		return nil, errors.New("--robot: empty")
-	case f.seed < 0:
-		return nil, fmt.Errorf("--seed %d: must be >= 0", f.seed)
-	case f.maxTurns < 0:
-		return nil, fmt.Errorf("--max-turns %d: must be >= 0", f.maxTurns)
-	case f.budgetS < 0:
-		return nil, fmt.Errorf("--budget-s %g: must be >= 0", f.budgetS)
-	case f.cellTimeoutS <= 0:
-		return nil, fmt.Errorf("--cell-timeout-s %g: must be > 0", f.cellTimeoutS)
-	case f.maxEnvSteps <= 0:
-		return nil, fmt.Errorf("--max-episode-steps %d: must be > 0", f.maxEnvSteps)
-	}
-	if f.out == "" {
-		task := f.task
-		if task == "" {
-			task = "default"
-		}
-		f.out = filepath.Join("runs", fmt.Sprintf("%s-mcp-%s-%s-%s", now.Format("20060102-150405"), f.robot, task, f.arm))
-	}
+	f.episode = f.config(now)
 	return f, nil
 }
 
@@ -120,20 +71,17 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	out, err := filepath.Abs(f.out)
+	out, err := filepath.Abs(f.episode.Out)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
 		return 2
 	}
-	ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{
-		Robot: f.robot, Suite: f.suite, Task: f.task, Seed: f.seed, Arm: f.arm, Images: f.images,
-		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
-		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
-		MaxEnvSteps: f.maxEnvSteps, Out: out, Model: f.model, Runtime: "mcp", Logger: logger,
-		// A CLI may start us anywhere: $PYRUALEAN_ROOT names the repository when neither the working
-		// directory nor the executable lies inside it.
-		Root: os.Getenv("PYRUALEAN_ROOT"),
-	})
+	cfg := f.episode
+	cfg.Out, cfg.Model, cfg.Runtime, cfg.Logger = out, f.model, "mcp", logger
+	// A CLI may start us anywhere: $PYRUALEAN_ROOT names the repository when neither the working
+	// directory nor the executable lies inside it.
+	cfg.Root = os.Getenv("PYRUALEAN_ROOT")
+	ep, err := agent.StartEpisode(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
 		return 2

@@ -23,32 +23,23 @@ import (
 
 // playFlags are `pyrualean play`'s flags (the seed's, plus the openai runtime's).
 type playFlags struct {
-	robot, arm, suite, task, model, out, cudaDevice, runtime string
-	baseURL, apiKeyEnv, toolChoice, temperature, extraBody   string
-	images, feedback, primitives, from, reasoning, prices    string
-	seed, maxTurns, maxTokens, maxEnvSteps, maxImages        int
-	budgetS, cellTimeoutS                                    float64
-	priceIn, priceCached, priceOut                           float64
-	guides, imagesInTool, textOnly, verbose                  bool
-	serve, serveToken                                        string
+	episodeFlags
+	model, cudaDevice, runtime                             string
+	baseURL, apiKeyEnv, toolChoice, temperature, extraBody string
+	from, reasoning, prices                                string
+	maxTokens, maxImages                                   int
+	priceIn, priceCached, priceOut                         float64
+	imagesInTool, textOnly, verbose                        bool
+	serve, serveToken                                      string
 }
 
 func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
-	f := &playFlags{}
+	f := &playFlags{episodeFlags: episodeFlags{cmd: "play"}}
 	fs := flag.NewFlagSet("play", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.robot, "robot", "tabletop", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb)")
-	fs.StringVar(&f.arm, "arm", agent.ArmCells, "cells (python + finish) or tools (one tool per primitive + finish)")
-	fs.StringVar(&f.suite, "suite", "", "benchmark suite")
-	fs.StringVar(&f.task, "task", "", "task name (default: the robot's first task)")
-	fs.IntVar(&f.seed, "seed", 0, "episode seed")
+	f.register(fs)
 	fs.StringVar(&f.model, "model", "", "model name sent to the endpoint (default $PYRUALEAN_MODEL, else gpt-6-astra)")
 	fs.StringVar(&f.reasoning, "reasoning", "", "reasoning effort recorded in result.json (and sent as reasoning_effort when set)")
-	fs.IntVar(&f.maxTurns, "max-turns", 0, "maximum python/primitive calls (0: no limit; finish never counts)")
-	fs.Float64Var(&f.budgetS, "budget-s", 1200, "wall-clock budget of the policy in seconds (0: none)")
-	fs.Float64Var(&f.cellTimeoutS, "cell-timeout-s", 300, "per-cell timeout in seconds: the kernel is interrupted")
-	fs.IntVar(&f.maxEnvSteps, "max-episode-steps", 10000, "simulator step budget")
-	fs.StringVar(&f.out, "out", "", "run folder (default runs/<time>-<robot>-<task>-<arm>)")
 	fs.StringVar(&f.cudaDevice, "cuda-device", "", "CUDA_VISIBLE_DEVICES for the kernel")
 	fs.StringVar(&f.runtime, "runtime", "", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model); default: openai when --base-url or $OPENAI_BASE_URL is set, else local")
 	fs.StringVar(&f.from, "from", "", "replay: a trace (.ipynb) or a percent-format script (.py) of agent cells")
@@ -61,10 +52,6 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	fs.BoolVar(&f.imagesInTool, "openai-images-in-tool", false, "put images inside tool messages instead of a following user message")
 	fs.IntVar(&f.maxImages, "openai-max-images", 0, "keep only the newest N images in the replayed history (0: all)")
 	fs.BoolVar(&f.textOnly, "openai-text-only", false, "the model takes no images: send a note instead (set for --runtime local)")
-	fs.StringVar(&f.images, "images", agent.ImagesOnMotion, "on-motion, on-demand or none")
-	fs.StringVar(&f.feedback, "feedback", agent.FeedbackRich, "pure or rich")
-	fs.BoolVar(&f.guides, "guides", false, "add the robot's guides to the prompt and the workspace")
-	fs.StringVar(&f.primitives, "primitives", agent.PrimitivesFull, "full or no-vla")
 	fs.StringVar(&f.prices, "prices", "", "price table JSON {model: {input, cached_input, output}} in $ per million tokens")
 	fs.Float64Var(&f.priceIn, "price-input", -1, "$ per million input tokens (overrides --prices for --model)")
 	fs.Float64Var(&f.priceCached, "price-cached", -1, "$ per million cached input tokens")
@@ -106,39 +93,16 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 			f.runtime = "openai"
 		}
 	}
-	oneOf := func(name, v string, allowed ...string) error {
-		for _, a := range allowed {
-			if v == a {
-				return nil
-			}
-		}
-		return fmt.Errorf("--%s %q: want one of %s", name, v, strings.Join(allowed, ", "))
+	if err := oneOf("runtime", f.runtime, "openai", "replay", "local", "codex", "claude"); err != nil {
+		return nil, err
 	}
-	for _, err := range []error{
-		oneOf("arm", f.arm, agent.ArmCells, agent.ArmTools),
-		oneOf("runtime", f.runtime, "openai", "replay", "local", "codex", "claude"),
-		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
-		oneOf("feedback", f.feedback, agent.FeedbackPure, agent.FeedbackRich),
-		oneOf("primitives", f.primitives, agent.PrimitivesFull, agent.PrimitivesNoVLA),
-		oneOf("openai-tool-choice", f.toolChoice, "", "auto", "required", "none"),
-	} {
-		if err != nil {
-			return nil, err
-		}
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	if err := oneOf("openai-tool-choice", f.toolChoice, "", "auto", "required", "none"); err != nil {
+		return nil, err
 	}
 	switch {
-	case f.robot == "":
-		return nil, errors.New("--robot: empty")
-	case f.seed < 0:
-		return nil, fmt.Errorf("--seed %d: must be >= 0", f.seed)
-	case f.maxTurns < 0:
-		return nil, fmt.Errorf("--max-turns %d: must be >= 0", f.maxTurns)
-	case f.budgetS < 0:
-		return nil, fmt.Errorf("--budget-s %g: must be >= 0", f.budgetS)
-	case f.cellTimeoutS <= 0:
-		return nil, fmt.Errorf("--cell-timeout-s %g: must be > 0", f.cellTimeoutS)
-	case f.maxEnvSteps <= 0:
-		return nil, fmt.Errorf("--max-episode-steps %d: must be > 0", f.maxEnvSteps)
 	case f.maxImages < 0:
 		return nil, fmt.Errorf("--openai-max-images %d: must be >= 0", f.maxImages)
 	case f.maxTokens < 0:
@@ -190,21 +154,9 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		}
 		prices[model] = agent.Price{Input: f.priceIn, CachedInput: cached, Output: f.priceOut}
 	}
-	out := f.out
-	if out == "" {
-		task := f.task
-		if task == "" {
-			task = "default"
-		}
-		out = filepath.Join("runs", fmt.Sprintf("%s-%s-%s-%s", now.UTC().Format("20060102T150405"), f.robot, task, f.arm))
-	}
-	s.episode = agent.EpisodeConfig{
-		Robot: f.robot, Suite: f.suite, Task: f.task, Seed: f.seed, Arm: f.arm, Images: f.images,
-		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
-		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
-		MaxEnvSteps: f.maxEnvSteps, Out: out, Model: model, Runtime: f.runtime, ReasoningEffort: f.reasoning,
-		CUDADevice: f.cudaDevice, Prices: prices,
-	}
+	s.episode = f.config(now)
+	s.episode.Model, s.episode.Runtime, s.episode.ReasoningEffort = model, f.runtime, f.reasoning
+	s.episode.CUDADevice, s.episode.Prices = f.cudaDevice, prices
 	if f.runtime == "codex" || f.runtime == "claude" {
 		if f.runtime == "claude" && f.model == "" {
 			model = ""

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+)
+
+// episodeFlags are the flags that describe one episode, shared by play and mcp. cmd ("play" or
+// "mcp") picks the few help texts and the default run folder name that differ between the two.
+type episodeFlags struct {
+	cmd                                                        string
+	robot, arm, suite, task, out, images, feedback, primitives string
+	seed, maxTurns, maxEnvSteps                                int
+	budgetS, cellTimeoutS                                      float64
+	guides                                                     bool
+}
+
+func (f *episodeFlags) register(fs *flag.FlagSet) {
+	budgetHelp := "wall-clock budget of the policy in seconds (0: none)"
+	guidesHelp := "add the robot's guides to the prompt and the workspace"
+	outHelp := "run folder (default runs/<time>-<robot>-<task>-<arm>)"
+	if f.cmd == "mcp" {
+		budgetHelp = "wall-clock budget in seconds (0: none)"
+		guidesHelp = "add the robot's guides to the workspace"
+		outHelp = "run folder (default runs/<time>-mcp-<robot>-<task>-<arm>)"
+	}
+	fs.StringVar(&f.robot, "robot", "tabletop", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb)")
+	fs.StringVar(&f.arm, "arm", agent.ArmCells, "cells (python + finish) or tools (one tool per primitive + finish)")
+	fs.StringVar(&f.suite, "suite", "", "benchmark suite")
+	fs.StringVar(&f.task, "task", "", "task name (default: the robot's first task)")
+	fs.IntVar(&f.seed, "seed", 0, "episode seed")
+	fs.IntVar(&f.maxTurns, "max-turns", 0, "maximum python/primitive calls (0: no limit; finish never counts)")
+	fs.Float64Var(&f.budgetS, "budget-s", 1200, budgetHelp)
+	fs.Float64Var(&f.cellTimeoutS, "cell-timeout-s", 300, "per-cell timeout in seconds: the kernel is interrupted")
+	fs.IntVar(&f.maxEnvSteps, "max-episode-steps", 10000, "simulator step budget")
+	fs.StringVar(&f.out, "out", "", outHelp)
+	fs.StringVar(&f.images, "images", agent.ImagesOnMotion, "on-motion, on-demand or none")
+	fs.StringVar(&f.feedback, "feedback", agent.FeedbackRich, "pure or rich")
+	fs.BoolVar(&f.guides, "guides", false, guidesHelp)
+	fs.StringVar(&f.primitives, "primitives", agent.PrimitivesFull, "full or no-vla")
+}
+
+// validate checks the choices, then the ranges; the error is one line for the user.
+func (f *episodeFlags) validate() error {
+	for _, err := range []error{
+		oneOf("arm", f.arm, agent.ArmCells, agent.ArmTools),
+		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
+		oneOf("feedback", f.feedback, agent.FeedbackPure, agent.FeedbackRich),
+		oneOf("primitives", f.primitives, agent.PrimitivesFull, agent.PrimitivesNoVLA),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case f.robot == "":
+		return errors.New("--robot: empty")
+	case f.seed < 0:
+		return fmt.Errorf("--seed %d: must be >= 0", f.seed)
+	case f.maxTurns < 0:
+		return fmt.Errorf("--max-turns %d: must be >= 0", f.maxTurns)
+	case f.budgetS < 0:
+		return fmt.Errorf("--budget-s %g: must be >= 0", f.budgetS)
+	case f.cellTimeoutS <= 0:
+		return fmt.Errorf("--cell-timeout-s %g: must be > 0", f.cellTimeoutS)
+	case f.maxEnvSteps <= 0:
+		return fmt.Errorf("--max-episode-steps %d: must be > 0", f.maxEnvSteps)
+	}
+	return nil
+}
+
+// config is the episode the flags describe; with no --out, the run folder is named after now.
+func (f *episodeFlags) config(now time.Time) agent.EpisodeConfig {
+	out := f.out
+	if out == "" {
+		task := f.task
+		if task == "" {
+			task = "default"
+		}
+		if f.cmd == "mcp" {
+			out = filepath.Join("runs", fmt.Sprintf("%s-mcp-%s-%s-%s", now.Format("20060102-150405"), f.robot, task, f.arm))
+		} else {
+			out = filepath.Join("runs", fmt.Sprintf("%s-%s-%s-%s", now.UTC().Format("20060102T150405"), f.robot, task, f.arm))
+		}
+	}
+	return agent.EpisodeConfig{
+		Robot: f.robot, Suite: f.suite, Task: f.task, Seed: f.seed, Arm: f.arm, Images: f.images,
+		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
+		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
+		MaxEnvSteps: f.maxEnvSteps, Out: out,
+	}
+}
+
+// oneOf checks that flag --name's value v is one of allowed.
+func oneOf(name, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("--%s %q: want one of %s", name, v, strings.Join(allowed, ", "))
+}
