@@ -250,16 +250,24 @@ func checkMagic(path string) error {
 	return nil
 }
 
-// bar is a one-line progress bar redrawn with \r on every whole percent.
+// bar is a one-line progress bar redrawn with \r on every whole percent on a terminal; into a log or
+// pipe it writes a plain line every 10% instead, so logs stay readable.
 type bar struct {
 	w        io.Writer
 	label    string
 	total, n int64
 	shown    int
+	tty      bool
 }
 
 func newBar(w io.Writer, label string, total int64) *bar {
-	return &bar{w: w, label: label, total: total, shown: -1}
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil {
+			tty = st.Mode()&os.ModeCharDevice != 0
+		}
+	}
+	return &bar{w: w, label: label, total: total, shown: -1, tty: tty}
 }
 
 func (b *bar) Write(p []byte) (int, error) {
@@ -273,10 +281,17 @@ func (b *bar) draw() {
 		return
 	}
 	pct := int(min(100, b.n*100/b.total))
+	if !b.tty {
+		pct -= pct % 10
+	}
 	if pct == b.shown {
 		return
 	}
 	b.shown = pct
+	if !b.tty {
+		fmt.Fprintf(b.w, "%s %3d%% %d/%d MiB\n", b.label, pct, b.n>>20, b.total>>20)
+		return
+	}
 	const width = 30
 	fill := pct * width / 100
 	fmt.Fprintf(b.w, "\r%s [%s%s] %3d%% %d/%d MiB", b.label, strings.Repeat("#", fill), strings.Repeat(".", width-fill),
@@ -284,7 +299,7 @@ func (b *bar) draw() {
 }
 
 func (b *bar) done() {
-	if b.w != nil {
+	if b.w != nil && b.tty {
 		fmt.Fprintln(b.w)
 	}
 }

@@ -185,6 +185,7 @@ func TestVerifyAndInstalled(t *testing.T) {
 func TestProgressBar(t *testing.T) {
 	var sb strings.Builder
 	b := newBar(&sb, "x", 200)
+	b.tty = true // a terminal: one line redrawn in place
 	for range 20 {
 		b.Write(make([]byte, 10))
 	}
@@ -192,5 +193,16 @@ func TestProgressBar(t *testing.T) {
 	out := sb.String()
 	if !strings.Contains(out, "100% ") || strings.Count(out, "\r") != 20 || !strings.HasSuffix(out, "\n") {
 		t.Fatalf("bar output %q", out)
+	}
+
+	// A log or pipe: a plain line every 10%, no carriage returns.
+	var log strings.Builder
+	b = newBar(&log, "x", 200)
+	for range 20 {
+		b.Write(make([]byte, 10))
+	}
+	b.done()
+	if out := log.String(); strings.Contains(out, "\r") || strings.Count(out, "\n") != 11 || !strings.Contains(out, "x 100% ") {
+		t.Fatalf("plain bar output %q", out)
 	}
 }
