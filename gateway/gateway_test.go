@@ -238,7 +238,10 @@ func TestKernelsOverWebSocket(t *testing.T) {
 		}
 		cc.until(10*time.Second, "initial status", func(m *wireMsg) bool { return m.MsgType == "status" })
 		id := cc.execute("import time; time.sleep(1.5); print('while you were away')")
-		time.Sleep(200 * time.Millisecond)
+		// Leave once the kernel has started the cell, so everything after is missed while away.
+		cc.until(30*time.Second, "the cell's busy", func(m *wireMsg) bool {
+			return m.MsgType == "status" && m.ParentMsgID == id && statusOf(m) == "busy"
+		})
 		cc.ws.Close()
 		ca.until(30*time.Second, "the cell's idle on A", isIdleFor(id))
 		again, _, err := dialWS(t, wsURL(hs.URL, k1, sc, tok), sc, false, nil)
