@@ -67,30 +67,11 @@ func claudeInput(p agent.Prompt) []byte {
 // FinishGrace to wrap up), the budget runs out (an error wrapping agent.ErrBudgetExceeded) or ctx ends.
 func RunClaude(ctx context.Context, ep Driver, cfg Config) error {
 	cfg.defaults()
-	bin := cfg.Bin
-	if bin == "" {
-		var err error
-		if bin, err = FindBin("claude"); err != nil {
-			return err
-		}
-	}
-	key, err := apiKey(cfg, "claude")
+	setup, err := prepare(ctx, ep, cfg, "claude", ClaudeEvents, ClaudeStderr, ClaudeHome)
 	if err != nil {
 		return err
 	}
-	dir := ep.Dir()
-	info := Info{Name: "claude", Events: ClaudeEvents, Stderr: ClaudeStderr}
-	version, err := Version(ctx, bin)
-	if err != nil {
-		return err
-	}
-	info.Version = version
-	publish(ep, info)
-
-	home := filepath.Join(dir, ClaudeHome)
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return fmt.Errorf("cli: %w", err)
-	}
+	bin, key, home, dir, info := setup.bin, setup.key, setup.home, ep.Dir(), setup.info
 	r, cleanup, err := startRun(ctx, dir, ep, cfg, "claude", ClaudeEvents, ClaudeStderr)
 	if err != nil {
 		return err

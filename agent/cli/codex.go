@@ -113,30 +113,11 @@ func apiKeyEnv(cfg Config, runtime string) string {
 // FinishGrace to wrap up), the budget runs out (an error wrapping agent.ErrBudgetExceeded) or ctx ends. See the package comment.
 func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
 	cfg.defaults()
-	bin := cfg.Bin
-	if bin == "" {
-		var err error
-		if bin, err = FindBin("codex"); err != nil {
-			return err
-		}
-	}
-	key, err := apiKey(cfg, "codex")
+	setup, err := prepare(ctx, ep, cfg, "codex", CodexEvents, CodexStderr, CodexHome)
 	if err != nil {
 		return err
 	}
-	dir := ep.Dir()
-	info := Info{Name: "codex", Events: CodexEvents, Stderr: CodexStderr}
-	version, err := Version(ctx, bin)
-	if err != nil {
-		return err
-	}
-	info.Version = version
-	publish(ep, info)
-
-	home := filepath.Join(dir, CodexHome)
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return fmt.Errorf("cli: %w", err)
-	}
+	bin, key, home, dir, info := setup.bin, setup.key, setup.home, ep.Dir(), setup.info
 	defer pruneCodexHome(home)
 	images, err := writePromptImages(filepath.Join(home, "prompt_images"), ep.Prompt().Images)
 	if err != nil {

@@ -53,3 +53,35 @@ func startRun(ctx context.Context, dir string, ep Driver, cfg Config, name, even
 		closeAll()
 	}, nil
 }
+
+// cliSetup is what both runtimes resolve before a run: the binary, the API key, and the CLI's home
+// directory in the run folder; the CLI's name and version are published to the episode.
+type cliSetup struct {
+	bin, key, home string
+	info           Info // published already; the run loop adds exit codes, tool calls and cost
+}
+
+// prepare resolves the CLI called name (cfg.Bin or found on the path), its API key and version,
+// publishes them as the episode's CLI info, and creates its home directory homeName in the run folder.
+func prepare(ctx context.Context, ep Driver, cfg Config, name, eventsName, stderrName, homeName string) (cliSetup, error) {
+	s := cliSetup{bin: cfg.Bin}
+	var err error
+	if s.bin == "" {
+		if s.bin, err = FindBin(name); err != nil {
+			return s, err
+		}
+	}
+	if s.key, err = apiKey(cfg, name); err != nil {
+		return s, err
+	}
+	s.info = Info{Name: name, Events: eventsName, Stderr: stderrName}
+	if s.info.Version, err = Version(ctx, s.bin); err != nil {
+		return s, err
+	}
+	publish(ep, s.info)
+	s.home = filepath.Join(ep.Dir(), homeName)
+	if err := os.MkdirAll(s.home, 0o755); err != nil {
+		return s, fmt.Errorf("cli: %w", err)
+	}
+	return s, nil
+}
