@@ -4,7 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== go vet"; go vet ./...
-echo "== go test"; go test -count=1 -timeout 25m ./...
+# -p 1: packages one at a time, so kernels launched by different test binaries never race for the same
+# free port (two launches can be handed the same port before either kernel binds it).
+echo "== go test"; go test -p 1 -count=1 -timeout 25m ./...
 echo "== go fuzz (brief)"
 for pkg in $(grep -rlE '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do
   for t in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' "$pkg"/*_test.go | sed 's/func //'); do
