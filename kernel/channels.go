@@ -56,11 +56,24 @@ func dialSockets(ctx context.Context, ci ConnectionInfo, identity string, sink f
 	errc := make(chan error, len(dials))
 	for _, d := range dials {
 		go func() {
-			if err := d.sock.Dial(ci.endpoint(d.port)); err != nil {
-				errc <- fmt.Errorf("kernel: dial %s %s: %w", d.name, ci.endpoint(d.port), err)
-				return
+			// zmq4 retries a refused connect, but not a connection reset during the ZMTP greeting, which
+			// happens while a starting kernel is still binding its sockets: retry that until ctx ends.
+			for {
+				err := d.sock.Dial(ci.endpoint(d.port))
+				if err == nil {
+					errc <- nil
+					return
+				}
+				select {
+				case <-ctx.Done():
+					errc <- fmt.Errorf("kernel: dial %s %s: %w", d.name, ci.endpoint(d.port), err)
+					return
+				case <-s.closed:
+					errc <- fmt.Errorf("kernel: dial %s %s: %w", d.name, ci.endpoint(d.port), err)
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
-			errc <- nil
 		}()
 	}
 	var firstErr error
