@@ -67,6 +67,9 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 			acts = append(acts, Action{Tool: "finish", Args: args})
 		case c.CellType != notebooks.CellCode:
 		case author == notebooks.AuthorSetup || author == notebooks.AuthorHuman:
+		case tool == ToolRunProgram && arm == ArmProgram && meta["program"] != nil:
+			args, _ := json.Marshal(map[string]any{"code": meta["program"]})
+			acts = append(acts, Action{Tool: ToolRunProgram, Args: args})
 		case author == notebooks.AuthorTool && arm == ArmTools && meta["args"] != nil:
 			args, _ := json.Marshal(meta["args"])
 			acts = append(acts, Action{Tool: tool, Args: args})

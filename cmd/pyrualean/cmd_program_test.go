@@ -165,3 +165,53 @@ func TestCmdPromptCard(t *testing.T) {
 		t.Errorf("card: %v", card)
 	}
 }
+
+// TestPlayProgramArm: play --arm program drives the program arm through the OpenAI runtime like any
+// arm (the tools offered, the single-program budget, finish), and its trace replays in that arm.
+func TestPlayProgramArm(t *testing.T) {
+	code, _ := json.Marshal(map[string]string{"code": stackProgram})
+	srv := openaitest.New(
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "run_program", Arguments: string(code)}}}},
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "run_program", Arguments: `{"code": "def run(robo):\n    pass\n"}`}}}},
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "success", "summary": "stacked"}`}}}},
+	)
+	defer srv.Close()
+	t.Setenv("PYRUALEAN_TEST_KEY", "sk-test")
+	out := filepath.Join(t.TempDir(), "run")
+	rc, stdout, stderr := runCLI(t, "play", "--arm", "program", "--max-programs", "1", "--base-url", srv.BaseURL(), "--api-key-env", "PYRUALEAN_TEST_KEY",
+		"--model", "m1", "--task", "stack_blocks", "--out", out)
+	if rc != 0 {
+		t.Fatalf("play: exit %d\n%s", rc, stderr)
+	}
+	var line playLine
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line); err != nil || line.Arm != "program" || line.Status != "completed" ||
+		line.EnvironmentSuccess == nil || !*line.EnvironmentSuccess || line.ToolTurns != 1 {
+		t.Fatalf("play line %q (%v)", stdout, err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) < 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	var tools []string
+	for _, tl := range reqs[0].Body["tools"].([]any) {
+		tools = append(tools, tl.(map[string]any)["function"].(map[string]any)["name"].(string))
+	}
+	if strings.Join(tools, ",") != "run_program,finish" {
+		t.Errorf("tools offered: %v", tools)
+	}
+	// The second program was refused: the model read the budget error.
+	if msgs := reqs[2].Messages(); !strings.Contains(mustString(msgs[len(msgs)-1]["content"]), "program budget exhausted (1)") {
+		t.Errorf("second program's result: %v", msgs[len(msgs)-1])
+	}
+	// The trace replays in the program arm with no model.
+	out2 := filepath.Join(t.TempDir(), "replayed")
+	rc, stdout, stderr = runCLI(t, "play", "--arm", "program", "--runtime", "replay", "--from", filepath.Join(out, "trace.ipynb"), "--task", "stack_blocks", "--out", out2)
+	if rc != 0 || !strings.Contains(stdout, `"environment_success":true`) {
+		t.Fatalf("replay in the program arm: exit %d\n%s\n%s", rc, stdout, stderr)
+	}
+}
+
+func mustString(v any) string {
+	s, _ := v.(string)
+	return s
+}
