@@ -26,16 +26,6 @@ const stackProgram = `def run(robo):
         robo.move_to([x, y, top + 0.12])
 `
 
-type runOut struct {
-	Status             string  `json:"status"`
-	Reason             string  `json:"reason"`
-	EnvironmentSuccess *bool   `json:"environment_success"`
-	Calls              int     `json:"calls"`
-	EnvSteps           int     `json:"env_steps"`
-	PolicyWallS        float64 `json:"policy_wall_s"`
-	RunDir             string  `json:"run_dir"`
-	Policy             string  `json:"policy"`
-}
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -44,9 +34,9 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-func parseRunLine(t *testing.T, stdout string) runOut {
+func parseRunLine(t *testing.T, stdout string) runLine {
 	t.Helper()
-	var r runOut
+	var r runLine
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &r) != nil {
 		t.Fatalf("stdout is not one JSON line: %q", stdout)
@@ -55,7 +45,7 @@ func parseRunLine(t *testing.T, stdout string) runOut {
 }
 
 // checkSolvedRun: the program solved the task, its run folder is a normal one.
-func checkSolvedRun(t *testing.T, r runOut, out string) {
+func checkSolvedRun(t *testing.T, r runLine, out string) {
 	t.Helper()
 	if r.Status != "completed" || r.Reason != "finished" || r.EnvironmentSuccess == nil || !*r.EnvironmentSuccess ||
 		r.Calls == 0 || r.EnvSteps == 0 || r.RunDir != out {
