@@ -26,7 +26,6 @@ const stackProgram = `def run(robo):
         robo.move_to([x, y, top + 0.12])
 `
 
-
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
