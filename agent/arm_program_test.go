@@ -142,8 +142,10 @@ func TestProgramArm(t *testing.T) {
 		meta, _ := c.Metadata[notebooks.MetaKey].(map[string]any)
 		if meta["tool"] == agent.ToolRunProgram {
 			programs++
-			if !strings.HasSuffix(c.Source, "\n\nrun(robo)") || !strings.HasPrefix(c.Source, meta["program"].(string)[:10]) {
-				t.Errorf("program cell %q (meta %v)", c.Source, meta["program"])
+			args, _ := meta["args"].(map[string]any)
+			src, _ := args["code"].(string)
+			if !strings.HasSuffix(c.Source, "\n\nrun(robo)") || src == "" || !strings.HasPrefix(c.Source, strings.TrimSpace(src)) {
+				t.Errorf("program cell %q (args %v)", c.Source, meta["args"])
 			}
 		}
 	}

@@ -206,7 +206,8 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	file, src := fmt.Sprintf("cell_%03d.py", i), code
 	if tool == ToolRunProgram {
 		file = fmt.Sprintf("program_%02d.py", i)
-		src, _ = extraMeta["program"].(string)
+		args, _ := extraMeta["args"].(map[string]any)
+		src, _ = args["code"].(string)
 	}
 	if err := os.WriteFile(filepath.Join(e.workspace, file), []byte(src), 0o644); err != nil {
 		e.log.Warn("cannot save cell source", "err", err)

@@ -32,8 +32,11 @@ func LoadActions(path, arm string) ([]Action, error) {
 		}
 		return actionsFromNotebook(nb, arm)
 	}
-	if arm == ArmTools {
+	switch arm {
+	case ArmTools:
 		return nil, fmt.Errorf("%s: a script of cells replays only in the cells arm (--arm cells)", path)
+	case ArmProgram:
+		return nil, fmt.Errorf("%s: a script of cells replays only in the cells arm (for one program: pyrualean run --policy %s)", path, path)
 	}
 	var acts []Action
 	for _, cell := range robotapi.SplitPercentCells(string(b)) {
@@ -67,10 +70,8 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 			acts = append(acts, Action{Tool: "finish", Args: args})
 		case c.CellType != notebooks.CellCode:
 		case author == notebooks.AuthorSetup || author == notebooks.AuthorHuman:
-		case tool == ToolRunProgram && arm == ArmProgram && meta["program"] != nil:
-			args, _ := json.Marshal(map[string]any{"code": meta["program"]})
-			acts = append(acts, Action{Tool: ToolRunProgram, Args: args})
-		case author == notebooks.AuthorTool && arm == ArmTools && meta["args"] != nil:
+		case tool == ToolRunProgram && arm == ArmProgram && meta["args"] != nil,
+			author == notebooks.AuthorTool && arm == ArmTools && meta["args"] != nil:
 			args, _ := json.Marshal(meta["args"])
 			acts = append(acts, Action{Tool: tool, Args: args})
 		default:
@@ -83,10 +84,10 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 	if len(acts) == 0 {
 		return nil, fmt.Errorf("no agent cells to replay")
 	}
-	if arm == ArmTools {
+	if arm == ArmTools || arm == ArmProgram {
 		for _, a := range acts {
 			if a.Tool == "python" {
-				return nil, fmt.Errorf("the trace holds python cells, which the tools arm cannot replay (use --arm cells)")
+				return nil, fmt.Errorf("the trace holds python cells, which the %s arm cannot replay (use --arm cells)", arm)
 			}
 		}
 	}
