@@ -14,6 +14,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from .base import Robot, TaskInfo, tool
 from .errors import EpisodeFinished, SandboxError, ToolError
+from . import notebook
 from .notebook import cell_report, display, episode_card
 from .robots import REGISTRY, RobotUnavailable, robot_class
 
@@ -36,5 +37,7 @@ def make(robot: str = "tabletop", *, task: Optional[str] = None, seed: Optional[
     cls = robot_class(robot)
     if seed is not None:
         extra["seed"] = seed
-    return cls(task=task, workspace=workspace, images=images, primitives=primitives, suite=suite,
+    robo = cls(task=task, workspace=workspace, images=images, primitives=primitives, suite=suite,
                vla_endpoint=vla_endpoint, max_env_steps=max_env_steps, **extra)
+    notebook.attach(robo)  # here, not in each robot: every robot made gets the kernel's hooks the same way
+    return robo

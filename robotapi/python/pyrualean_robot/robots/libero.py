@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Optional, Sequence, Union
 import numpy as np
 
 from ..base import Robot, TaskInfo, load_guide, tool
+from ..images import png_bytes
 from ..errors import ToolError
 from ..results import Gripper, Move, MovePose, Release, Rotation, State
 from . import _libero_sim as sim_mod
@@ -256,9 +257,6 @@ class LiberoRobot(Robot):
         self._views_at = -1
         # Step 0's high-resolution views are kept: the card shows them and agents map their pixels.
         self._step0 = {c: self._snapshot(c, HIGH_RES) for c in self.CAMERAS}
-        from .. import notebook
-
-        notebook.attach(self)  # the kernel's active robot: on-motion images, cell_report, episode_card
 
     @staticmethod
     def _parse_task(suite: Optional[str], task: Union[int, str, None]) -> tuple[str, int]:
@@ -319,8 +317,6 @@ class LiberoRobot(Robot):
         return self.suite or ""
 
     def _card_images(self) -> dict[str, bytes]:
-        from ..base import png_bytes
-
         # The seed's card images (hosts/rpent_libero.py CARD_IMAGES): both cameras at step 0, 1024 px.
         return {f"{c}_high": png_bytes(self._step0[c]["rgb"]) for c in self.CAMERAS}
 
@@ -473,8 +469,6 @@ class LiberoRobot(Robot):
         res = HIGH_RES if high else LOW_RES
         if camera in self.CAMERAS and (kind, ext) in (("", "png"), ("world", "npz"), ("depth", "npz")):
             if ext == "png":
-                from ..base import png_bytes
-
                 return png_bytes(self._view(camera, res, step, "rgb"))
             import io
 
@@ -631,8 +625,6 @@ class LiberoRobot(Robot):
 
     def _overlay(self, camera: str, res: int, step: int, idx: int, mask: np.ndarray) -> str:
         """Keep the image with the mask tinted red as an artifact (RPent's segment_overlay_NN_II.png)."""
-        from ..base import png_bytes
-
         def build() -> bytes:  # made when asked for: most overlays are never looked at
             img = self._view(camera, res, idx, "rgb").astype(np.float32)
             img[mask] = 0.55 * img[mask] + 0.45 * np.array([255.0, 0.0, 0.0])

@@ -14,7 +14,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ..base import Robot, TaskInfo, png_bytes, tool
+from ..base import Robot, TaskInfo, tool
+from ..images import png_bytes
 from ..errors import ToolError
 from ..results import (BackProjection, Gripper, Move, MovePose, Pick, PolicyRun, Release, Rotation, Segment,
                        State)
@@ -233,9 +234,6 @@ class TabletopRobot(Robot):
         self._sim = _SimView(self)
         self._reset()
         self._renderer(256, "rgb")  # create the GL context now, not inside a (sandboxed) agent cell
-        from .. import notebook
-
-        notebook.attach(self)
 
     # ----- set-up -------------------------------------------------------------------------------------------
     def _geom_objects(self) -> list[str]:
