@@ -15,8 +15,8 @@ from typing import Any, ClassVar, Optional, Sequence, Union
 import numpy as np
 
 from ..base import Robot, TaskInfo, load_guide, tool
-from ..images import png_bytes
 from ..errors import ToolError
+from ..images import png_bytes
 from ..results import Gripper, Move, MovePose, Release, Rotation, State
 from . import _libero_sim as sim_mod
 from . import pi05
