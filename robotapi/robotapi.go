@@ -267,6 +267,10 @@ type SetupOptions struct {
 	VLAEndpoint string
 	EnvEndpoint string // remote robots' env server (env_url)
 	MaxEnvSteps int
+	// LIBERO only: RPent's SAM 3 server for segment() (else the simulator's masks), and the seed's
+	// --libero-type (standard | pro).
+	Sam3Endpoint string
+	LiberoType   string
 }
 
 // pyStr renders a Python string literal (JSON string syntax is valid Python for str).
@@ -307,6 +311,12 @@ func SetupCode(opts SetupOptions) string {
 	}
 	if opts.MaxEnvSteps > 0 {
 		args = append(args, "max_env_steps="+strconv.Itoa(opts.MaxEnvSteps))
+	}
+	if opts.Sam3Endpoint != "" {
+		args = append(args, "sam3_endpoint="+pyStr(opts.Sam3Endpoint))
+	}
+	if opts.LiberoType != "" {
+		args = append(args, "libero_type="+pyStr(opts.LiberoType))
 	}
 	return "from pyrualean_robot import make; robo = make(" + strings.Join(args, ", ") + ")"
 }
