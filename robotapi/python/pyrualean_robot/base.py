@@ -1,8 +1,13 @@
 """The base every robot (`robo`) derives from: options, the call ledger, the episode guard, images for the
 notebook, and the per-cell report. Concrete robots (tabletop, libero, ...) implement the primitives.
 
+Import direction: this module uses only errors, images and results; it never imports the notebook (make()
+attaches a robot to the kernel session, see notebook.attach) or the sandbox.
+
 Writing a robot (for adapter authors):
 
+* add one :class:`~pyrualean_robot.robots.RobotEntry` to ``robots/__init__.py`` (the one list of robot names;
+  the Go side asks it) and write ``robots/<name>.py``;
 * subclass :class:`Robot`, set ``NAME``, ``CAMERAS``, ``ON_MOTION_IMAGES``, ``KNOWLEDGE`` (``KNOWLEDGE_NOVLA`` for
   no-vla runs) and the constants you document; implement ``_env_steps()``, ``_solved()``,
   ``_render_rgb(camera, size)``, ``state()`` and ``tasks()`` (a classmethod returning :class:`TaskInfo` rows, so
