@@ -28,11 +28,12 @@ def make(robot: str = "tabletop", *, task: Optional[str] = None, seed: Optional[
          vla_endpoint: Optional[str] = None, max_env_steps: int = 10000, **extra: Any) -> Robot:
     """Create a robot and make it the kernel's active robot (hooks, cell_report, episode_card).
 
-    robot: "tabletop" (embedded MuJoCo, default), "libero", "robotwin", "robocasa", "robodojo_xpl_rgb".
+    robot: a name of ``REGISTRY`` (``python -m pyrualean_robot.robots``); "tabletop" (embedded MuJoCo) is the default.
     task: the task name (`pyrualean tasks --robot R`); seed: layout seed (same task+seed+cells = same run;
     default: the robot's own, e.g. 0 for tabletop/libero, 100000 for RoboTwin's verified demo_randomized scene).
     workspace: folder for calls.jsonl and the files policy code may open (default: the current directory).
     images: "on-motion" | "on-demand" | "none"; primitives: "full" | "no-vla".
+    extra: the robot's own options (e.g. libero's sam3_endpoint and libero_type, env_url of remote robots).
     """
     cls = robot_class(robot)
     if seed is not None:

@@ -1,5 +1,5 @@
 """``python -m pyrualean_robot.robots.suites [--robot NAME] [--json]``: the benchmark suites of the adapter
-robots (libero, robotwin, robocasa, robodojo_xpl_rgb), their task counts, and whether each can run on this
+robots (every registered robot but the embedded tabletop), their task counts, and whether each can run on this
 machine (and what is missing if not). Nothing boots a simulator. The embedded tabletop robot is added by
 `pyrualean suites` from robotapi's task list.
 
