@@ -18,6 +18,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/agent/tokencount"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
@@ -178,7 +179,7 @@ func runArm(ctx context.Context, o Options, counter *tokencount.Counter, task, a
 	if err != nil {
 		return nil, err
 	}
-	runErr := agent.RunOpenAI(ctx, ep, agent.OpenAIConfig{
+	runErr := runtimes.RunOpenAI(ctx, ep, runtimes.OpenAIConfig{
 		BaseURL: srv.BaseURL(), APIKey: "bench", Model: "scripted-" + o.Encoding, Logger: o.Logger,
 		Backoff: 10 * time.Millisecond, PlannerRetryWait: 10 * time.Millisecond,
 	})

@@ -62,7 +62,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-			return 2
+			return exitUsage
 		}
 		return 0
 	}
@@ -74,7 +74,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out, err := filepath.Abs(f.episode.Out)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	cfg := f.episode
 	cfg.Out, cfg.Model, cfg.Runtime, cfg.Logger = out, f.model, "mcp", logger
@@ -84,7 +84,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ep, err := agent.StartEpisode(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-		return 2
+		return exitEpisodeError
 	}
 	// The episode's context ends at the wall-clock budget or when the kernel dies.
 	life, stop := ep.Context(ctx)
@@ -113,7 +113,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			ep.Finish(ctx, agent.StatusError, err)
 			fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-			return 2
+			return exitEpisodeError
 		}
 		fmt.Fprintf(stderr, "pyrualean mcp: serving %s (run folder %s)\n", hs.URL, out)
 		select {
@@ -149,10 +149,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintln(stdout, string(line))
 	}
-	if res.Status == agent.StatusBootError || res.Status == agent.StatusError {
-		return 2
-	}
-	return 0
+	return statusExit(res.Status)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
@@ -51,8 +52,8 @@ func TestPlayBadFlags(t *testing.T) {
 	for _, args := range cases {
 		var out, errb bytes.Buffer
 		code := cmdPlay(context.Background(), args, &out, &errb)
-		if code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, code)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (usage)", args, code, exitUsage)
 		}
 		if out.Len() != 0 {
 			t.Errorf("%v: wrote stdout %q", args, out.String())
@@ -98,14 +99,14 @@ func TestPlayRuntimeDefault(t *testing.T) {
 			if s.runtime != c.runtime || s.episode.Runtime != c.runtime {
 				t.Errorf("runtime %q (episode %q), want %q", s.runtime, s.episode.Runtime, c.runtime)
 			}
-			if c.runtime == "openai" && s.openai.BaseURL != c.baseURL {
-				t.Errorf("base URL %q, want %q", s.openai.BaseURL, c.baseURL)
+			if oc, err := runtimes.OpenAIConfigFor(s.settings); c.runtime == "openai" && (err != nil || oc.BaseURL != c.baseURL) {
+				t.Errorf("base URL %q (%v), want %q", oc.BaseURL, err, c.baseURL)
 			}
 			if s.episode.Model != c.model {
 				t.Errorf("model %q, want %q", s.episode.Model, c.model)
 			}
-			if c.runtime == "local" && s.local.Model != c.model {
-				t.Errorf("local model %q, want %q", s.local.Model, c.model)
+			if c.runtime == "local" && s.settings.Model != c.model {
+				t.Errorf("local model %q, want %q", s.settings.Model, c.model)
 			}
 		})
 	}
