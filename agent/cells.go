@@ -43,7 +43,7 @@ func (t *cellsToolkit) Tools() []ToolSpec {
 }
 
 func (t *cellsToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	name = stripToolPrefix(name)
+	name = StripToolPrefix(name)
 	switch name {
 	case "finish":
 		return t.e.callFinish(args)
@@ -73,7 +73,7 @@ func (t *toolsToolkit) Tools() []ToolSpec {
 }
 
 func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	name = stripToolPrefix(name)
+	name = StripToolPrefix(name)
 	if name == "finish" {
 		return t.e.callFinish(args)
 	}
@@ -101,16 +101,6 @@ func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessa
 		return t.e.refuse(fmt.Sprintf("malformed arguments for %s: %v", name, err)), nil
 	}
 	return t.e.runCell(ctx, code, name, notebooks.AuthorTool, map[string]any{"args": a})
-}
-
-// stripToolPrefix removes MCP-style prefixes (mcp__server__tool).
-func stripToolPrefix(name string) string {
-	if strings.HasPrefix(name, "mcp__") {
-		if i := strings.LastIndex(name, "__"); i > 4 {
-			return name[i+2:]
-		}
-	}
-	return name
 }
 
 // strictJSON decodes a JSON object, keeping numbers exact and rejecting trailing data.

@@ -330,7 +330,7 @@ func parseRollout(r io.Reader) []agent.Turn {
 		p := line.Payload
 		switch {
 		case line.Type == "response_item" && (p.Type == "function_call" || p.Type == "custom_tool_call"):
-			cur.ToolCalls = append(cur.ToolCalls, mcp.StripPrefix(p.Name))
+			cur.ToolCalls = append(cur.ToolCalls, agent.StripToolPrefix(p.Name))
 		case line.Type == "response_item" && p.Type == "message" && p.Role == "assistant":
 			var parts []struct {
 				Text string `json:"text"`
