@@ -16,6 +16,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/kernel"
@@ -760,7 +761,7 @@ func TestBootErrors(t *testing.T) {
 			if err := json.Unmarshal(b, &res); err != nil || res.Status != agent.StatusBootError || res.Error == nil || !strings.Contains(res.Error.Message, tc.want) {
 				t.Errorf("result.json: %+v (%v)", res, err)
 			}
-			if rows, _ := agent.LoadRuns([]string{cfg.Out}); len(rows) != 1 || rows[0].Status != agent.StatusBootError {
+			if rows, _ := runs.LoadRuns([]string{cfg.Out}); len(rows) != 1 || rows[0].Status != agent.StatusBootError {
 				t.Errorf("summarize sees %+v", rows)
 			}
 		})
