@@ -230,6 +230,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		}
 		outs = append(outs, notebooks.Output{OutputType: notebooks.OutputError, Ename: errorType(cause), Evalue: cause.Error(), Traceback: []string{errorType(cause) + ": " + cause.Error()}})
 		meta["status"] = "aborted"
+		_ = appendToolTurn(e.cfg.Out, i, tool, "aborted", elapsed, nil)
 		_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: outs}, meta)
 		e.mu.Lock()
 		e.res.ToolTurns = e.turns
@@ -271,6 +272,9 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		e.log.Warn("trace", "err", err)
 	}
 	e.applyDisplayUpdates(res.DisplayUpdates)
+	if err := appendToolTurn(e.cfg.Out, i, tool, res.Status, elapsed, report); err != nil {
+		e.log.Warn(ToolTurnsFile, "err", err)
+	}
 	if success, changed := e.absorbReport(report); changed {
 		// Keep the trace's verdict current, so a trace cut short by a kill still says it.
 		_ = e.trace.SetEpisodeMeta(map[string]any{"success": success, "environment_success": success})

@@ -151,6 +151,20 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 			t.Errorf("run folder lacks %s", f)
 		}
 	}
+	// tool_turns.json: the seed's rows, one per python call, beside turns.jsonl.
+	var toolTurns []map[string]any
+	if b, err := os.ReadFile(filepath.Join(out, agent.ToolTurnsFile)); err != nil || json.Unmarshal(b, &toolTurns) != nil || len(toolTurns) != pl.ToolTurns {
+		t.Errorf("tool_turns.json: %d rows (%v), want %d", len(toolTurns), err, pl.ToolTurns)
+	} else {
+		for _, k := range []string{"index", "tool", "elapsed_s", "ok", "moved", "env_steps", "terminated", "sandbox_flags"} {
+			if _, ok := toolTurns[0][k]; !ok {
+				t.Errorf("tool_turns.json row lacks %q: %v", k, toolTurns[0])
+			}
+		}
+		if last := toolTurns[len(toolTurns)-1]; last["terminated"] != true || last["tool"] != "python" || toolTurns[0]["index"] != 1.0 {
+			t.Errorf("tool_turns.json rows %v", toolTurns)
+		}
+	}
 	// The trace replays: its agent cells and its finish, in a fresh episode.
 	again := filepath.Join(dir, "runs", "again")
 	stdout.Reset()
