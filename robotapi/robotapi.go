@@ -214,7 +214,9 @@ type SetupOptions struct {
 	Suite       string
 	VLAEndpoint string
 	EnvEndpoint string // remote robots' env server (env_url)
-	MaxEnvSteps int
+	// SAM3Endpoint is LIBERO's SAM 3 server (sam3_endpoint)
+	SAM3Endpoint string
+	MaxEnvSteps  int
 }
 
 // pyStr renders a Python string literal (JSON string syntax is valid Python for str).
@@ -252,6 +254,9 @@ func SetupCode(opts SetupOptions) string {
 	}
 	if opts.EnvEndpoint != "" {
 		args = append(args, "env_url="+pyStr(opts.EnvEndpoint))
+	}
+	if opts.SAM3Endpoint != "" {
+		args = append(args, "sam3_endpoint="+pyStr(opts.SAM3Endpoint))
 	}
 	if opts.MaxEnvSteps > 0 {
 		args = append(args, "max_env_steps="+strconv.Itoa(opts.MaxEnvSteps))

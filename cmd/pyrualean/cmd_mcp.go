@@ -36,7 +36,8 @@ func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error)
 			"logs go to stderr) or streamable HTTP at http://ADDR/mcp with --http. The episode ends when the\n"+
 			"client disconnects (stdio), shortly after finish (http), at --budget-s, or on SIGINT/SIGTERM;\n"+
 			"the run folder then holds result.json and trace.ipynb as for play. $PYRUALEAN_ROOT names the\n"+
-			"repository when neither the working directory nor the executable lies inside it.")
+			"repository when neither the working directory nor the executable lies inside it.\n"+
+			"Exit status: 0, 1 interrupted, 2 boot_error or error (as the seed), 64 bad usage.")
 		fs.PrintDefaults()
 	}
 	f.register(fs)

@@ -35,11 +35,20 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	f := &playFlags{episodeFlags: episodeFlags{cmd: "play"}}
 	fs := flag.NewFlagSet("play", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: pyrualean play [--robot R | --suite S] [--task T] [--seed N] [--arm cells|tools] [--runtime NAME] [--model M] [flags]\n\n"+
+			"Runs one episode and prints one JSON line (arm, status, environment_success, finish, ...).\n"+
+			"Exit status: 0 the episode ran (solved or not), 1 planner_error or interrupted, 2 boot_error or\n"+
+			"error (as the seed), 64 bad usage (a flag or value refused before anything started).\n"+
+			"Environment: PYRUALEAN_RUNTIME (default --runtime), PYRUALEAN_MODEL, PYRUALEAN_PRIMITIVES,\n"+
+			"PYRUALEAN_CODEX_HOME (CODEX_HOME for --runtime codex), OPENAI_BASE_URL, OPENAI_API_KEY.")
+		fs.PrintDefaults()
+	}
 	f.register(fs)
 	fs.StringVar(&f.model, "model", "", "model name sent to the endpoint (default $PYRUALEAN_MODEL, else gpt-6-astra)")
 	fs.StringVar(&f.reasoning, "reasoning", "", "reasoning effort recorded in result.json (and sent as reasoning_effort when set)")
 	fs.StringVar(&f.cudaDevice, "cuda-device", "", "CUDA_VISIBLE_DEVICES for the kernel")
-	fs.StringVar(&f.runtime, "runtime", "", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model); default: openai when --base-url or $OPENAI_BASE_URL is set, else local")
+	fs.StringVar(&f.runtime, "runtime", "", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model); default: $PYRUALEAN_RUNTIME, else openai when --base-url or $OPENAI_BASE_URL is set, else local")
 	fs.StringVar(&f.from, "from", "", "replay: a trace (.ipynb) or a percent-format script (.py) of agent cells")
 	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL; --runtime openai without either: https://api.openai.com/v1)")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY; claude: ANTHROPIC_API_KEY)")
@@ -85,7 +94,9 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		f.runtime = runtimes.Default(f.baseURL)
 	}
 	entry, err := runtimes.Lookup(f.runtime)
-	if err != nil {
+	if err != nil && implied {
+		return nil, fmt.Errorf("$PYRUALEAN_RUNTIME: %w (fix or unset it, or pass --runtime)", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("--runtime: %w", err)
 	}
 	if err := f.validate(); err != nil {
