@@ -235,7 +235,7 @@ func RunOpenAI(ctx context.Context, ep agent.Driver, cfg OpenAIConfig) error {
 			if !providerFailure(err) {
 				// go-openai refused the request before sending it (e.g. a reasoning model that needs the
 				// Responses API): no retry will help.
-				return fmt.Errorf("%w: model %s: %w (pick a chat-completions model with --model, or another runtime)", agent.ErrPlanner, cfg.Model, err)
+				return fmt.Errorf("%w: model %s: %w (pick a chat-completions model with --model, or --runtime codex, which speaks the Responses API)", agent.ErrPlanner, cfg.Model, err)
 			}
 			if toolCallsMade == 0 && plannerAttempts < cfg.PlannerAttempts {
 				plannerAttempts++

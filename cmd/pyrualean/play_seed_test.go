@@ -89,31 +89,43 @@ func TestPlayEnvironmentSettings(t *testing.T) {
 }
 
 // TestPlaySeedCommandRuns runs the seed's LIBERO command line for real, up to the model: LIBERO boots
-// in the kernel (a suite implies its robot), and the scripted endpoint ends the episode.
+// in the kernel (a suite implies its robot). The seed's model speaks only the Responses API, so the
+// openai runtime ends with a planner_error naming the fix (--runtime codex); a chat model answers.
 func TestPlaySeedCommandRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots LIBERO")
 	}
 	srv := openaitest.New(openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "seed command"}`}}}})
 	defer srv.Close()
-	out := filepath.Join(t.TempDir(), "run")
-	var stdout, stderr bytes.Buffer
-	code := cmdPlay(context.Background(), []string{"--arm", "cells", "--suite", "libero_spatial_swap", "--task", "7", "--seed", "2",
-		"--model", "gpt-6-astra", "--libero-type", "pro", "--base-url", srv.BaseURL(), "--images", "none", "--out", out}, &stdout, &stderr)
-	res, err := readResult(out)
-	if err != nil {
-		t.Fatalf("exit %d, no result.json (%v): %s", code, err, stderr.String())
-	}
-	if res.Status == agent.StatusBootError {
-		if code != exitEpisodeError {
-			t.Errorf("boot_error exit %d, want %d", code, exitEpisodeError)
+	for _, c := range []struct {
+		model, status string
+		code          int
+	}{
+		{"gpt-6-astra", agent.StatusPlannerError, exitFailed},
+		{"scripted", agent.StatusCompleted, 0},
+	} {
+		out := filepath.Join(t.TempDir(), "run")
+		var stdout, stderr bytes.Buffer
+		code := cmdPlay(context.Background(), []string{"--arm", "cells", "--suite", "libero_spatial_swap", "--task", "7", "--seed", "2",
+			"--model", c.model, "--libero-type", "pro", "--base-url", srv.BaseURL(), "--images", "none", "--out", out}, &stdout, &stderr)
+		res, err := readResult(out)
+		if err != nil {
+			t.Fatalf("exit %d, no result.json (%v): %s", code, err, stderr.String())
 		}
-		t.Skipf("LIBERO does not boot here: %+v", res.Error)
-	}
-	if code != 0 || res.Robot != "libero" || res.Suite != "libero_spatial_swap" || res.Task != "7" || res.Seed != 2 || res.Status != agent.StatusCompleted {
-		t.Fatalf("exit %d, result robot %s suite %s task %s seed %d status %s: %s", code, res.Robot, res.Suite, res.Task, res.Seed, res.Status, stderr.String())
-	}
-	if b, err := os.ReadFile(filepath.Join(out, "trace.ipynb")); err != nil || !strings.Contains(string(b), `make(\"libero\"`) {
-		t.Errorf("trace setup cell: %v", err)
+		if res.Status == agent.StatusBootError {
+			if code != exitEpisodeError {
+				t.Errorf("boot_error exit %d, want %d", code, exitEpisodeError)
+			}
+			t.Skipf("LIBERO does not boot here: %+v", res.Error)
+		}
+		if code != c.code || res.Robot != "libero" || res.Suite != "libero_spatial_swap" || res.Task != "7" || res.Seed != 2 || res.Status != c.status {
+			t.Fatalf("%s: exit %d, result robot %s suite %s task %s seed %d status %s (%+v): %s", c.model, code, res.Robot, res.Suite, res.Task, res.Seed, res.Status, res.Error, stderr.String())
+		}
+		if c.status == agent.StatusPlannerError && !strings.Contains(res.Error.Message, "--runtime codex") {
+			t.Errorf("planner error does not name the fix: %s", res.Error.Message)
+		}
+		if b, err := os.ReadFile(filepath.Join(out, "trace.ipynb")); err != nil || !strings.Contains(string(b), `make(\"libero\"`) {
+			t.Errorf("trace setup cell: %v", err)
+		}
 	}
 }
