@@ -61,11 +61,13 @@ func usage(w io.Writer) {
 	}
 }
 
-func main() {
+func main() { os.Exit(runWithSignals(os.Args[1:])) }
+
+// runWithSignals runs a command whose context ends on SIGINT or SIGTERM.
+func runWithSignals(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	defer stop()
+	return run(ctx, args, os.Stdout, os.Stderr)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
