@@ -10,13 +10,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pyrualean/pyrualean/agent/tokencount"
 )
 
 // ToolCall is one function call the scripted model makes.
@@ -308,7 +309,7 @@ func (s *Server) countImage(b []byte) int {
 	if s.Counter != nil {
 		return s.Counter.CountImage(b)
 	}
-	return ImageTokens(b)
+	return tokencount.ImageTokens(b)
 }
 
 // promptTokens counts the request's input: every message (text parts and images, plus 4 tokens of
@@ -368,22 +369,4 @@ func (s *Server) messageTokens(m map[string]any) int {
 		n += s.count(string(b))
 	}
 	return n
-}
-
-// ImageTokens is OpenAI's published cost of one high-detail image: fit in 2048x2048, scale the
-// shortest side to 768, then 170 tokens per 512-pixel tile plus 85.
-func ImageTokens(pngBytes []byte) int {
-	cfg, err := png.DecodeConfig(bytes.NewReader(pngBytes))
-	if err != nil {
-		return 85
-	}
-	w, h := float64(cfg.Width), float64(cfg.Height)
-	if m := max(w, h); m > 2048 {
-		w, h = w*2048/m, h*2048/m
-	}
-	if m := min(w, h); m > 768 {
-		w, h = w*768/m, h*768/m
-	}
-	tiles := int((w+511)/512) * int((h+511)/512)
-	return 85 + 170*tiles
 }

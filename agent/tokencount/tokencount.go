@@ -3,12 +3,12 @@
 package tokencount
 
 import (
+	"bytes"
 	"fmt"
+	"image/png"
 
 	tiktoken "github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
-
-	"github.com/pyrualean/pyrualean/agent/openaitest"
 )
 
 // Encodings this package embeds.
@@ -44,4 +44,22 @@ func (c *Counter) Name() string { return c.name }
 func (c *Counter) Count(text string) int { return len(c.enc.EncodeOrdinary(text)) }
 
 // CountImage returns an image's input tokens (high detail: 85 + 170 per 512-pixel tile).
-func (c *Counter) CountImage(png []byte) int { return openaitest.ImageTokens(png) }
+func (c *Counter) CountImage(png []byte) int { return ImageTokens(png) }
+
+// ImageTokens is OpenAI's published cost of one high-detail image: fit in 2048x2048, scale the
+// shortest side to 768, then 170 tokens per 512-pixel tile plus 85.
+func ImageTokens(pngBytes []byte) int {
+	cfg, err := png.DecodeConfig(bytes.NewReader(pngBytes))
+	if err != nil {
+		return 85
+	}
+	w, h := float64(cfg.Width), float64(cfg.Height)
+	if m := max(w, h); m > 2048 {
+		w, h = w*2048/m, h*2048/m
+	}
+	if m := min(w, h); m > 768 {
+		w, h = w*768/m, h*768/m
+	}
+	tiles := int((w+511)/512) * int((h+511)/512)
+	return 85 + 170*tiles
+}
