@@ -69,7 +69,7 @@ func (t *programToolkit) Tools() []ToolSpec {
 }
 
 func (t *programToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	name = stripToolPrefix(name)
+	name = StripToolPrefix(name)
 	switch name {
 	case "finish":
 		return t.e.callFinish(args)

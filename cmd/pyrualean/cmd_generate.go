@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 )
 
 // cmdGenerate is the single-shot baseline: ask the model once (the program arm's prompt), keep the
@@ -26,7 +27,7 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		return 2
+		return exitUsage
 	}
 	cfg, err := programConfig(fs, f, time.Now())
 	base := firstNonEmpty(*baseURL, os.Getenv("OPENAI_BASE_URL"), "https://api.openai.com/v1")
@@ -38,14 +39,14 @@ func cmdGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean generate: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	name := firstNonEmpty(*model, os.Getenv("PYRUALEAN_MODEL"), "gpt-6-astra")
 	logger := cmdLogger(stderr, *verbose)
 	cfg.Logger, cfg.Model, cfg.Runtime = logger, name, "openai"
-	oc := agent.OpenAIConfig{BaseURL: base, APIKey: os.Getenv(*apiKeyEnv), Model: name, MaxTokens: *maxTokens, Logger: logger}
+	oc := runtimes.OpenAIConfig{BaseURL: base, APIKey: os.Getenv(*apiKeyEnv), Model: name, MaxTokens: *maxTokens, Logger: logger}
 	return runOneProgram(ctx, cfg, "generate", stdout, stderr, func(ctx context.Context, ep *agent.Episode) (string, string, error) {
-		code, err := agent.GenerateProgram(ctx, ep, oc)
+		code, err := runtimes.GenerateProgram(ctx, ep, oc)
 		if err != nil {
 			return "", "", err
 		}

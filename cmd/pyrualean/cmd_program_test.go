@@ -80,7 +80,7 @@ func TestCmdRunPolicy(t *testing.T) {
 		{"card", "--out", dir},                                          // scratch folder only
 		{"generate", "--base-url", "ftp://x", "--task", "stack_blocks"}, // not http
 	} {
-		if code, stdout, stderr := runCLI(t, bad...); code != 2 || stdout != "" || !strings.Contains(stderr, "pyrualean "+bad[0]+":") && !strings.Contains(stderr, "flag") {
+		if code, stdout, stderr := runCLI(t, bad...); code != exitUsage || stdout != "" || !strings.Contains(stderr, "pyrualean "+bad[0]+":") && !strings.Contains(stderr, "flag") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", bad, code, stdout, stderr)
 		}
 	}

@@ -29,7 +29,8 @@ func cmdCard(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // preview boots the episode the flags describe in a scratch run folder, prints what show returns
-// and ends the episode without any action. Exit 2 for bad flags, 1 when the episode cannot boot.
+// and ends the episode without any action. Exit 64 for bad flags (play's), 2 when the episode cannot
+// boot.
 func preview(ctx context.Context, name string, args []string, stdout, stderr io.Writer, show func(*agent.Episode) ([]byte, error)) int {
 	f := &episodeFlags{cmd: name}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -40,7 +41,7 @@ func preview(ctx context.Context, name string, args []string, stdout, stderr io.
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		return 2
+		return exitUsage
 	}
 	err := f.validate()
 	if err == nil && fs.NArg() > 0 {
@@ -51,12 +52,12 @@ func preview(ctx context.Context, name string, args []string, stdout, stderr io.
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)
-		return 2
+		return exitUsage
 	}
 	dir, err := os.MkdirTemp("", "pyrualean-"+name+"-")
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)
-		return 1
+		return exitFailed
 	}
 	defer os.RemoveAll(dir)
 	f.out = filepath.Join(dir, "run")
@@ -65,7 +66,7 @@ func preview(ctx context.Context, name string, args []string, stdout, stderr io.
 	ep, err := agent.StartEpisode(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)
-		return 1
+		return exitEpisodeError
 	}
 	out, serr := show(ep)
 	if _, err := ep.Finish(context.WithoutCancel(ctx), agent.StatusInterrupted, nil); err != nil {
@@ -73,7 +74,7 @@ func preview(ctx context.Context, name string, args []string, stdout, stderr io.
 	}
 	if serr != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, serr)
-		return 1
+		return exitFailed
 	}
 	stdout.Write(out)
 	if len(out) > 0 && out[len(out)-1] != '\n' {

@@ -67,7 +67,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		return 2
+		return exitUsage
 	}
 	cfg, err := programConfig(fs, f, time.Now())
 	if err == nil && *policy == "" {
@@ -81,7 +81,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean run: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	cfg.Logger, cfg.Model, cfg.Runtime = cmdLogger(stderr, *verbose), "none", "program"
 	return runOneProgram(ctx, cfg, "run", stdout, stderr, func(ctx context.Context, ep *agent.Episode) (string, string, error) {
@@ -91,14 +91,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // runOneProgram boots the episode, gets and runs its one program with produce, finishes the episode
-// and prints the run line. Exit 0 when the program ran (whatever its status), 1 when the episode
-// could not boot or run it.
+// and prints the run line. The exit status is play's: 0 when the program ran (whatever its own
+// ending), 2 for boot_error and error (the seed's), 1 for the other failures.
 func runOneProgram(ctx context.Context, cfg agent.EpisodeConfig, name string, stdout, stderr io.Writer,
 	produce func(context.Context, *agent.Episode) (status, policy string, err error)) int {
 	ep, err := agent.StartEpisode(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)
-		return 1
+		if res, rerr := readResult(cfg.Out); rerr == nil {
+			return statusExit(res.Status)
+		}
+		return exitEpisodeError
 	}
 	pctx, cancel := ep.Context(ctx)
 	status, policy, runErr := produce(pctx, ep)
@@ -122,10 +125,10 @@ func runOneProgram(ctx context.Context, cfg agent.EpisodeConfig, name string, st
 	b, _ := json.Marshal(runLine{Status: res.Status, Reason: reason, EnvironmentSuccess: res.EnvironmentSuccess,
 		Calls: res.Calls, EnvSteps: res.EnvSteps, PolicyWallS: res.PolicyWallS, RunDir: cfg.Out, Policy: policy})
 	fmt.Fprintln(stdout, string(b))
-	if runErr != nil || res.Status == agent.StatusBootError || res.Status == agent.StatusError {
-		return 1
+	if code := statusExit(res.Status); code != 0 || runErr == nil {
+		return code
 	}
-	return 0
+	return exitFailed
 }
 
 func cmdLogger(stderr io.Writer, verbose bool) *slog.Logger {
