@@ -137,7 +137,9 @@ func TestCmdGenerate(t *testing.T) {
 
 // TestCmdPromptCard: prompt and card print what the agent would get, with no model.
 func TestCmdPromptCard(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "prompt", "--arm", "program", "--max-programs", "1", "--task", "stack_blocks")
+	// A play command line, model and runtime flags included, previews as it is.
+	code, stdout, stderr := runCLI(t, "prompt", "--arm", "program", "--max-programs", "1", "--task", "stack_blocks",
+		"--runtime", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--openai-max-tokens", "8")
 	if code != 0 || !strings.Contains(stdout, "EXACTLY ONCE") || !strings.Contains(stdout, "# API reference") || !strings.Contains(stdout, "stack") {
 		t.Fatalf("prompt: exit %d\n%.800s\n%s", code, stdout, stderr)
 	}

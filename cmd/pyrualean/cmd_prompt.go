@@ -14,7 +14,7 @@ import (
 )
 
 // cmdPrompt prints the prompt the agent would read for the episode play's flags describe (prompt.txt),
-// booting the robot to read its task card but asking no model.
+// booting the robot to read its task card but asking no model. It takes play's flags.
 func cmdPrompt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return preview(ctx, "prompt", args, stdout, stderr, func(ep *agent.Episode) ([]byte, error) {
 		return []byte(ep.Prompt().Text), nil
@@ -32,11 +32,12 @@ func cmdCard(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // and ends the episode without any action. Exit 64 for bad flags (play's), 2 when the episode cannot
 // boot.
 func preview(ctx context.Context, name string, args []string, stdout, stderr io.Writer, show func(*agent.Episode) ([]byte, error)) int {
-	f := &episodeFlags{cmd: name}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f.register(fs)
-	verbose := fs.Bool("v", false, "log progress to stderr")
+	// play's whole flag set, so a play command line previews as it is; only the episode's flags
+	// matter (the prompt and card do not depend on the runtime or the model).
+	fs, pf := newPlayFlagSet(stderr)
+	f := &pf.episodeFlags
+	f.cmd = name
+	verbose := &pf.verbose
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
