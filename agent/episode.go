@@ -388,7 +388,7 @@ func setupCode(c EpisodeConfig, workspace string) string {
 	return robotapi.SetupCode(robotapi.SetupOptions{
 		Robot: c.Robot, Task: c.Task, Seed: c.Seed, Workspace: workspace, Images: c.Images,
 		Primitives: c.Primitives, Suite: c.Suite, MaxEnvSteps: c.MaxEnvSteps,
-		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint, SAM3Endpoint: c.SAM3Endpoint,
+		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint, Sam3Endpoint: c.SAM3Endpoint,
 	}) + "\nimport math, time\nimport numpy as np\nlog = print"
 }
 

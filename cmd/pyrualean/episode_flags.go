@@ -163,22 +163,11 @@ func (f *episodeFlags) resolveRobot() error {
 func suiteRobot(suite string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rows, err := tabletopRows(ctx)
+	robot, err := robotapi.RobotForSuite(ctx, suite)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; see pyrualean suites, or name the robot with --robot", err)
 	}
-	more, err := adapterRows(ctx, "")
-	if err != nil {
-		return "", err
-	}
-	var names []string
-	for _, r := range append(rows, more...) {
-		if r.Suite == suite {
-			return r.Robot, nil
-		}
-		names = append(names, r.Suite)
-	}
-	return "", fmt.Errorf("no robot has this suite (see pyrualean suites; suites: %s), or name the robot with --robot", strings.Join(names, ", "))
+	return robot, nil
 }
 
 func envOr(name, def string) string {

@@ -32,7 +32,7 @@ func TestPlaySeedFlags(t *testing.T) {
 	if e.Robot != "libero" || e.Suite != "libero_spatial_swap" || e.Task != "7" || e.Seed != 2 || e.SAM3Endpoint != "http://127.0.0.1:9" || s.runtime != "openai" {
 		t.Fatalf("episode %+v runtime %s", e, s.runtime)
 	}
-	code := robotapi.SetupCode(robotapi.SetupOptions{Robot: e.Robot, Suite: e.Suite, Task: e.Task, SAM3Endpoint: e.SAM3Endpoint})
+	code := robotapi.SetupCode(robotapi.SetupOptions{Robot: e.Robot, Suite: e.Suite, Task: e.Task, Sam3Endpoint: e.SAM3Endpoint})
 	if !strings.Contains(code, `sam3_endpoint="http://127.0.0.1:9"`) || !strings.Contains(code, `make("libero"`) {
 		t.Errorf("setup cell %s", code)
 	}
