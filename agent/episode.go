@@ -381,11 +381,6 @@ func setupCode(c EpisodeConfig, workspace string) string {
 	}) + "\nimport math, time\nimport numpy as np\nlog = print"
 }
 
-func pyStr(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
 // userExpressionJSON reads one user_expressions entry's application/json value.
 func userExpressionJSON(ue map[string]json.RawMessage, key string) ([]byte, error) {
 	raw, ok := ue[key]

@@ -342,6 +342,10 @@ func (o *jsonObject) set(k string, v any) {
 	o.vals = append(o.vals, v)
 }
 
+// Len and At let pylit render the object as a Python dict, keys in order.
+func (o *jsonObject) Len() int               { return len(o.keys) }
+func (o *jsonObject) At(i int) (string, any) { return o.keys[i], o.vals[i] }
+
 func (o *jsonObject) get(k string) (any, bool) {
 	for i, key := range o.keys {
 		if key == k {
@@ -428,44 +432,5 @@ func decodeValue(dec *json.Decoder) (any, error) {
 		return nil, fmt.Errorf("unexpected delimiter %v", t)
 	default:
 		return tok, nil
-	}
-}
-
-// pyStr renders a decoded JSON value the way Python's str() renders the dict/list it came from
-// (the seed writes card facts with an f-string).
-func pyText(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	return pyReprValue(v)
-}
-
-func pyReprValue(v any) string {
-	switch t := v.(type) {
-	case nil:
-		return "None"
-	case bool:
-		if t {
-			return "True"
-		}
-		return "False"
-	case string:
-		return pyRepr(t)
-	case json.Number:
-		return t.String()
-	case []any:
-		parts := make([]string, len(t))
-		for i, x := range t {
-			parts[i] = pyReprValue(x)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	case *jsonObject:
-		parts := make([]string, len(t.keys))
-		for i, k := range t.keys {
-			parts[i] = pyRepr(k) + ": " + pyReprValue(t.vals[i])
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
-	default:
-		return fmt.Sprint(t)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pyrualean/pyrualean/pylit"
 )
 
 // Robots lists the registered robot names; tabletop is the embedded default, the others are adapters.
@@ -217,11 +219,8 @@ type SetupOptions struct {
 	MaxEnvSteps int
 }
 
-// pyStr renders a Python string literal (JSON string syntax is valid Python for str).
-func pyStr(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
+// pyStr renders a Python string literal for the setup cell.
+func pyStr(s string) string { return pylit.Str(s) }
 
 // SetupCode is the one-line first cell that creates `robo`; a notebook starting with it re-creates the
 // episode in plain JupyterLab with the pyrualean kernel.
