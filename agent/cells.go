@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
@@ -203,7 +203,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	e.humans = nil
 	e.mu.Unlock()
 
-	if err := os.WriteFile(filepath.Join(e.workspace, fmt.Sprintf("cell_%03d.py", i)), []byte(code), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(e.workspace, fmt.Sprintf("cell_%03d.py", i)), []byte(code)); err != nil {
 		e.log.Warn("cannot save cell source", "err", err)
 	}
 	var partial []notebooks.Output

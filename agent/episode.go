@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/robotapi"
@@ -412,7 +413,7 @@ func (e *Episode) writeCard(cardJSON []byte) error {
 		if m, ok := pretty.(map[string]any); ok {
 			delete(m, "images") // stored as files in card/
 		}
-		if err := writeJSONAtomic(filepath.Join(e.cfg.Out, "card.json"), pretty); err != nil {
+		if err := atomicfile.WriteJSON(filepath.Join(e.cfg.Out, "card.json"), pretty); err != nil {
 			return err
 		}
 	}
@@ -426,7 +427,7 @@ func (e *Episode) writeCard(cardJSON []byte) error {
 			return err
 		}
 		for _, im := range imgs {
-			if err := writeFileAtomic(filepath.Join(dir, im.Name), im.PNG); err != nil {
+			if err := atomicfile.Write(filepath.Join(dir, im.Name), im.PNG); err != nil {
 				return err
 			}
 		}
@@ -479,7 +480,7 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 		TaskCard: RenderCard(e.card), GuideFiles: guides, Cameras: e.card.Cameras, MotionCameras: e.card.MotionCameras,
 	})
 	e.prompt.Text = text
-	if err := writeFileAtomic(filepath.Join(c.Out, "prompt.txt"), []byte(text)); err != nil {
+	if err := atomicfile.Write(filepath.Join(c.Out, "prompt.txt"), []byte(text)); err != nil {
 		return err
 	}
 	if c.Arm == ArmTools {
@@ -540,7 +541,7 @@ func (e *Episode) copyGuides() ([]string, error) {
 	}
 	names := make([]string, 0, len(guides))
 	for _, g := range guides {
-		if err := writeFileAtomic(filepath.Join(dst, g.name), []byte(g.text)); err != nil {
+		if err := atomicfile.Write(filepath.Join(dst, g.name), []byte(g.text)); err != nil {
 			return nil, err
 		}
 		names = append(names, g.name)
@@ -728,7 +729,7 @@ func (e *Episode) saveResult() error {
 	r := e.res
 	r.Generation.SandboxFlags = append([]string{}, e.res.Generation.SandboxFlags...)
 	e.mu.Unlock()
-	return writeJSONAtomic(filepath.Join(e.cfg.Out, "result.json"), r)
+	return atomicfile.WriteJSON(filepath.Join(e.cfg.Out, "result.json"), r)
 }
 
 // SetCLI records the agent CLI that drives the episode (codex, claude runtimes).

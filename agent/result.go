@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 )
 
@@ -118,37 +117,6 @@ type RunFiles struct {
 	Turns  string `json:"turns"`
 	Calls  string `json:"calls"`
 	Card   string `json:"card,omitempty"`
-}
-
-// writeFileAtomic writes via a temporary file and rename, so a reader never sees half a file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
-}
-
-// writeJSONAtomic writes v as indented JSON.
-func writeJSONAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(b, '\n'))
 }
 
 // jsonlWriter appends one JSON object per line; each line is one write(2), so a killed process leaves

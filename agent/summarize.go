@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/pyrualean/pyrualean/atomicfile"
 )
 
 // Row is one episode as summarize and compare see it.
@@ -155,7 +157,7 @@ func markInterrupted(path string, raw []byte) {
 	m["status"] = StatusInterrupted
 	m["reason"] = "the play process ended before finishing the episode"
 	delete(m, "pid")
-	_ = writeJSONAtomic(path, m)
+	_ = atomicfile.WriteJSON(path, m)
 }
 
 // processAlive says whether pid runs on this machine (signal 0 probes without signalling).

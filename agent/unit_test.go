@@ -20,6 +20,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
@@ -243,7 +244,7 @@ func TestCellFeedbackShapes(t *testing.T) {
 func writeResult(t *testing.T, dir string, r Result) {
 	t.Helper()
 	os.MkdirAll(dir, 0o755)
-	if err := writeJSONAtomic(filepath.Join(dir, "result.json"), r); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "result.json"), r); err != nil {
 		t.Fatal(err)
 	}
 }
