@@ -13,6 +13,7 @@ import (
 	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // Tool descriptions and schemas the model reads (seed arms.ArmToolkit.get_tools_spec, reworded).
@@ -30,7 +31,6 @@ var (
 	finishSchema = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string","enum":["success","failure","stuck"]},"summary":{"type":"string","description":"one or two sentences"}},"required":["status","summary"]}`)
 )
 
-const reportExpr = "__import__('pyrualean_robot').cell_report()"
 
 // cellsToolkit is the cells arm: python(code) and finish.
 type cellsToolkit struct{ e *Episode }
@@ -211,7 +211,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		Metadata: map[string]any{notebooks.MetaKey: map[string]any{
 			"sandbox": true, "author": author, "turn": i, "tool": tool,
 		}},
-		UserExpressions: map[string]string{"pyrualean": reportExpr},
+		UserExpressions: map[string]string{"pyrualean": robotapi.CellReportExpr},
 		Timeout:         e.cfg.CellTimeout,
 		OnOutput:        func(o notebooks.Output) { partial = append(partial, o) },
 	}
@@ -251,7 +251,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	if rerr != nil && !res.Restarted && !isDone(e.kern.Done()) {
 		// IPython evaluates user_expressions only after a cell that succeeded; after an exception ask
 		// again with a silent empty execute (no hooks, no history, no execution count).
-		if r2, err := e.kern.Client().Execute(ctx, "", kernel.ExecuteOptions{Silent: true, UserExpressions: map[string]string{"pyrualean": reportExpr}, Timeout: 30 * time.Second}); err == nil {
+		if r2, err := e.kern.Client().Execute(ctx, "", kernel.ExecuteOptions{Silent: true, UserExpressions: map[string]string{"pyrualean": robotapi.CellReportExpr}, Timeout: 30 * time.Second}); err == nil {
 			report, rerr = parseReport(r2.UserExpressions)
 		}
 		if rerr != nil {
@@ -320,15 +320,7 @@ func (e *Episode) applyDisplayUpdates(updates []notebooks.Output) {
 }
 
 func parseReport(ue map[string]json.RawMessage) (*cellReport, error) {
-	j, err := userExpressionJSON(ue, "pyrualean")
-	if err != nil {
-		return nil, err
-	}
-	var r cellReport
-	if err := json.Unmarshal(j, &r); err != nil {
-		return nil, fmt.Errorf("cell report: %w", err)
-	}
-	return &r, nil
+	return robotapi.DecodeCellReport(ue, "pyrualean")
 }
 
 // absorbReport folds a cell report into the episode's counters; it returns the environment's verdict
@@ -408,7 +400,7 @@ func buildToolFeedback(run cellRun, tool, images string, humans []humanNote) Too
 	fb := toolFeedback{Tool: tool, OK: !ct.hasError && !run.TimedOut, Result: ct.value, Stdout: ct.stdout, HumanCells: humans, State: map[string]any{}}
 	if r := run.Report; r != nil {
 		fb.Moved, fb.EnvSteps, fb.EpisodeDone = r.Moved, r.EnvSteps, r.Done
-		fb.State = r.stateValue()
+		fb.State = reportState(r)
 		if r.EpisodeFinished != nil && *r.EpisodeFinished != "" {
 			fb.EpisodeFinished = r.EpisodeFinished
 		}

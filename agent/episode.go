@@ -314,7 +314,7 @@ func (e *Episode) boot(ctx context.Context) error {
 		}
 		return fmt.Errorf("setup cell failed: %s", msg)
 	}
-	if vj, err := userExpressionJSON(res.UserExpressions, "versions"); err == nil {
+	if vj, err := robotapi.UserExpressionJSON(res.UserExpressions, "versions"); err == nil {
 		var v map[string]any
 		if json.Unmarshal(vj, &v) == nil && len(v) > 0 {
 			_ = e.trace.SetEpisodeMeta(map[string]any{"versions": mergeVersions(e.trace, v)})
@@ -322,7 +322,7 @@ func (e *Episode) boot(ctx context.Context) error {
 	} else {
 		e.log.Warn("package versions", "err", err)
 	}
-	cardJSON, err := userExpressionJSON(res.UserExpressions, "card")
+	cardJSON, err := robotapi.UserExpressionJSON(res.UserExpressions, "card")
 	if err != nil {
 		return err
 	}
@@ -380,31 +380,6 @@ func setupCode(c EpisodeConfig, workspace string) string {
 		Primitives: c.Primitives, Suite: c.Suite, MaxEnvSteps: c.MaxEnvSteps,
 		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint,
 	}) + "\nimport math, time\nimport numpy as np\nlog = print"
-}
-
-// userExpressionJSON reads one user_expressions entry's application/json value.
-func userExpressionJSON(ue map[string]json.RawMessage, key string) ([]byte, error) {
-	raw, ok := ue[key]
-	if !ok {
-		return nil, fmt.Errorf("user expression %q: missing from execute_reply", key)
-	}
-	var v struct {
-		Status string                     `json:"status"`
-		Data   map[string]json.RawMessage `json:"data"`
-		Ename  string                     `json:"ename"`
-		Evalue string                     `json:"evalue"`
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("user expression %q: %w", key, err)
-	}
-	if v.Status != "ok" {
-		return nil, fmt.Errorf("user expression %q failed: %s: %s", key, v.Ename, v.Evalue)
-	}
-	j, ok := v.Data["application/json"]
-	if !ok {
-		return nil, fmt.Errorf("user expression %q: no application/json in its data", key)
-	}
-	return j, nil
 }
 
 func (e *Episode) writeCard(cardJSON []byte) error {

@@ -20,11 +20,12 @@ import (
 
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // OutcomeExpression is evaluated (as a user expression, after the last cell) to learn the replayed
 // episode's outcome; its application/json carries {done, success, ...}.
-const OutcomeExpression = "__import__('pyrualean_robot').cell_report()"
+const OutcomeExpression = robotapi.CellReportExpr
 
 // Options tune a replay. The zero value replays every code cell on the trace's kernelspec.
 type Options struct {
@@ -284,28 +285,19 @@ func (r *Report) outcome(ctx context.Context, c *kernel.Client, trace *notebooks
 		r.OutcomeDiffers = true
 		return
 	}
-	var ue struct {
-		Status string
-		Ename  string
-		Evalue string
-		Data   map[string]json.RawMessage
-	}
-	if err := json.Unmarshal(res.UserExpressions["outcome"], &ue); err != nil || ue.Status != "ok" {
-		r.OutcomeNote = fmt.Sprintf("robot report unavailable: %s %s", ue.Ename, ue.Evalue)
+	report, err := robotapi.DecodeCellReport(res.UserExpressions, "outcome")
+	if err != nil {
+		r.OutcomeNote = "robot report unavailable: " + err.Error()
 		r.OutcomeDiffers = true
 		return
 	}
-	var report struct {
-		Done    *bool `json:"done"`
-		Success *bool `json:"success"`
-	}
-	if err := json.Unmarshal(ue.Data["application/json"], &report); err != nil || report.Success == nil {
+	if report.Success == nil {
 		r.OutcomeNote = "robot report has no success field"
 		r.OutcomeDiffers = true
 		return
 	}
 	r.OutcomeCompared = true
-	r.ReplayedSuccess, r.ReplayedDone = report.Success, report.Done
+	r.ReplayedSuccess, r.ReplayedDone = report.Success, &report.Done
 	if *report.Success != *r.RecordedSuccess {
 		r.OutcomeDiffers = true
 		r.OutcomeNote = fmt.Sprintf("success %v, recorded %v", *report.Success, *r.RecordedSuccess)
