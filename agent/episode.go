@@ -87,6 +87,14 @@ func (c *EpisodeConfig) defaults() error {
 	switch {
 	case c.Out == "":
 		return errors.New("episode: no run folder (Out)")
+	case !filepath.IsAbs(c.Out):
+		// The kernel runs inside <out>/workspace: a relative path handed to it would nest again.
+		abs, err := filepath.Abs(c.Out)
+		if err != nil {
+			return fmt.Errorf("episode: run folder: %w", err)
+		}
+		c.Out = abs
+		return c.defaults()
 	case c.Arm != ArmCells && c.Arm != ArmTools:
 		return fmt.Errorf("episode: arm %q (want cells or tools)", c.Arm)
 	case c.Images != ImagesOnMotion && c.Images != ImagesOnDemand && c.Images != ImagesNone:
@@ -171,7 +179,8 @@ type Episode struct {
 	budgetOut bool
 	lastTool  string
 	humans    []humanNote
-	ended     bool // Finish ran
+	meta      notebooks.EpisodeMeta // the trace's metadata.pyrualean
+	ended     bool                  // Finish ran
 }
 
 // StartEpisode boots the robot in a fresh kernel, writes the run folder's first files (result.json
@@ -250,7 +259,7 @@ func (e *Episode) bootFail(err error) error {
 	e.mu.Unlock()
 	_ = e.saveResult()
 	if e.trace != nil {
-		_ = e.trace.SetEpisodeMeta(map[string]any{"status": StatusBootError, "error": err.Error()})
+		_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Status, m.Error = StatusBootError, err.Error() })
 		_ = e.trace.Close()
 	}
 	if e.kern != nil {
@@ -291,14 +300,17 @@ func (e *Episode) boot(ctx context.Context) error {
 	}
 	e.trace, err = notebooks.NewTrace(filepath.Join(c.Out, "trace.ipynb"), notebooks.TraceMeta{
 		KernelName: spec.Name, KernelDisplayName: spec.DisplayName, LanguageInfo: ki.LanguageInfo,
-		Episode: e.traceMeta(ki),
+		Episode: e.traceMeta(ki).Map(),
 	})
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
+	e.mu.Lock()
+	e.meta = notebooks.ParseEpisodeMeta(e.trace.Snapshot().Metadata) // with the build's versions
+	e.mu.Unlock()
 	setup := setupCode(c, e.workspace)
 	res, err := e.kern.Client().Execute(ctx, setup, kernel.ExecuteOptions{
-		Metadata:        map[string]any{notebooks.MetaKey: map[string]any{"author": notebooks.AuthorSetup}},
+		Metadata:        map[string]any{notebooks.MetaKey: notebooks.CellMeta{Author: notebooks.AuthorSetup}.Map()},
 		UserExpressions: map[string]string{"card": "__import__('pyrualean_robot').episode_card()", "versions": versionsExpr},
 		Timeout:         c.CellTimeout,
 	})
@@ -306,7 +318,7 @@ func (e *Episode) boot(ctx context.Context) error {
 		return fmt.Errorf("setup cell: %w", err)
 	}
 	_ = e.trace.AddCode(setup, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing},
-		map[string]any{"author": notebooks.AuthorSetup})
+		notebooks.CellMeta{Author: notebooks.AuthorSetup}.Map())
 	if res.Status != "ok" {
 		msg := res.Status
 		if res.Error != nil {
@@ -317,7 +329,12 @@ func (e *Episode) boot(ctx context.Context) error {
 	if vj, err := robotapi.UserExpressionJSON(res.UserExpressions, "versions"); err == nil {
 		var v map[string]any
 		if json.Unmarshal(vj, &v) == nil && len(v) > 0 {
-			_ = e.trace.SetEpisodeMeta(map[string]any{"versions": mergeVersions(e.trace, v)})
+			e.updateTraceMeta(func(m *notebooks.EpisodeMeta) {
+				if m.Versions == nil {
+					m.Versions = map[string]any{}
+				}
+				maps.Copy(m.Versions, v)
+			})
 		}
 	} else {
 		e.log.Warn("package versions", "err", err)
@@ -473,9 +490,11 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 		e.res.Task = e.card.Task
 	}
 	e.mu.Unlock()
-	_ = e.trace.SetEpisodeMeta(map[string]any{"task_language": e.card.TaskLanguage, "task": e.card.Task, "prompt_sha256": e.prompt.Info().SHA256,
-		"budgets": e.budgetsMeta(e.card.MaxEnvSteps)}) // the robot's own step budget
-	return e.trace.AddMarkdown(RenderCard(e.card), map[string]any{"author": notebooks.AuthorSetup, "kind": "task_card"})
+	_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) {
+		m.TaskLanguage, m.Task, m.PromptSHA256 = e.card.TaskLanguage, e.card.Task, e.prompt.Info().SHA256
+		m.Budgets = e.budgetsMeta(e.card.MaxEnvSteps) // the robot's own step budget
+	})
+	return e.trace.AddMarkdown(RenderCard(e.card), notebooks.CellMeta{Author: notebooks.AuthorSetup, Kind: "task_card"}.Map())
 }
 
 // guidesFS holds the arm-independent guides that ship with the agent.
@@ -530,18 +549,6 @@ const versionsExpr = "__import__('IPython.display', fromlist=['JSON']).JSON({(d.
 	" for d in __import__('importlib.metadata', fromlist=['distributions']).distributions()" +
 	" if (d.metadata['Name'] or '').lower() in ('ipykernel', 'jupyter-client', 'pyzmq', 'mujoco', 'numpy', 'pyrualean-robot')})"
 
-// mergeVersions adds v to the trace's metadata.pyrualean.versions.
-func mergeVersions(t *notebooks.Trace, v map[string]any) map[string]any {
-	out := map[string]any{}
-	if ep, ok := t.Snapshot().Metadata[notebooks.MetaKey].(map[string]any); ok {
-		if old, ok := ep["versions"].(map[string]any); ok {
-			maps.Copy(out, old)
-		}
-	}
-	maps.Copy(out, v)
-	return out
-}
-
 // kernelInfo is what the trace keeps of kernel_info_reply.
 type kernelInfo struct {
 	LanguageInfo          map[string]any `json:"language_info"`
@@ -564,7 +571,7 @@ func parseKernelInfo(raw []byte) kernelInfo {
 
 // traceMeta is the trace's metadata.pyrualean at boot: what runs, under which budgets, with which
 // versions. success stays null until the environment says otherwise.
-func (e *Episode) traceMeta(ki kernelInfo) map[string]any {
+func (e *Episode) traceMeta(ki kernelInfo) notebooks.EpisodeMeta {
 	c := e.cfg
 	versions := map[string]any{}
 	if v, ok := ki.LanguageInfo["version"].(string); ok && v != "" {
@@ -576,30 +583,36 @@ func (e *Episode) traceMeta(ki kernelInfo) map[string]any {
 	if ki.ProtocolVersion != "" {
 		versions["jupyter_protocol"] = ki.ProtocolVersion
 	}
-	return map[string]any{
-		"robot": c.Robot, "suite": c.Suite, "task": c.Task, "seed": c.Seed, "arm": c.Arm, "model": c.Model,
-		"runtime": c.Runtime, "images": c.Images, "feedback": c.Feedback, "primitives": c.Primitives,
-		"max_turns": c.MaxTurns, "budget_s": c.Budget.Seconds(), "status": StatusRunning,
-		"success": nil, "environment_success": nil,
-		"budgets":  e.budgetsMeta(c.MaxEnvSteps),
-		"versions": versions,
+	return notebooks.EpisodeMeta{
+		Robot: c.Robot, Suite: c.Suite, Task: c.Task, Seed: c.Seed, Arm: c.Arm, Model: c.Model,
+		Runtime: c.Runtime, Images: c.Images, Feedback: c.Feedback, Primitives: c.Primitives,
+		MaxTurns: c.MaxTurns, BudgetS: c.Budget.Seconds(), Status: StatusRunning,
+		Budgets: e.budgetsMeta(c.MaxEnvSteps), Versions: versions,
 	}
 }
 
-// budgetsMeta is metadata.pyrualean.budgets; null stands for unlimited.
-func (e *Episode) budgetsMeta(maxEnvSteps int) map[string]any {
+// budgetsMeta is metadata.pyrualean.budgets; nil stands for unlimited.
+func (e *Episode) budgetsMeta(maxEnvSteps int) *notebooks.EpisodeBudgets {
 	c := e.cfg
-	var maxTurns, budgetS any
+	b := &notebooks.EpisodeBudgets{MaxEnvSteps: maxEnvSteps, CellTimeoutS: c.CellTimeout.Seconds()}
 	if c.MaxTurns > 0 {
-		maxTurns = c.MaxTurns
+		mt := c.MaxTurns
+		b.MaxTurns = &mt
 	}
 	if c.Budget > 0 {
-		budgetS = c.Budget.Seconds()
+		bs := c.Budget.Seconds()
+		b.BudgetS = &bs
 	}
-	return map[string]any{
-		"max_turns": maxTurns, "budget_s": budgetS, "max_env_steps": maxEnvSteps,
-		"cell_timeout_s": c.CellTimeout.Seconds(),
-	}
+	return b
+}
+
+// updateTraceMeta changes the episode's trace metadata and writes it to the trace.
+func (e *Episode) updateTraceMeta(change func(*notebooks.EpisodeMeta)) error {
+	e.mu.Lock()
+	change(&e.meta)
+	m := e.meta.Map()
+	e.mu.Unlock()
+	return e.trace.SetEpisodeMeta(m)
 }
 
 // Toolkit returns the episode's tools.
@@ -687,6 +700,15 @@ func (e *Episode) RecordTurn(t Turn) error {
 	g.OutputTokens, g.ReasoningOutputTokens = e.usage.OutputTokens, e.usage.ReasoningTokens
 	g.TotalTokens = e.usage.InputTokens + e.usage.OutputTokens
 	g.LatencyS = round3(g.LatencyS + t.LatencyS)
+	if e.res.EnvironmentSuccess != nil && *e.res.EnvironmentSuccess {
+		// What the episode spent after the task predicate fired (letting the model call finish).
+		if e.res.AfterSuccess == nil {
+			e.res.AfterSuccess = &AfterSuccess{}
+		}
+		e.res.AfterSuccess.LLMCalls++
+		e.res.AfterSuccess.InputTokens += t.Usage.InputTokens
+		e.res.AfterSuccess.OutputTokens += t.Usage.OutputTokens
+	}
 	if t.CostUSD != nil && e.res.CostUSD != nil {
 		c := *e.res.CostUSD + *t.CostUSD
 		e.res.CostUSD = &c
@@ -780,7 +802,7 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 		status = e.deriveStatusLocked(runErr)
 	}
 	e.res.Status = status
-	if runErr != nil && status != StatusCompleted {
+	if runErr != nil && (status != StatusCompleted || errors.Is(runErr, ErrPlanner)) {
 		e.res.Error = &ErrorField{Type: errorType(runErr), Message: runErr.Error()}
 	}
 	if e.res.Reason == "" {
@@ -801,18 +823,17 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	e.mu.Lock()
 	r := e.res
 	e.mu.Unlock()
-	meta := map[string]any{
-		"status": r.Status, "success": r.EnvironmentSuccess, "environment_success": r.EnvironmentSuccess,
-		"tool_turns": r.ToolTurns, "llm_calls": r.Generation.Turns, "input_tokens": r.Generation.InputTokens,
-		"cached_input_tokens": r.Generation.CachedInputTokens, "output_tokens": r.Generation.OutputTokens,
-		"reasoning_output_tokens": r.Generation.ReasoningOutputTokens, "total_tokens": r.Generation.TotalTokens,
-		"policy_wall_s": r.PolicyWallS, "env_steps": r.EnvSteps,
-	}
-	if r.Error != nil {
-		meta["error"] = r.Error.Message
-	}
 	var errs []error
-	if err := e.trace.SetEpisodeMeta(meta); err != nil {
+	if err := e.updateTraceMeta(func(m *notebooks.EpisodeMeta) {
+		m.Status, m.Success = r.Status, r.EnvironmentSuccess
+		g := r.Generation
+		m.Totals = &notebooks.EpisodeTotals{ToolTurns: r.ToolTurns, LLMCalls: g.Turns, EnvSteps: r.EnvSteps,
+			InputTokens: g.InputTokens, CachedInputTokens: g.CachedInputTokens, OutputTokens: g.OutputTokens,
+			ReasoningOutputTokens: g.ReasoningOutputTokens, TotalTokens: g.TotalTokens, PolicyWallS: r.PolicyWallS}
+		if r.Error != nil {
+			m.Error = r.Error.Message
+		}
+	}); err != nil {
 		errs = append(errs, fmt.Errorf("trace: %w", err))
 	}
 	if err := e.saveResult(); err != nil {
@@ -840,7 +861,8 @@ func (e *Episode) deriveStatusLocked(runErr error) string {
 		return StatusTimeout
 	case errors.Is(runErr, context.Canceled):
 		return StatusInterrupted
-	case errors.Is(runErr, ErrPlanner):
+	case errors.Is(runErr, ErrPlanner) && !success:
+		// A planner that fails after the task predicate fired does not undo the success.
 		return StatusPlannerError
 	case e.budgetOut && !success:
 		return StatusCallBudget

@@ -288,11 +288,7 @@ func buildCellFeedback(run cellRun, feedback, images string, humans []humanNote)
 		fb.Moved, fb.EnvSteps, fb.EpisodeDone = &moved, &steps, &done
 		fb.State = reportState(r)
 	}
-	res := ToolResult{Text: encodeFeedback(fb), Images: imgs}
-	if fb.EpisodeFinished != nil {
-		res.Finished = true
-	}
-	return res, fb
+	return ToolResult{Text: encodeFeedback(fb), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}, fb
 }
 
 // jsonObject is a JSON object that keeps its keys in the order they were read or added, so what the

@@ -102,7 +102,7 @@ func (hc *humanCell) updateOwn(u notebooks.Output) bool {
 func (e *Episode) recordHuman(hc *humanCell) {
 	outs := mergeStreams(hc.outputs)
 	_ = e.trace.AddCode(hc.code, notebooks.CodeRun{Outputs: outs, ExecutionCount: hc.count},
-		map[string]any{"author": notebooks.AuthorHuman})
+		notebooks.CellMeta{Author: notebooks.AuthorHuman}.Map())
 	ct := collectText(outs)
 	summary := ct.stdout
 	if ct.value != nil {

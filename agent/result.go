@@ -61,6 +61,15 @@ type Result struct {
 	PlannerAttempts    int         `json:"planner_attempts"`
 	Files              RunFiles    `json:"files"`
 	CLI                *CLIInfo    `json:"cli,omitempty"`
+	// AfterSuccess is what the LLM calls made once the environment said success cost (nil: none).
+	AfterSuccess *AfterSuccess `json:"after_success,omitempty"`
+}
+
+// AfterSuccess counts the LLM calls made after the task predicate fired (the model calling finish).
+type AfterSuccess struct {
+	LLMCalls     int `json:"llm_calls"`
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
 }
 
 // CLIInfo describes an agent CLI runtime (codex, claude) in result.json.

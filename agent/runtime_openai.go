@@ -330,7 +330,7 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 				}
 			}
 			msgs = append(msgs, tm)
-			if res.Finished {
+			if res.Finished || res.EpisodeDone {
 				finished = true
 			}
 		}
