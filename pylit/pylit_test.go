@@ -7,7 +7,7 @@ import (
 
 type pairs []string
 
-func (p pairs) Len() int                { return len(p) / 2 }
+func (p pairs) Len() int               { return len(p) / 2 }
 func (p pairs) At(i int) (string, any) { return p[2*i], p[2*i+1] }
 
 func TestRender(t *testing.T) {
