@@ -326,49 +326,6 @@ func parseReport(ue map[string]json.RawMessage) (*cellReport, error) {
 	return robotapi.DecodeCellReport(ue, "pyrualean")
 }
 
-// absorbReport folds a cell report into the episode's counters; it returns the environment's verdict
-// and whether this report changed it.
-func (e *Episode) absorbReport(r *cellReport) (success bool, changed bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.res.ToolTurns = e.turns
-	if r == nil {
-		return false, false
-	}
-	e.res.Calls += len(r.Calls)
-	for _, c := range r.Calls {
-		s, ok := c["stateful"].(bool)
-		if !ok {
-			name, _ := c["tool"].(string)
-			s = e.stateful[name]
-		}
-		if s {
-			e.res.StatefulCalls++
-		}
-	}
-	e.res.EnvSteps += r.EnvSteps
-	if r.EnvStepsTotal > 0 {
-		e.res.EnvStepsTotal = r.EnvStepsTotal
-	}
-	if r.Success != nil {
-		s := *r.Success
-		if prev := e.res.EnvironmentSuccess; prev == nil || !*prev {
-			changed = prev == nil || *prev != s
-			e.res.EnvironmentSuccess = &s
-		}
-	}
-	if len(r.SandboxFlags) > 0 {
-		e.res.Generation.SandboxFlags = append(e.res.Generation.SandboxFlags, r.SandboxFlags...)
-		if len(e.res.Generation.SandboxFlags) > 200 {
-			e.res.Generation.SandboxFlags = e.res.Generation.SandboxFlags[:200]
-		}
-	}
-	if e.res.EnvironmentSuccess != nil {
-		success = *e.res.EnvironmentSuccess
-	}
-	return success, changed
-}
-
 // mergeStreams joins consecutive stream chunks of the same name (OnOutput delivers them one by one).
 func mergeStreams(outs []notebooks.Output) []notebooks.Output {
 	var merged []notebooks.Output

@@ -73,6 +73,12 @@ func (e *Episode) watchHumans() {
 	}()
 }
 
+// humanWatch stops the watcher and says when it has recorded everything.
+type humanWatch struct {
+	stopHumans func()
+	humansDone chan struct{}
+}
+
 type humanCell struct {
 	code    string
 	count   *int

@@ -1,13 +1,5 @@
 package agent
 
-import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"os"
-	"sync"
-)
-
 // ResultSchema names result.json's format: the seed's episode fields plus ours (runtime, costs,
 // human cells, trace paths, pid while running).
 const ResultSchema = "pyrualean-episode-v2"
@@ -126,46 +118,4 @@ type RunFiles struct {
 	Turns  string `json:"turns"`
 	Calls  string `json:"calls"`
 	Card   string `json:"card,omitempty"`
-}
-
-// jsonlWriter appends one JSON object per line; each line is one write(2), so a killed process leaves
-// only whole lines behind.
-type jsonlWriter struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func openJSONL(path string) (*jsonlWriter, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	return &jsonlWriter{f: f}, nil
-}
-
-func (w *jsonlWriter) Write(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return fmt.Errorf("jsonl writer closed")
-	}
-	_, err := w.f.Write(buf.Bytes())
-	return err
-}
-
-func (w *jsonlWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return nil
-	}
-	err := w.f.Close()
-	w.f = nil
-	return err
 }
