@@ -146,8 +146,11 @@ func (e *Episode) deriveStatusLocked(runErr error) string {
 		return StatusTimeout
 	case errors.Is(runErr, context.Canceled):
 		return StatusInterrupted
-	case errors.Is(runErr, ErrPlanner) && !success:
-		// A planner that fails after the task predicate fired does not undo the success.
+	case errors.Is(runErr, ErrPlanner) && success:
+		// A planner that fails after the task predicate fired does not undo the success; the error
+		// field says what else happened.
+		return StatusCompleted
+	case errors.Is(runErr, ErrPlanner):
 		return StatusPlannerError
 	case e.budgetOut && !success:
 		return StatusCallBudget

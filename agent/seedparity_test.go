@@ -33,7 +33,7 @@ func TestMalformedFinishArguments(t *testing.T) {
 	if len(reqs) != 6 {
 		t.Fatalf("requests %d, want 6 (every malformed finish answered)", len(reqs))
 	}
-	for i, want := range []string{"malformed arguments for finish", `status "maybe" is not one of success, failure, stuck`,
+	for i, want := range []string{"malformed arguments for finish", `is not one of success, failure, stuck`,
 		"malformed arguments for finish", "invalid JSON"} {
 		if got := lastToolText(t, reqs[i+1]); !strings.Contains(got, want) || !strings.Contains(got, `"error"`) {
 			t.Errorf("reply %d = %s, want an error with %q", i+1, got, want)
@@ -66,12 +66,12 @@ func TestWorkspaceUnderRelativeAndAbsoluteOut(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			t.Chdir(dir)
 			code := "open('notes.txt', 'w').write('hi')\nopen('helper_mod.py', 'w').write('X = 5')\n" +
 				"import helper_mod\nprint(helper_mod.X, len(open('guides/hybrid_guide.md').read()) > 0)"
 			srv := openaitest.New(call(py(code)), call(finish("failure", "checked the workspace")))
 			defer srv.Close()
 			cfg := episodeConfig(t, func(cfg *agent.EpisodeConfig) { cfg.Out = c.out(dir); cfg.Guides = true })
+			t.Chdir(dir) // after episodeConfig found the repository root from the working directory
 			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 			var fb map[string]any
 			if err := json.Unmarshal([]byte(strings.Split(lastToolText(t, srv.Requests()[1]), "\n[")[0]), &fb); err != nil {

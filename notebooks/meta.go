@@ -1,7 +1,6 @@
 package notebooks
 
 import (
-	"encoding/json"
 	"maps"
 	"strings"
 )
@@ -210,13 +209,13 @@ func ParseEpisodeMeta(nbMeta map[string]any) EpisodeMeta {
 	m.Model, m.Runtime, m.Images, m.Feedback = str("model"), str("runtime"), str("images"), str("feedback")
 	m.Primitives, m.Status, m.TaskLanguage = str("primitives"), str("status"), str("task_language")
 	m.PromptSHA256, m.Error = str("prompt_sha256"), str("error")
-	if n, ok := num(src["seed"]); ok {
+	if n, ok := toFloat(src["seed"]); ok {
 		m.Seed = int(n)
 	}
-	if n, ok := num(src["max_turns"]); ok {
+	if n, ok := toFloat(src["max_turns"]); ok {
 		m.MaxTurns = int(n)
 	}
-	m.BudgetS, _ = num(src["budget_s"])
+	m.BudgetS, _ = toFloat(src["budget_s"])
 	for _, k := range []string{"success", "environment_success"} {
 		if s, ok := src[k].(bool); ok {
 			m.Success = &s
@@ -230,17 +229,17 @@ func ParseEpisodeMeta(nbMeta map[string]any) EpisodeMeta {
 	}
 	if b, ok := src["budgets"].(map[string]any); ok {
 		eb := &EpisodeBudgets{}
-		if n, ok := num(b["max_turns"]); ok {
+		if n, ok := toFloat(b["max_turns"]); ok {
 			mt := int(n)
 			eb.MaxTurns = &mt
 		}
-		if n, ok := num(b["budget_s"]); ok {
+		if n, ok := toFloat(b["budget_s"]); ok {
 			eb.BudgetS = &n
 		}
-		if n, ok := num(b["max_env_steps"]); ok {
+		if n, ok := toFloat(b["max_env_steps"]); ok {
 			eb.MaxEnvSteps = int(n)
 		}
-		eb.CellTimeoutS, _ = num(b["cell_timeout_s"])
+		eb.CellTimeoutS, _ = toFloat(b["cell_timeout_s"])
 		m.Budgets = eb
 	}
 	if v, ok := src["versions"].(map[string]any); ok {
@@ -252,11 +251,11 @@ func ParseEpisodeMeta(nbMeta map[string]any) EpisodeMeta {
 			"input_tokens": &t.InputTokens, "cached_input_tokens": &t.CachedInputTokens, "output_tokens": &t.OutputTokens,
 			"reasoning_output_tokens": &t.ReasoningOutputTokens, "total_tokens": &t.TotalTokens}
 		for k, p := range ints {
-			if n, ok := num(src[k]); ok {
+			if n, ok := toFloat(src[k]); ok {
 				*p = int(n)
 			}
 		}
-		t.PolicyWallS, _ = num(src["policy_wall_s"])
+		t.PolicyWallS, _ = toFloat(src["policy_wall_s"])
 		m.Totals = t
 	}
 	rest := maps.Clone(src)
@@ -302,23 +301,9 @@ func takeStrs(m map[string]any, k string) []string {
 }
 
 func takeNum(m map[string]any, k string) (float64, bool) {
-	n, ok := num(m[k])
+	n, ok := toFloat(m[k])
 	if ok {
 		delete(m, k)
 	}
 	return n, ok
-}
-
-// num reads a JSON number as a file gives it (json.Number) or as Go code set it (int, float64).
-func num(v any) (float64, bool) {
-	switch n := v.(type) {
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	case int:
-		return float64(n), true
-	case float64:
-		return n, true
-	}
-	return 0, false
 }
