@@ -71,7 +71,9 @@ func TestWorkspaceUnderRelativeAndAbsoluteOut(t *testing.T) {
 			srv := openaitest.New(call(py(code)), call(finish("failure", "checked the workspace")))
 			defer srv.Close()
 			cfg := episodeConfig(t, func(cfg *agent.EpisodeConfig) { cfg.Out = c.out(dir); cfg.Guides = true })
-			t.Chdir(dir) // after episodeConfig found the repository root from the working directory
+			// Away from the repository: the robot's references are found through PYRUALEAN_ROOT.
+			t.Setenv("PYRUALEAN_ROOT", cfg.Root)
+			t.Chdir(dir)
 			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 			var fb map[string]any
 			if err := json.Unmarshal([]byte(strings.Split(lastToolText(t, srv.Requests()[1]), "\n[")[0]), &fb); err != nil {

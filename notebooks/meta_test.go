@@ -10,6 +10,19 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
+// closeAndRead closes the trace and reads its file back.
+func closeAndRead(t *testing.T, tr *notebooks.Trace) *notebooks.Notebook {
+	t.Helper()
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nb, err := notebooks.ReadFile(tr.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nb
+}
+
 // Every field survives a write to disk and a read back; unknown keys are kept.
 func TestCellMetaRoundTrip(t *testing.T) {
 	cases := []struct {
@@ -40,11 +53,7 @@ func TestCellMetaRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tr.Close()
-	nb, err := notebooks.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nb := closeAndRead(t, tr)
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if got := notebooks.CellMetaOf(nb.Cells[i]); !reflect.DeepEqual(got, c.meta) {
@@ -76,11 +85,7 @@ func TestEpisodeMetaRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.Close()
-	nb, err := notebooks.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nb := closeAndRead(t, tr)
 	got := notebooks.ParseEpisodeMeta(nb.Metadata)
 	for _, k := range []string{"pyrualean", "go", "nbformat"} { // the writer adds the build's versions
 		want.Versions[k] = got.Versions[k]
