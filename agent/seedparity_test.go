@@ -54,7 +54,7 @@ func TestMalformedFinishArguments(t *testing.T) {
 }
 
 // The robot's workspace is <out>/workspace whether --out is relative or absolute: files the agent
-// writes land there, modules written there import, the guides are readable.
+// writes land there and the guides are readable.
 func TestWorkspaceUnderRelativeAndAbsoluteOut(t *testing.T) {
 	cases := []struct {
 		name string
@@ -66,8 +66,7 @@ func TestWorkspaceUnderRelativeAndAbsoluteOut(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			code := "open('notes.txt', 'w').write('hi')\nopen('helper_mod.py', 'w').write('X = 5')\n" +
-				"import helper_mod\nprint(helper_mod.X, len(open('guides/hybrid_guide.md').read()) > 0)"
+			code := "open('notes.txt', 'w').write('hi')\nprint(open('notes.txt').read(), len(open('guides/hybrid_guide.md').read()) > 0)"
 			srv := openaitest.New(call(py(code)), call(finish("failure", "checked the workspace")))
 			defer srv.Close()
 			cfg := episodeConfig(t, func(cfg *agent.EpisodeConfig) { cfg.Out = c.out(dir); cfg.Guides = true })
@@ -79,8 +78,8 @@ func TestWorkspaceUnderRelativeAndAbsoluteOut(t *testing.T) {
 			if err := json.Unmarshal([]byte(strings.Split(lastToolText(t, srv.Requests()[1]), "\n[")[0]), &fb); err != nil {
 				t.Fatal(err)
 			}
-			if fb["stdout"] != "5 True\n" || fb["exception"] != nil {
-				t.Errorf("cell feedback %v, want stdout \"5 True\" and no exception", fb)
+			if fb["stdout"] != "hi True\n" || fb["exception"] != nil {
+				t.Errorf("cell feedback %v, want stdout \"hi True\" and no exception", fb)
 			}
 			ws := filepath.Join(dir, "runs", "ep", "workspace")
 			if b, err := os.ReadFile(filepath.Join(ws, "notes.txt")); err != nil || string(b) != "hi" {
