@@ -29,7 +29,10 @@ const (
 
 var (
 	pythonSchema = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","description":"Python source"}},"required":["code"]}`)
-	finishSchema = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string","enum":["success","failure","stuck"]},"summary":{"type":"string","description":"one or two sentences"}},"required":["status","summary"]}`)
+	// finishStatuses are the statuses finish accepts: its schema's enum, checked by callFinish.
+	finishStatuses = []string{"success", "failure", "stuck"}
+	finishSchema   = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string","enum":` + jsonText(finishStatuses) +
+		`},"summary":{"type":"string","description":"one or two sentences"}},"required":["status","summary"]}`)
 )
 
 // cellsToolkit is the cells arm: python(code) and finish.
@@ -103,6 +106,11 @@ func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessa
 	return t.e.runCell(ctx, code, name, notebooks.AuthorTool, a)
 }
 
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 // stripToolPrefix removes MCP-style prefixes (mcp__server__tool).
 func stripToolPrefix(name string) string {
 	if strings.HasPrefix(name, "mcp__") {
@@ -131,9 +139,6 @@ func (e *Episode) refuse(msg string) ToolResult {
 	e.log.Info("tool call refused", "reason", msg)
 	return ToolResult{Text: errorText(msg), IsError: true}
 }
-
-// finishStatuses are the statuses finish accepts (its schema's enum).
-var finishStatuses = []string{"success", "failure", "stuck"}
 
 // callFinish records the model's finish; it is never counted. Malformed arguments go back to the
 // model as an error, as for python, and the episode goes on.
