@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -15,19 +16,26 @@ import (
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
-// bootFail records a boot_error and releases what was started.
+// errBootInterrupted marks a boot cut short by the caller's context: status interrupted.
+var errBootInterrupted = errors.New("interrupted while booting")
+
+// bootFail records a boot_error (or interrupted) and releases what was started.
 func (e *Episode) bootFail(err error) error {
+	status, typ := StatusBootError, "BootError"
+	if errors.Is(err, errBootInterrupted) {
+		status, typ = StatusInterrupted, "Interrupted"
+	}
 	e.log.Error("episode boot failed", "err", err)
 	e.mu.Lock()
-	e.res.Status = StatusBootError
-	e.res.Error = &ErrorField{Type: "BootError", Message: err.Error()}
+	e.res.Status = status
+	e.res.Error = &ErrorField{Type: typ, Message: err.Error()}
 	e.res.FinishedAt = time.Now().UTC().Format(time.RFC3339)
 	e.res.TotalWallS = round3(time.Since(e.createdAt).Seconds())
 	e.res.PID = 0
 	e.mu.Unlock()
 	_ = e.saveResult()
 	if e.trace != nil {
-		_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Status, m.Error = StatusBootError, err.Error() })
+		_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Status, m.Error = status, err.Error() })
 		_ = e.trace.Close()
 	}
 	if e.kern != nil {
@@ -163,7 +171,7 @@ func setupCode(c EpisodeConfig, workspace string) string {
 	return robotapi.SetupCode(robotapi.SetupOptions{
 		Robot: c.Robot, Task: c.Task, Seed: c.Seed, Workspace: workspace, Images: c.Images,
 		Primitives: c.Primitives, Suite: c.Suite, MaxEnvSteps: c.MaxEnvSteps,
-		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint,
+		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint, Sam3Endpoint: c.SAM3Endpoint,
 	}) + "\nimport math, time\nimport numpy as np\nlog = print"
 }
 

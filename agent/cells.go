@@ -46,7 +46,7 @@ func (t *cellsToolkit) Tools() []ToolSpec {
 }
 
 func (t *cellsToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	name = stripToolPrefix(name)
+	name = StripToolPrefix(name)
 	switch name {
 	case "finish":
 		return t.e.callFinish(args)
@@ -76,7 +76,7 @@ func (t *toolsToolkit) Tools() []ToolSpec {
 }
 
 func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	name = stripToolPrefix(name)
+	name = StripToolPrefix(name)
 	if name == "finish" {
 		return t.e.callFinish(args)
 	}
@@ -109,16 +109,6 @@ func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessa
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// stripToolPrefix removes MCP-style prefixes (mcp__server__tool).
-func stripToolPrefix(name string) string {
-	if strings.HasPrefix(name, "mcp__") {
-		if i := strings.LastIndex(name, "__"); i > 4 {
-			return name[i+2:]
-		}
-	}
-	return name
 }
 
 // strictJSON decodes a JSON object, keeping numbers exact and rejecting trailing data.
@@ -252,6 +242,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 		}
 		outs = append(outs, notebooks.Output{OutputType: notebooks.OutputError, Ename: errorType(cause), Evalue: cause.Error(), Traceback: []string{errorType(cause) + ": " + cause.Error()}})
 		meta.Status = "aborted"
+		_ = appendToolTurn(e.cfg.Out, i, tool, "aborted", elapsed, nil)
 		_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: outs}, meta.Map())
 		e.mu.Lock()
 		e.res.ToolTurns = e.turns
@@ -289,6 +280,9 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 		e.log.Warn("trace", "err", err)
 	}
 	e.applyDisplayUpdates(res.DisplayUpdates)
+	if err := appendToolTurn(e.cfg.Out, i, tool, res.Status, elapsed, report); err != nil {
+		e.log.Warn(ToolTurnsFile, "err", err)
+	}
 	if success, changed := e.absorbReport(report); changed {
 		// Keep the trace's verdict current, so a trace cut short by a kill still says it.
 		_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Success = &success })

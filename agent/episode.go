@@ -30,6 +30,7 @@ type EpisodeConfig struct {
 	MaxEnvSteps        int           // simulator step budget (default 10000)
 	VLAEndpoint        string        // VLA server for the learned primitives (make(vla_endpoint=...))
 	EnvEndpoint        string        // running env server of a remote robot (make(env_url=...))
+	SAM3Endpoint       string        // SAM 3 server for LIBERO's segment (make(sam3_endpoint=...))
 	Out                string        // run folder
 	Model, Runtime     string        // recorded in result.json
 	ReasoningEffort    string
@@ -160,6 +161,9 @@ func StartEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode, error) {
 		return nil, e.bootFail(fmt.Errorf("calls.jsonl: %w", err))
 	}
 	if err := e.boot(ctx); err != nil {
+		if ctx.Err() != nil { // SIGINT/SIGTERM while booting: the episode was interrupted, boot did not fail
+			err = fmt.Errorf("%w: %w (%v)", errBootInterrupted, context.Cause(ctx), err)
+		}
 		return nil, e.bootFail(err)
 	}
 	e.startup = time.Since(e.createdAt)

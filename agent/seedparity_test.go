@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
@@ -110,7 +111,7 @@ func TestPlannerErrorAfterSuccess(t *testing.T) {
 	)
 	defer srv.Close()
 	cfg := episodeConfig(t, nil)
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) { c.HTTPAttempts = 2 }), nil)
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) { c.HTTPAttempts = 2 }), nil)
 	if res.EnvironmentSuccess == nil || !*res.EnvironmentSuccess {
 		t.Fatalf("environment_success %v, want true", res.EnvironmentSuccess)
 	}
