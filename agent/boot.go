@@ -52,6 +52,10 @@ func (e *Episode) bootFail(err error) error {
 	return fmt.Errorf("%w: %w", ErrBoot, err)
 }
 
+// minSetupTimeout bounds the setup cell from below: loading a simulator on a busy machine can take
+// longer than a short per-cell timeout meant for the agent's cells.
+const minSetupTimeout = 120 * time.Second
+
 // boot launches the kernel, runs the setup cell, reads the episode card and assembles the prompt.
 func (e *Episode) boot(ctx context.Context) error {
 	c := e.cfg
@@ -88,7 +92,7 @@ func (e *Episode) boot(ctx context.Context) error {
 	res, err := e.kern.Client().Execute(ctx, setup, kernel.ExecuteOptions{
 		Metadata:        map[string]any{notebooks.MetaKey: notebooks.CellMeta{Author: notebooks.AuthorSetup}.Map()},
 		UserExpressions: map[string]string{"card": "__import__('pyrualean_robot').episode_card()", "versions": versionsExpr},
-		Timeout:         c.CellTimeout,
+		Timeout:         max(c.CellTimeout, minSetupTimeout),
 	})
 	if err != nil {
 		return fmt.Errorf("setup cell: %w", err)

@@ -610,10 +610,10 @@ def test_kernel_dying_under_pyrualean_play_reaches_robodojo_as_an_error(policy, 
     assert killed
     # play ends the episode with status error; RoboDojo's next request fails naming the agent, its run folder
     # and what play said
-    assert e.value.code == "infer_failed" and "exited with status 1" in e.value.message, e.value.message
+    assert e.value.code == "infer_failed" and "exited with status 2" in e.value.message, e.value.message
     assert run_dir in e.value.message and "kernel died" in e.value.message
     rec = episode_record(run_dir, timeout=60)
-    assert rec["agent_exit"] == 1 and rec["robodojo"]["error"].startswith("XplError")
+    assert rec["agent_exit"] == 2 and rec["robodojo"]["error"].startswith("XplError")
     result = json.load(open(os.path.join(run_dir, "run", "result.json")))
     assert result["status"] == "error"
     trace = json.dumps(json.load(open(os.path.join(run_dir, "run", "trace.ipynb"))))
