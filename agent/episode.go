@@ -43,6 +43,13 @@ type EpisodeConfig struct {
 	CUDADevice         string // CUDA_VISIBLE_DEVICES for the kernel
 	Prices             PriceTable
 	Logger             *slog.Logger
+	// Kernels hands out warmed kernels (a suite's kernel.Pool); nil launches a fresh one.
+	Kernels KernelSource
+}
+
+// KernelSource hands out a launched kernel that is the caller's from then on (kernel.Pool).
+type KernelSource interface {
+	Take(ctx context.Context) (*kernel.Kernel, error)
 }
 
 func (c *EpisodeConfig) defaults() error {
@@ -278,7 +285,14 @@ func (e *Episode) boot(ctx context.Context) error {
 	if c.CUDADevice != "" {
 		env["CUDA_VISIBLE_DEVICES"] = c.CUDADevice
 	}
-	e.kern, err = kernel.Launch(ctx, spec, kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log})
+	if c.Kernels != nil {
+		// A warmed kernel started elsewhere: give it this episode's folder and environment.
+		if e.kern, err = c.Kernels.Take(ctx); err == nil {
+			err = execOK(ctx, e.kern, "import os; os.chdir("+pyStr(e.workspace)+"); os.environ['PYRUALEAN_WORKSPACE'] = "+pyStr(e.workspace))
+		}
+	} else {
+		e.kern, err = kernel.Launch(ctx, spec, kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log})
+	}
 	if err != nil {
 		return fmt.Errorf("launch kernel: %w", err)
 	}
@@ -379,6 +393,20 @@ func setupCode(c EpisodeConfig, workspace string) string {
 		Primitives: c.Primitives, Suite: c.Suite, MaxEnvSteps: c.MaxEnvSteps,
 		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint,
 	}) + "\nimport math, time\nimport numpy as np\nlog = print"
+}
+
+// execOK runs code outside the history and fails unless it ran cleanly.
+func execOK(ctx context.Context, k *kernel.Kernel, code string) error {
+	res, err := k.Client().Execute(ctx, code, kernel.ExecuteOptions{NoHistory: true})
+	switch {
+	case err != nil:
+		return err
+	case res.Error != nil:
+		return fmt.Errorf("%s: %s", res.Error.Ename, res.Error.Evalue)
+	case res.Status != "ok":
+		return fmt.Errorf("status %s", res.Status)
+	}
+	return nil
 }
 
 func pyStr(s string) string {
