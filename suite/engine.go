@@ -2,6 +2,8 @@ package suite
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -12,6 +14,11 @@ type Job struct {
 	// After names an episode (by id) that must end before this one starts: a replayed tools episode
 	// replays the primitive calls its cells twin made.
 	After string
+}
+
+// TwinDir is the run folder of the same episode in the other arm.
+func (j Job) TwinDir() string {
+	return strings.TrimSuffix(j.Dir, filepath.FromSlash(j.ID)) + filepath.FromSlash(j.Twin())
 }
 
 // Engine schedules a suite's jobs: it calls run once per job, concurrently as it sees fit, starting
