@@ -265,8 +265,11 @@ func toolActions(cellsDir string) ([]agent.Action, error) {
 // (warm kernels, endpoint limits, one embedded model server per model).
 type evalExec struct {
 	logger    *slog.Logger
-	pool      *kernel.Pool // tabletop kernels with the robot package imported; nil: cold boots
+	newPool   func() (*kernel.Pool, error) // nil: cold boots
 	endpoints *suite.Endpoints
+
+	poolOnce sync.Once
+	pool     *kernel.Pool // tabletop kernels with the robot package imported, started at the first episode
 
 	mu      sync.Mutex
 	servers map[string]*llm.Server
@@ -289,8 +292,16 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 	}
 	s.episode.Logger, s.openai.Logger, s.cli.Logger, s.local.Logger = x.logger, x.logger, x.logger, x.logger
 	s.openai.HTTPClient = x.endpoints.Client()
-	if x.pool != nil && j.Robot == "tabletop" && s.episode.CUDADevice == "" {
-		s.episode.Kernels = x.pool
+	if x.newPool != nil && j.Robot == "tabletop" && s.episode.CUDADevice == "" {
+		x.poolOnce.Do(func() {
+			var err error
+			if x.pool, err = x.newPool(); err != nil {
+				x.logger.Warn("kernel pool: episodes boot cold kernels", "err", err)
+			}
+		})
+		if x.pool != nil {
+			s.episode.Kernels = x.pool
+		}
 	}
 	if s.runtime == "local" {
 		srv, err := x.server(ctx, s.local)
@@ -339,6 +350,7 @@ func (x *evalExec) close() {
 	for _, srv := range x.servers {
 		srv.Stop()
 	}
+	x.poolOnce.Do(func() {}) // no pool starts after this
 	if x.pool != nil {
 		x.pool.Close()
 	}
@@ -383,8 +395,12 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	x := &evalExec{logger: logger, endpoints: &suite.Endpoints{Max: f.maxConns}}
 	absDir, _ := filepath.Abs(plan.dir)
 	if usesPool(plan.episodes) {
-		if spec, err := kernel.FindSpec("pyrualean"); err == nil {
-			x.pool, _ = kernel.NewPool(ctx, spec, f.jobs, robotapi.WarmCode,
+		x.newPool = func() (*kernel.Pool, error) {
+			spec, err := kernel.FindSpec("pyrualean")
+			if err != nil {
+				return nil, err
+			}
+			return kernel.NewPool(ctx, spec, f.jobs, robotapi.WarmCode,
 				kernel.LaunchOptions{Dir: absDir, Env: map[string]string{suite.SuiteEnv: absDir}, Logger: logger})
 		}
 	}

@@ -30,6 +30,7 @@ func commands() map[string]command {
 		"suites":      {cmdSuites, "list robots, suites and whether they run here"},
 		"play":        {cmdPlay, "run one episode (robot x task x seed x model)"},
 		"eval":        {cmdEval, "run a suite (tasks x seeds x arms x models) in parallel, resumable"},
+		"report":      {cmdReport, "write a suite's self-contained HTML report"},
 		"summarize":   {cmdSummarize, "tabulate run folders"},
 		"compare":     {cmdCompare, "pair two sets of runs and compare them on jointly solved episodes"},
 		"replay":      {cmdReplay, "re-execute an episode trace and report divergence"},
