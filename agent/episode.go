@@ -45,6 +45,8 @@ type EpisodeConfig struct {
 	Logger             *slog.Logger
 	// Kernels hands out warmed kernels (a suite's kernel.Pool); nil launches a fresh one.
 	Kernels KernelSource
+	// References returns the robot's API reference (robotapi.Reference when nil; a suite caches it).
+	References func(ctx context.Context, robot, primitives, format string) (string, error)
 }
 
 // KernelSource hands out a launched kernel that is the caller's from then on (kernel.Pool).
@@ -276,7 +278,7 @@ func (e *Episode) bootFail(err error) error {
 // boot launches the kernel, runs the setup cell, reads the episode card and assembles the prompt.
 func (e *Episode) boot(ctx context.Context) error {
 	c := e.cfg
-	e.refs = fetchReferences(ctx, c.Robot, c.Primitives) // runs while the kernel boots
+	e.refs = fetchReferences(ctx, c.References, c.Robot, c.Primitives) // runs while the kernel boots
 	spec, err := kernel.FindSpec(c.KernelSpec)
 	if err != nil {
 		return fmt.Errorf("kernelspec %s: %w", c.KernelSpec, err)
@@ -359,7 +361,10 @@ type references struct {
 	err  map[string]error
 }
 
-func fetchReferences(ctx context.Context, robot, primitives string) *references {
+func fetchReferences(ctx context.Context, fetch func(ctx context.Context, robot, primitives, format string) (string, error), robot, primitives string) *references {
+	if fetch == nil {
+		fetch = robotapi.Reference
+	}
 	r := &references{done: make(chan struct{}), text: map[string]string{}, err: map[string]error{}}
 	go func() {
 		defer close(r.done)
@@ -369,7 +374,7 @@ func fetchReferences(ctx context.Context, robot, primitives string) *references 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				t, err := robotapi.Reference(ctx, robot, primitives, f)
+				t, err := fetch(ctx, robot, primitives, f)
 				mu.Lock()
 				r.text[f], r.err[f] = t, err
 				mu.Unlock()

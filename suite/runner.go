@@ -62,6 +62,7 @@ type Runner struct {
 	Backoff  time.Duration // wait before the first retry (default 2 s), doubling
 	Versions map[string]string
 	Events   func(Event) // called from many goroutines, one call at a time
+	OnPlan   func(jobs []Job) // called once with the episodes this run will run, before any starts
 	Logger   *slog.Logger
 
 	mf      *manifestFile
@@ -145,6 +146,9 @@ func (r *Runner) Run(ctx context.Context, m Matrix, eps []Episode) (*Manifest, e
 			st := r.mf.state(e.ID)
 			r.emit(Event{Kind: EventSkip, ID: e.ID, Arm: e.Arm, Status: st.Status, Success: st.Success})
 		}
+	}
+	if r.OnPlan != nil {
+		r.OnPlan(jobs)
 	}
 	runErr := r.Engine.Run(ctx, jobs, r.runJob)
 	_ = r.mf.update(func(m2 *Manifest) { m2.Runner.EndedAt = time.Now().UTC().Format(time.RFC3339) })

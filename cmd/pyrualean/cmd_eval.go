@@ -19,14 +19,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/term"
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/kernel"
-	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/suite"
 )
@@ -261,101 +259,6 @@ func toolActions(cellsDir string) ([]agent.Action, error) {
 	return acts, nil
 }
 
-// evalExec runs one episode in this process: play's setup and run, with the suite's shared parts
-// (warm kernels, endpoint limits, one embedded model server per model).
-type evalExec struct {
-	logger    *slog.Logger
-	newPool   func() (*kernel.Pool, error) // nil: cold boots
-	endpoints *suite.Endpoints
-
-	poolOnce sync.Once
-	pool     *kernel.Pool // tabletop kernels with the robot package imported, started at the first episode
-
-	mu      sync.Mutex
-	servers map[string]*llm.Server
-}
-
-func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
-	s, err := parsePlay(playArgs(j.Episode, j.Dir), io.Discard, time.Now())
-	if err != nil {
-		return suite.Outcome{Status: agent.StatusBootError, Err: err}
-	}
-	if j.Runtime == "replay" && j.Arm == agent.ArmTools {
-		twin := j.TwinDir()
-		if row, err := agent.LoadRun(twin); err != nil || suite.Retryable(row.Status) {
-			return suite.Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("its cells twin %s has not finished", twin)}
-		}
-		if s.actions, err = toolActions(twin); err != nil {
-			return suite.Outcome{Status: agent.StatusError, Err: err}
-		}
-		s.episode.Arm = agent.ArmTools
-	}
-	s.episode.Logger, s.openai.Logger, s.cli.Logger, s.local.Logger = x.logger, x.logger, x.logger, x.logger
-	s.openai.HTTPClient = x.endpoints.Client()
-	if x.newPool != nil && j.Robot == "tabletop" && s.episode.CUDADevice == "" {
-		x.poolOnce.Do(func() {
-			var err error
-			if x.pool, err = x.newPool(); err != nil {
-				x.logger.Warn("kernel pool: episodes boot cold kernels", "err", err)
-			}
-		})
-		if x.pool != nil {
-			s.episode.Kernels = x.pool
-		}
-	}
-	if s.runtime == "local" {
-		srv, err := x.server(ctx, s.local)
-		if err != nil {
-			return suite.Outcome{Status: agent.StatusBootError, Err: fmt.Errorf("local model: %w", err)}
-		}
-		// The shared server stands in for play's own: the episode talks to it as an openai one.
-		s.runtime = "openai"
-		s.openai.BaseURL, s.openai.Model, s.openai.APIKey, s.openai.TextOnly = srv.BaseURL, srv.Model, "local", true
-		s.episode.Model = srv.Model
-	}
-	res, err := playEpisode(ctx, s)
-	if res == nil {
-		return suite.Outcome{Status: agent.StatusBootError, Err: err}
-	}
-	out := suite.Outcome{Status: res.Status, Success: res.EnvironmentSuccess, Err: err, WallS: res.PolicyWallS,
-		InTok: res.Generation.InputTokens, LLMCalls: res.Generation.Turns}
-	if res.CostUSD != nil {
-		out.CostUSD = *res.CostUSD
-	}
-	return out
-}
-
-// server starts (once per model) the embedded llama.cpp server every local episode shares, so its
-// prompt cache serves the common prefix of all of them.
-func (x *evalExec) server(ctx context.Context, o llm.Options) (*llm.Server, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if srv, ok := x.servers[o.Model]; ok {
-		return srv, nil
-	}
-	srv, err := llm.Start(context.WithoutCancel(ctx), o)
-	if err != nil {
-		return nil, err
-	}
-	if x.servers == nil {
-		x.servers = map[string]*llm.Server{}
-	}
-	x.servers[o.Model] = srv
-	return srv, nil
-}
-
-func (x *evalExec) close() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, srv := range x.servers {
-		srv.Stop()
-	}
-	x.poolOnce.Do(func() {}) // no pool starts after this
-	if x.pool != nil {
-		x.pool.Close()
-	}
-}
-
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, f := newEvalFlagSet(stderr)
 	if err := fs.Parse(args); err != nil {
@@ -394,15 +297,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	x := &evalExec{logger: logger, endpoints: &suite.Endpoints{Max: f.maxConns}}
 	absDir, _ := filepath.Abs(plan.dir)
-	if usesPool(plan.episodes) {
-		x.newPool = func() (*kernel.Pool, error) {
-			spec, err := kernel.FindSpec("pyrualean")
-			if err != nil {
-				return nil, err
-			}
-			return kernel.NewPool(ctx, spec, f.jobs, robotapi.WarmCode,
-				kernel.LaunchOptions{Dir: absDir, Env: map[string]string{suite.SuiteEnv: absDir}, Logger: logger})
-		}
+	if spec, err := kernel.FindSpec("pyrualean"); err == nil {
+		x.kernels = &warmKernels{spec: spec, jobs: f.jobs,
+			opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{suite.SuiteEnv: absDir}, Logger: logger}}
 	}
 	defer x.close()
 	var view suite.View
@@ -420,6 +317,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	r := &suite.Runner{Dir: plan.dir, Engine: suite.Local{Jobs: f.jobs}, Exec: x, Retries: retries,
 		Backoff: time.Duration(f.backoffS * float64(time.Second)), Versions: versions(), Events: view.Event, Logger: logger}
+	if x.kernels != nil {
+		r.OnPlan = func(jobs []suite.Job) { x.kernels.expect(poolTakes(jobs)) }
+	}
 	if os.MkdirAll(plan.dir, 0o755) == nil {
 		os.MkdirAll(filepath.Join(plan.dir, "episodes"), 0o755)
 	}
@@ -447,13 +347,15 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func usesPool(eps []suite.Episode) bool {
-	for _, e := range eps {
-		if e.Robot == "tabletop" && e.Settings["cuda-device"] == "" {
-			return true
+// poolTakes counts the jobs that will take a warm kernel: tabletop ones on the default device.
+func poolTakes(jobs []suite.Job) int {
+	n := 0
+	for _, j := range jobs {
+		if j.Robot == robotapi.DefaultRobot && j.Settings["cuda-device"] == "" {
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 func isTerminal(w io.Writer) bool {
