@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +56,7 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		CellsS      float64 `json:"cells_s"` // summed policy time (the episodes' own cells)
 		OverheadMS  float64 `json:"overhead_per_episode_ms"`
 		Solved      int     `json:"solved"`
+		StartupS    float64 `json:"mean_startup_s"` // kernel to robot ready, per episode
 		VsShellLoop float64 `json:"vs_shell_loop"`
 	}
 	runEval := func(name string, n int) (way, *suite.Manifest, error) {
@@ -78,6 +80,7 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 				w.Solved++
 			}
 		}
+		w.StartupS = meanStartup(out)
 		return w, man, nil
 	}
 	fmt.Fprintln(stderr, "bench suite: eval --jobs 1 ...")
@@ -119,7 +122,7 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "pyrualean bench suite: shell loop: %v\n%s", err, out)
 		return 1
 	}
-	loop := way{Name: "shell loop of play", Episodes: n, WallS: time.Since(t0).Seconds()}
+	loop := way{Name: "shell loop of play", Episodes: n, WallS: time.Since(t0).Seconds(), StartupS: meanStartup(loopDir)}
 	ways := []*way{&loop, &one, &par}
 	for _, w := range ways {
 		w.PerMinute = float64(w.Episodes) / (w.WallS / 60)
@@ -135,15 +138,16 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 0
 	}
 	fmt.Fprintf(stdout, "replay suite: tasks %s, seeds %s, both arms: %d episodes\n", *tasks, *seeds, n)
-	fmt.Fprintf(stdout, "%-20s %8s %9s %8s %12s %14s\n", "way", "wall_s", "ep/min", "solved", "vs shell", "overhead/ep")
+	fmt.Fprintf(stdout, "%-20s %8s %9s %8s %12s %14s %10s\n", "way", "wall_s", "ep/min", "solved", "vs shell", "overhead/ep", "startup_s")
 	for _, w := range ways {
 		oh := "-"
 		if w.OverheadMS != 0 {
 			oh = fmt.Sprintf("%.0f ms", w.OverheadMS)
 		}
-		fmt.Fprintf(stdout, "%-20s %8.1f %9.1f %8s %11.2fx %14s\n", w.Name, w.WallS, w.PerMinute, solvedText(w.Solved, w.Episodes, w.Name == loop.Name), w.VsShellLoop, oh)
+		fmt.Fprintf(stdout, "%-20s %8.1f %9.1f %8s %11.2fx %14s %10.2f\n", w.Name, w.WallS, w.PerMinute, solvedText(w.Solved, w.Episodes, w.Name == loop.Name), w.VsShellLoop, oh, w.StartupS)
 	}
-	fmt.Fprintln(stdout, "overhead/ep: wall time x jobs minus the episodes' own policy time (cells), per episode")
+	fmt.Fprintln(stdout, "overhead/ep: wall time x jobs minus the episodes' own policy time (cells), per episode;")
+	fmt.Fprintln(stdout, "startup_s: mean time from the episode's start to the robot ready (kernel + setup cell), from result.json")
 	return 0
 }
 
@@ -152,4 +156,24 @@ func solvedText(k, n int, unknown bool) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d/%d", k, n)
+}
+
+// meanStartup is the mean startup_s of the result.json files under dir.
+func meanStartup(dir string) float64 {
+	var sum float64
+	n := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != "result.json" || strings.Contains(p, string(filepath.Separator)+"attempts"+string(filepath.Separator)) {
+			return nil
+		}
+		if r, err := readResult(filepath.Dir(p)); err == nil {
+			sum += r.StartupS
+			n++
+		}
+		return nil
+	})
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
