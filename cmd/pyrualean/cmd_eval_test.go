@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -392,5 +393,82 @@ runtime = "replay"
 				t.Errorf("the suite folder was created")
 			}
 		})
+	}
+}
+
+// suiteProcesses lists the live processes started for the suite in dir (their environment names it).
+func suiteProcesses(dir string) []int {
+	abs, _ := filepath.Abs(dir)
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+suite.SuiteEnv+"="+abs+"\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestEvalInterrupt: cancelling eval (Ctrl-C) mid-suite ends the running episode, starts nothing more, leaves no kernel behind, and says how to resume.
+func TestEvalInterrupt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "suite")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+			man, err := suite.ReadManifest(dir)
+			if err != nil {
+				continue
+			}
+			done, running := 0, 0
+			for _, st := range man.Episodes {
+				switch st.Status {
+				case agent.StatusCompleted:
+					done++
+				case suite.StateRunning:
+					running++
+				}
+			}
+			if done >= 1 && running == 1 {
+				cancel()
+			}
+		}
+	}()
+	var stdout, stderr bytes.Buffer
+	args := []string{"--runtime", "replay", "--tasks", "stack_blocks,open_drawer", "--seeds", "0", "--jobs", "1", "--out", dir, "--images", "none"}
+	code := cmdEval(ctx, args, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "run the same command again to resume") {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	man, _ := suite.ReadManifest(dir)
+	// The episode in flight ends interrupted, or boot_error when Ctrl-C came during its boot (the
+	// agent's word for it); either runs again on resume.
+	statuses := map[string]int{}
+	cut := 0
+	for _, st := range man.Episodes {
+		statuses[st.Status]++
+		if st.Status == agent.StatusInterrupted || st.Status == agent.StatusBootError {
+			cut++
+		}
+	}
+	if statuses[agent.StatusCompleted] < 1 || cut != 1 || statuses[suite.StatePending] < 1 ||
+		statuses[agent.StatusCompleted]+cut+statuses[suite.StatePending] != 4 {
+		t.Errorf("statuses after Ctrl-C: %v", statuses)
+	}
+	if man.Runner.EndedAt == "" {
+		t.Error("the manifest does not say the runner ended")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(suiteProcesses(dir)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if p := suiteProcesses(dir); len(p) > 0 {
+		t.Errorf("kernels left running: %v", p)
 	}
 }
