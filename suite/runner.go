@@ -99,6 +99,9 @@ func (r *Runner) Run(ctx context.Context, m Matrix, eps []Episode) (*Manifest, e
 		return nil, err
 	}
 	host, _ := os.Hostname()
+	if o := man.Runner; o.EndedAt == "" && o.PID != os.Getpid() && o.Host == host && pidAlive(o.PID) {
+		return nil, fmt.Errorf("%s: the suite is being run by pid %d (since %s); see eval --status", r.Dir, o.PID, o.StartedAt)
+	}
 	r.mf = &manifestFile{dir: r.Dir, m: man}
 	var jobs []Job
 	err = r.mf.update(func(m2 *Manifest) {
