@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,8 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	jobs := fs.Int("jobs", 2, "the parallel run's --jobs")
 	keep := fs.String("dir", "", "keep the suite folders here (default: a temporary folder, removed)")
 	asJSON := fs.Bool("json", false, "print the figures as JSON")
+	local := fs.String("local", "", "also run this embedded model (pyrualean models) over --local-episodes episodes in one eval and compare the first turn's latency of the 2nd..Nth episode with the 1st's (the shared server's prompt cache); skips the three-way run")
+	localN := fs.Int("local-episodes", 4, "episodes of the --local run")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 {
 		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--dir DIR] [--json]")
 		return 2
@@ -46,6 +49,9 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return 1
 		}
 		defer os.RemoveAll(dir)
+	}
+	if *local != "" {
+		return benchSuiteLocal(ctx, exe, dir, *local, *localN, *asJSON, stdout, stderr)
 	}
 	common := []string{"eval", "--runtime", "replay", "--tasks", *tasks, "--seeds", *seeds, "--arms", "cells,tools"}
 	type way struct {
@@ -176,4 +182,60 @@ func meanStartup(dir string) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+// benchSuiteLocal runs n one-call episodes of an embedded model in one eval (one shared llama.cpp
+// server) and compares each episode's first LLM call latency with the first episode's.
+func benchSuiteLocal(ctx context.Context, exe, dir, model string, n int, asJSON bool, stdout, stderr io.Writer) int {
+	out := filepath.Join(dir, "local")
+	args := []string{"eval", "--runtime", "local", "--model", model, "--tasks", "stack_blocks", "--seeds", fmt.Sprintf("0-%d", n-1),
+		"--arms", "cells", "--jobs", "1", "--max-turns", "1", "--budget-s", "600", "--retries", "0", "--out", out}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	fmt.Fprintf(stderr, "bench suite: %d episodes of %s on one embedded server ...\n", n, model)
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(stderr, "bench suite: eval: %v (episodes that did not finish are left out)\n", err)
+	}
+	man, err := suite.ReadManifest(out)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+		return 1
+	}
+	type first struct {
+		ID       string  `json:"id"`
+		Started  string  `json:"started_at"`
+		LatencyS float64 `json:"first_turn_latency_s"`
+	}
+	var firsts []first
+	for _, id := range man.Order {
+		b, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(man.Episodes[id].Dir), "turns.jsonl"))
+		if err != nil {
+			continue
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		var t struct {
+			StartedAt string  `json:"started_at"`
+			LatencyS  float64 `json:"latency_s"`
+		}
+		if json.Unmarshal([]byte(line), &t) == nil && t.StartedAt != "" {
+			firsts = append(firsts, first{ID: id, Started: t.StartedAt, LatencyS: t.LatencyS})
+		}
+	}
+	slices.SortFunc(firsts, func(a, b first) int { return strings.Compare(a.Started, b.Started) })
+	if len(firsts) < 2 {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %d episodes made an LLM call; need 2\n", len(firsts))
+		return 1
+	}
+	var rest []float64
+	for _, f := range firsts[1:] {
+		rest = append(rest, f.LatencyS)
+	}
+	ratio := median(rest) / firsts[0].LatencyS
+	if asJSON {
+		json.NewEncoder(stdout).Encode(map[string]any{"model": model, "episodes": firsts, "rest_median_over_first": ratio})
+		return 0
+	}
+	fmt.Fprintf(stdout, "embedded %s, one shared server, %d episodes: first turn of episode 1 %.2f s; episodes 2..%d median %.2f s (%.2fx)\n",
+		model, len(firsts), firsts[0].LatencyS, len(firsts), median(rest), ratio)
+	return 0
 }
