@@ -358,9 +358,14 @@ func poolTakes(jobs []suite.Job) int {
 	return n
 }
 
+// isTerminal says whether w is a terminal a progress bar can draw on (one that reports a width).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return false
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	return err == nil && width > 0
 }
 
 // versions are this binary's, recorded in the manifest (each trace also records the kernel's).
