@@ -157,18 +157,18 @@ func families(tasks []robotapi.Task) []string {
 // TaskLister lists a robot's tasks (robotapi.Tasks in production).
 type TaskLister func(ctx context.Context, robot string) ([]robotapi.Task, error)
 
-// Expand turns the matrix into episodes in a stable order (row, task, seed, model, arm: the cells arm
+// Expand turns the matrix (over the named robots) into episodes in a stable order (row, task, seed, model, arm: the cells arm
 // of a pair comes first) with ids and run folders under dir. Robots, tasks, seeds and arms are
 // checked here, before anything runs; the errors name the row. settingsID makes the settings part of
 // an id (the caller knows which settings are defaults).
-func Expand(ctx context.Context, m Matrix, list TaskLister) ([]Episode, error) {
+func Expand(ctx context.Context, m Matrix, robots []string, list TaskLister) ([]Episode, error) {
 	var eps []Episode
 	seen := map[string]string{}
 	taskCache := map[string][]robotapi.Task{}
 	for i, r := range m.Rows {
 		label := r.Label(i)
-		if !slices.Contains(robotapi.Robots(), r.Robot) {
-			return nil, fmt.Errorf("%s: unknown robot %q (robots: %s)", label, r.Robot, strings.Join(robotapi.Robots(), ", "))
+		if !slices.Contains(robots, r.Robot) {
+			return nil, fmt.Errorf("%s: unknown robot %q (robots: %s)", label, r.Robot, strings.Join(robots, ", "))
 		}
 		all, ok := taskCache[r.Robot]
 		if !ok {

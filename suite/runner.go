@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runs"
 )
 
 // SuiteEnv is set in every kernel a suite starts (the suite folder), so a later run can tell an
@@ -121,7 +122,7 @@ func (r *Runner) Run(ctx context.Context, m Matrix, eps []Episode) (*Manifest, e
 			st.Episode, st.Dir = e, filepath.ToSlash(filepath.Join("episodes", e.ID))
 			// The run folder is the truth: an episode that finished after the manifest was last
 			// written (kill -9 between the two) is still counted once, as finished.
-			if row, err := agent.LoadRun(e.Dir(r.Dir)); err == nil {
+			if row, err := runs.LoadRun(e.Dir(r.Dir)); err == nil {
 				st.Status, st.Success = row.Status, row.OK
 			}
 			if !Retryable(st.Status) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runs"
 )
 
 // Interval is an estimate with its 95% confidence interval.
@@ -83,7 +84,7 @@ func BootstrapRatio(left, right []float64, resamples int) *Interval {
 // Record is one episode of the suite with its run folder's row.
 type Record struct {
 	EpisodeState
-	Row agent.Row `json:"row"`
+	Row runs.Row `json:"row"`
 }
 
 // Group is the episodes that differ only in arm, task and seed: one robot, suite, runtime, model and
@@ -105,7 +106,7 @@ type ArmStats struct {
 // Paired is the cells-vs-tools comparison of a group on jointly solved episodes: the seed's table,
 // plus bootstrap intervals of the cells/tools ratios.
 type Paired struct {
-	agent.Comparison
+	runs.Comparison
 	LLMCallsRatio    *Interval `json:"llm_calls_ratio"`
 	InputTokensRatio *Interval `json:"input_tokens_ratio"`
 	CostRatio        *Interval `json:"cost_ratio"`
@@ -129,7 +130,7 @@ type GroupStats struct {
 type Results struct {
 	Episodes int           `json:"episodes"`
 	Finished int           `json:"finished"`
-	Summary  agent.Summary `json:"summary"`
+	Summary  runs.Summary `json:"summary"`
 	Groups   []GroupStats  `json:"groups"`
 }
 
@@ -140,7 +141,7 @@ func LoadRecords(dir string, m *Manifest) []Record {
 	for _, id := range m.Order {
 		st := m.Episodes[id]
 		rec := Record{EpisodeState: *st}
-		if row, err := agent.LoadRun(filepath.Join(dir, filepath.FromSlash(st.Dir))); err == nil {
+		if row, err := runs.LoadRun(filepath.Join(dir, filepath.FromSlash(st.Dir))); err == nil {
 			rec.Row = row
 			rec.Status, rec.Success = row.Status, row.OK
 		}
@@ -150,11 +151,11 @@ func LoadRecords(dir string, m *Manifest) []Record {
 }
 
 func armStats(arm string, recs []Record) ArmStats {
-	var rows []agent.Row
+	var rows []runs.Row
 	for _, r := range recs {
 		rows = append(rows, r.Row)
 	}
-	s := agent.Summarize(rows)
+	s := runs.Summarize(rows)
 	return ArmStats{Arm: arm, Episodes: len(recs), Known: s.NativeSRDenominator, Solved: s.Solved, Success: Wilson(s.Solved, s.NativeSRDenominator)}
 }
 
@@ -174,7 +175,7 @@ func byArm(recs []Record) []ArmStats {
 // the paired comparison and a per-family breakdown.
 func Analyze(recs []Record) Results {
 	res := Results{Episodes: len(recs)}
-	var rows []agent.Row
+	var rows []runs.Row
 	groups := map[string][]Record{}
 	for _, r := range recs {
 		if r.Row.Path == "" || Retryable(r.Status) {
@@ -184,7 +185,7 @@ func Analyze(recs []Record) Results {
 		rows = append(rows, r.Row)
 		groups[r.Group()] = append(groups[r.Group()], r)
 	}
-	res.Summary = agent.Summarize(rows)
+	res.Summary = runs.Summarize(rows)
 	for _, g := range slices.Sorted(maps.Keys(groups)) {
 		recs := groups[g]
 		gs := GroupStats{Group: g, Arms: byArm(recs)}
@@ -203,8 +204,8 @@ func Analyze(recs []Record) Results {
 
 // pair compares the cells arm (left) with the tools arm (right) of a group.
 func pair(recs []Record) *Paired {
-	var left, right []agent.Row
-	byPath := map[string]agent.Row{}
+	var left, right []runs.Row
+	byPath := map[string]runs.Row{}
 	for _, r := range recs {
 		byPath[r.Row.Path] = r.Row
 		switch r.Arm {
@@ -217,7 +218,7 @@ func pair(recs []Record) *Paired {
 	if len(left) == 0 || len(right) == 0 {
 		return nil
 	}
-	p := &Paired{Comparison: agent.Compare(left, right)}
+	p := &Paired{Comparison: runs.Compare(left, right)}
 	var lc, rc, lt, rt, lcost, rcost []float64
 	costs := true
 	for _, e := range p.Episodes {
@@ -244,13 +245,13 @@ func pair(recs []Record) *Paired {
 // WriteResults prints the seed's summarize table, then per group the arms with Wilson intervals,
 // the paired comparison with bootstrap intervals, and the per-family success rates.
 func WriteResults(w io.Writer, recs []Record, res Results) {
-	var rows []agent.Row
+	var rows []runs.Row
 	for _, r := range recs {
 		if r.Row.Path != "" && !Retryable(r.Status) {
 			rows = append(rows, r.Row)
 		}
 	}
-	agent.WriteSummaryTable(w, rows, res.Summary)
+	runs.WriteSummaryTable(w, rows, res.Summary)
 	if res.Finished < res.Episodes {
 		fmt.Fprintf(w, "unfinished: %d of %d episodes (run the same command again to resume)\n", res.Episodes-res.Finished, res.Episodes)
 	}
@@ -262,7 +263,7 @@ func WriteResults(w io.Writer, recs []Record, res Results) {
 		if p := g.Paired; p != nil {
 			fmt.Fprintln(w, "  cells (left) vs tools (right), paired by task and seed:")
 			var b strings.Builder
-			agent.WriteComparisonTable(&b, p.Comparison)
+			runs.WriteComparisonTable(&b, p.Comparison)
 			for line := range strings.SplitSeq(strings.TrimRight(b.String(), "\n"), "\n") {
 				fmt.Fprintln(w, "    "+line)
 			}

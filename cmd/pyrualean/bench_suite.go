@@ -35,7 +35,7 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	localN := fs.Int("local-episodes", 4, "episodes of the --local run")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 {
 		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--dir DIR] [--json]")
-		return 2
+		return exitUsage
 	}
 	exe, err := os.Executable()
 	if err != nil {

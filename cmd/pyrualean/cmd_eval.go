@@ -24,6 +24,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/suite"
@@ -57,12 +58,12 @@ func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.matrix, "matrix", "", "matrix file (.toml, .yaml): rows of robot/tasks/seeds/arms/runtime/models/settings, instead of the flags below")
-	fs.StringVar(&f.robot, "robot", "tabletop", "robot (one of "+strings.Join(robotapi.Robots(), ", ")+")")
+	fs.StringVar(&f.robot, "robot", robotapi.DefaultRobot, "robot (see pyrualean suites)")
 	fs.StringVar(&f.suiteName, "suite", "", "benchmark suite of the robot")
 	fs.StringVar(&f.tasks, "tasks", "all", "all, family:NAME or task names (comma-separated)")
 	fs.StringVar(&f.seeds, "seeds", "", "seeds: 0-9, 3 or 0,2,5-7 (default: the robot's default seed)")
 	fs.StringVar(&f.arms, "arms", "cells,tools", "arms, comma-separated")
-	fs.StringVar(&f.runtime, "runtime", "", "as in play: openai, local, codex, claude or replay (replays each task's reference solution)")
+	fs.StringVar(&f.runtime, "runtime", "", "as in play: "+strings.Join(runtimes.Names(), ", ")+" (replay replays each task's reference solution)")
 	fs.StringVar(&f.models, "model", "", "model(s), comma-separated (as in play)")
 	fs.StringVar(&f.out, "out", "", "suite folder (default runs/suite-<hash of the matrix>: the same command resumes)")
 	fs.IntVar(&f.jobs, "jobs", defaultJobs(), "episodes at once (default from cores and memory)")
@@ -136,7 +137,11 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 			return nil, fmt.Errorf("%s: %w", m.Rows[i].Label(i), err)
 		}
 	}
-	eps, err := suite.Expand(ctx, m, robotapi.Tasks)
+	robots, err := robotapi.Robots(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("robots: %w", err)
+	}
+	eps, err := suite.Expand(ctx, m, robotapi.RobotNames(robots), robotapi.Tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -169,14 +174,13 @@ func checkRow(r *suite.Row) error {
 		r.Robot = robotapi.DefaultRobot
 	}
 	if r.Runtime == "" {
-		r.Runtime = "local"
-		if r.Settings["base-url"] != "" || os.Getenv("OPENAI_BASE_URL") != "" {
-			r.Runtime = "openai"
-		}
+		r.Runtime = runtimes.Default(r.Settings["base-url"])
 	}
-	if err := oneOf("runtime", r.Runtime, "openai", "replay", "local", "codex", "claude"); err != nil {
-		return err
+	entry, err := runtimes.Lookup(r.Runtime)
+	if err != nil {
+		return fmt.Errorf("--runtime: %w", err)
 	}
+	r.Runtime = entry.Name // one name per runtime in ids
 	pfs, _ := newPlayFlagSet(io.Discard)
 	for _, k := range slices.Sorted(maps.Keys(r.Settings)) {
 		if slices.Contains(suiteOwned, k) {
@@ -228,13 +232,13 @@ func playArgs(e suite.Episode, out string) []string {
 
 // toolActions turns a cells episode's primitive calls (calls.jsonl) into tools-arm actions: the
 // reference solution lowered to the tool calls it made, for the same task and seed.
-func toolActions(cellsDir string) ([]agent.Action, error) {
+func toolActions(cellsDir string) ([]runtimes.Action, error) {
 	f, err := os.Open(filepath.Join(cellsDir, "calls.jsonl"))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var acts []agent.Action
+	var acts []runtimes.Action
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -248,7 +252,7 @@ func toolActions(cellsDir string) ([]agent.Action, error) {
 		if len(c.Kwargs) == 0 || string(c.Kwargs) == "null" {
 			c.Kwargs = json.RawMessage("{}")
 		}
-		acts = append(acts, agent.Action{Tool: c.Tool, Args: c.Kwargs})
+		acts = append(acts, runtimes.Action{Tool: c.Tool, Args: c.Kwargs})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -266,11 +270,11 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "pyrualean eval: unexpected argument %q\n", fs.Arg(0))
-		return 2
+		return exitUsage
 	}
 	if f.status != "" {
 		return evalStatus(f.status, f.asJSON, stdout, stderr)
@@ -280,15 +284,15 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case f.jobs < 1:
 		fmt.Fprintf(stderr, "pyrualean eval: --jobs %d: must be >= 1\n", f.jobs)
-		return 2
+		return exitUsage
 	case f.maxConns < 0 || f.retries < 0 || f.backoffS < 0:
 		fmt.Fprintln(stderr, "pyrualean eval: --max-connections, --retries and --retry-backoff-s must be >= 0")
-		return 2
+		return exitUsage
 	}
 	plan, err := planEval(ctx, f, set)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	level := slog.LevelError
 	if f.verbose {
@@ -327,7 +331,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	view.Close()
 	if man == nil {
 		fmt.Fprintf(stderr, "pyrualean eval: %v\n", runErr)
-		return 1
+		return exitFailed
 	}
 	recs := suite.LoadRecords(r.Dir, man)
 	res := suite.Analyze(recs)
@@ -342,7 +346,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if runErr != nil || res.Finished < res.Episodes {
 		fmt.Fprintf(stderr, "pyrualean eval: %d of %d episodes unfinished (%v); run the same command again to resume\n", res.Episodes-res.Finished, res.Episodes, errOr(runErr, "retries spent"))
-		return 1
+		return exitFailed
 	}
 	return 0
 }
@@ -387,7 +391,7 @@ func evalStatus(dir string, asJSON bool, stdout, stderr io.Writer) int {
 	man, err := suite.ReadManifest(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean eval --status: %v\n", err)
-		return 1
+		return exitFailed
 	}
 	recs := suite.LoadRecords(dir, man)
 	st := suite.StatusOf(man, recs)

@@ -371,7 +371,7 @@ runtime = "replay"
 		{"robot", []string{"--robot", "nosuch", "--runtime", "replay"}, `row 1: unknown robot "nosuch"`},
 		{"task", []string{"--tasks", "stack_blocks,nosuch", "--runtime", "replay"}, `row 1: tasks: unknown task "nosuch"`},
 		{"family", []string{"--tasks", "family:nosuch", "--runtime", "replay"}, `row 1: tasks: no family "nosuch"`},
-		{"runtime", []string{"--runtime", "gpt"}, `row 1: --runtime "gpt"`},
+		{"runtime", []string{"--runtime", "gpt"}, `row 1: --runtime: unknown runtime "gpt"`},
 		{"seeds", []string{"--seeds", "3-1", "--runtime", "replay"}, `row 1: seeds "3-1"`},
 		{"arm", []string{"--arms", "cells,hands", "--runtime", "replay"}, `row 1: arm "hands"`},
 		{"setting value", []string{"--images", "sometimes", "--runtime", "replay"}, `row 1: --images "sometimes"`},
@@ -386,7 +386,7 @@ runtime = "replay"
 			out := filepath.Join(dir, "out-"+strings.ReplaceAll(c.name, " ", "-"))
 			var stdout, stderr bytes.Buffer
 			code := cmdEval(context.Background(), append(c.args, "--out", out), &stdout, &stderr)
-			if code != 2 || !strings.Contains(stderr.String(), c.want) {
+			if code != exitUsage || !strings.Contains(stderr.String(), c.want) {
 				t.Errorf("exit %d, stderr %q, want %q", code, stderr.String(), c.want)
 			}
 			if _, err := os.Stat(out); err == nil {

@@ -26,13 +26,13 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return 0
 		}
 		fmt.Fprintf(stderr, "pyrualean report: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	if dir == "" && fs.NArg() == 1 {
 		dir = fs.Arg(0)
 	} else if fs.NArg() > 0 || dir == "" {
 		fmt.Fprintln(stderr, "pyrualean report: usage: pyrualean report SUITE_DIR [--html OUT] [--traces=false]")
-		return 2
+		return exitUsage
 	}
 	if err := report.Write(ctx, report.Options{SuiteDir: dir, Out: *out, Traces: *traces}); err != nil {
 		fmt.Fprintf(stderr, "pyrualean report: %v\n", err)

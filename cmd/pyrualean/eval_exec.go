@@ -9,23 +9,47 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runs"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/kernel"
-	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/suite"
 )
 
-// evalExec runs one episode in this process: play's setup and run, with the suite's shared parts:
-// warm kernels, the robot's API reference fetched once, endpoint limits, one embedded model server
-// per model.
+// evalExec runs one episode in this process: play's setup, with the suite's shared parts: one
+// started runtime per row and model (so local episodes share one llama.cpp server and its prompt
+// cache), warm kernels, the robot's API reference fetched once, and one HTTP transport with
+// per-endpoint limits.
 type evalExec struct {
 	logger    *slog.Logger
 	endpoints *suite.Endpoints
 	kernels   *warmKernels // nil: every episode boots a cold kernel
 
-	mu      sync.Mutex
-	servers map[string]*llm.Server
-	refs    map[[3]string]*reference
+	mu       sync.Mutex
+	runtimes map[runtimeKey]*sharedRuntime
+	refs     map[[3]string]*reference
+}
+
+type runtimeKey struct {
+	row   int
+	model string
+}
+
+// sharedRuntime is a runtime started once for the episodes of a row and model.
+type sharedRuntime struct {
+	once sync.Once
+	rt   runtimes.Runtime
+	err  error
+}
+
+// scriptRuntime replays fixed actions (a tools episode replaying its cells twin's primitive calls).
+type scriptRuntime struct{ actions []runtimes.Action }
+
+func (scriptRuntime) Model() string               { return "replay" }
+func (scriptRuntime) Start(context.Context) error { return nil }
+func (scriptRuntime) Close() error                { return nil }
+func (r scriptRuntime) Run(ctx context.Context, ep agent.Driver) error {
+	return runtimes.RunScript(ctx, ep, r.actions)
 }
 
 func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
@@ -33,42 +57,78 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 	if err != nil {
 		return suite.Outcome{Status: agent.StatusBootError, Err: err}
 	}
-	if j.Runtime == "replay" && j.Arm == agent.ArmTools {
-		twin := j.TwinDir()
-		if row, err := agent.LoadRun(twin); err != nil || suite.Retryable(row.Status) {
-			return suite.Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("its cells twin %s has not finished", twin)}
-		}
-		if s.actions, err = toolActions(twin); err != nil {
-			return suite.Outcome{Status: agent.StatusError, Err: err}
-		}
-		s.episode.Arm = agent.ArmTools
-	}
-	s.episode.Logger, s.openai.Logger, s.cli.Logger, s.local.Logger = x.logger, x.logger, x.logger, x.logger
+	s.episode.Logger, s.settings.Logger = x.logger, x.logger
+	s.settings.HTTPClient = x.endpoints.Client()
 	s.episode.References = x.reference
-	s.openai.HTTPClient = x.endpoints.Client()
 	if x.kernels != nil && j.Robot == robotapi.DefaultRobot && s.episode.CUDADevice == "" {
 		s.episode.Kernels = x.kernels
 	}
-	if s.runtime == "local" {
-		srv, err := x.server(ctx, s.local)
-		if err != nil {
-			return suite.Outcome{Status: agent.StatusBootError, Err: fmt.Errorf("local model: %w", err)}
+	var rt runtimes.Runtime
+	switch {
+	case s.runtime == "replay" && j.Arm == agent.ArmTools:
+		twin := j.TwinDir()
+		if row, err := runs.LoadRun(twin); err != nil || suite.Retryable(row.Status) {
+			return suite.Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("its cells twin %s has not finished", twin)}
 		}
-		// The shared server stands in for play's own: the episode talks to it as an openai one.
-		s.runtime = "openai"
-		s.openai.BaseURL, s.openai.Model, s.openai.APIKey, s.openai.TextOnly = srv.BaseURL, srv.Model, "local", true
-		s.episode.Model = srv.Model
+		acts, err := toolActions(twin)
+		if err != nil {
+			return suite.Outcome{Status: agent.StatusError, Err: err}
+		}
+		rt, s.episode.Arm = scriptRuntime{acts}, agent.ArmTools
+	case s.runtime == "replay":
+		rt = s.rt // the task's own solution: nothing to share, nothing to start
+	default:
+		if rt, err = x.shared(ctx, j, s); err != nil {
+			return suite.Outcome{Status: agent.StatusBootError, Err: err}
+		}
 	}
-	res, err := playEpisode(ctx, s)
-	if res == nil {
+	s.episode.Model = rt.Model()
+	ep, err := agent.StartEpisode(ctx, s.episode)
+	if err != nil {
+		if res, rerr := readResult(j.Dir); rerr == nil {
+			return outcome(res, err)
+		}
 		return suite.Outcome{Status: agent.StatusBootError, Err: err}
 	}
+	res, err := runtimes.Play(ctx, rt, ep)
+	if res == nil {
+		return suite.Outcome{Status: agent.StatusError, Err: err}
+	}
+	return outcome(res, err)
+}
+
+func outcome(res *agent.Result, err error) suite.Outcome {
 	out := suite.Outcome{Status: res.Status, Success: res.EnvironmentSuccess, Err: err, WallS: res.PolicyWallS,
 		InTok: res.Generation.InputTokens, LLMCalls: res.Generation.Turns}
 	if res.CostUSD != nil {
 		out.CostUSD = *res.CostUSD
 	}
 	return out
+}
+
+// shared returns the row's runtime for the episode's model, configured from the episode's settings
+// and started at the first episode that needs it (a local model loads once for the suite).
+func (x *evalExec) shared(ctx context.Context, j suite.Job, s *playSetup) (runtimes.Runtime, error) {
+	key := runtimeKey{j.Row, j.Model}
+	x.mu.Lock()
+	if x.runtimes == nil {
+		x.runtimes = map[runtimeKey]*sharedRuntime{}
+	}
+	sr, ok := x.runtimes[key]
+	if !ok {
+		sr = &sharedRuntime{}
+		x.runtimes[key] = sr
+	}
+	x.mu.Unlock()
+	sr.once.Do(func() {
+		if sr.rt, sr.err = runtimes.New(s.runtime, s.settings); sr.err == nil {
+			sr.err = sr.rt.Start(context.WithoutCancel(ctx))
+		}
+	})
+	if sr.err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", s.runtime, sr.err)
+	}
+	return sr.rt, nil
 }
 
 // reference is one cached API reference, fetched by the first episode that asks.
@@ -109,29 +169,12 @@ func (x *evalExec) reference(ctx context.Context, robot, primitives, format stri
 	}
 }
 
-// server starts (once per model) the embedded llama.cpp server every local episode shares, so its
-// prompt cache serves the common prefix of all of them.
-func (x *evalExec) server(ctx context.Context, o llm.Options) (*llm.Server, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if srv, ok := x.servers[o.Model]; ok {
-		return srv, nil
-	}
-	srv, err := llm.Start(context.WithoutCancel(ctx), o)
-	if err != nil {
-		return nil, err
-	}
-	if x.servers == nil {
-		x.servers = map[string]*llm.Server{}
-	}
-	x.servers[o.Model] = srv
-	return srv, nil
-}
-
 func (x *evalExec) close() {
 	x.mu.Lock()
-	for _, srv := range x.servers {
-		srv.Stop()
+	for _, sr := range x.runtimes {
+		if sr.rt != nil && sr.err == nil {
+			sr.rt.Close()
+		}
 	}
 	x.mu.Unlock()
 	if x.kernels != nil {
