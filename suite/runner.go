@@ -62,7 +62,7 @@ type Runner struct {
 	Retries  int           // further attempts of a retryable outcome in one run (default 2; <0: none)
 	Backoff  time.Duration // wait before the first retry (default 2 s), doubling
 	Versions map[string]string
-	Events   func(Event) // called from many goroutines, one call at a time
+	Events   func(Event)      // called from many goroutines, one call at a time
 	OnPlan   func(jobs []Job) // called once with the episodes this run will run, before any starts
 	Logger   *slog.Logger
 

@@ -128,10 +128,10 @@ type GroupStats struct {
 
 // Results are a suite's statistics.
 type Results struct {
-	Episodes int           `json:"episodes"`
-	Finished int           `json:"finished"`
+	Episodes int          `json:"episodes"`
+	Finished int          `json:"finished"`
 	Summary  runs.Summary `json:"summary"`
-	Groups   []GroupStats  `json:"groups"`
+	Groups   []GroupStats `json:"groups"`
 }
 
 // LoadRecords reads every episode of the manifest with its run folder's row (episodes without a

@@ -47,10 +47,10 @@ func (s *settingFlag) IsBoolFlag() bool   { return s.isBool }
 // evalFlags are eval's own flags plus every play setting.
 type evalFlags struct {
 	matrix, robot, suiteName, tasks, seeds, arms, runtime, models, out, status string
-	jobs, maxConns, retries                                                   int
-	backoffS                                                                  float64
-	asJSON, verbose                                                           bool
-	settings                                                                  map[string]string
+	jobs, maxConns, retries                                                    int
+	backoffS                                                                   float64
+	asJSON, verbose                                                            bool
+	settings                                                                   map[string]string
 }
 
 func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
