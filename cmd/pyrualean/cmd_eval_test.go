@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -470,5 +472,75 @@ func TestEvalInterrupt(t *testing.T) {
 	}
 	if p := suiteProcesses(dir); len(p) > 0 {
 		t.Errorf("kernels left running: %v", p)
+	}
+}
+
+// TestEvalMatrixFile: a TOML and a YAML matrix expand to the same episodes, one row's own settings
+// win over the command line's, and the ids name every coordinate.
+func TestEvalMatrixFile(t *testing.T) {
+	dir := t.TempDir()
+	tomlPath := filepath.Join(dir, "m.toml")
+	yamlPath := filepath.Join(dir, "m.yaml")
+	os.WriteFile(tomlPath, []byte(`name = "two rows"
+[[row]]
+name = "reference"
+tasks = "family:stack"
+seeds = "0-1"
+arms = ["cells"]
+runtime = "replay"
+[row.settings]
+images = "on-demand"
+
+[[row]]
+name = "endpoint"
+tasks = "open_drawer"
+seeds = "3"
+runtime = "openai"
+models = ["m1", "m2"]
+[row.settings]
+base-url = "http://127.0.0.1:9/v1"
+max-turns = "5"
+`), 0o644)
+	os.WriteFile(yamlPath, []byte(`name: two rows
+rows:
+  - name: reference
+    tasks: family:stack
+    seeds: 0-1
+    arms: [cells]
+    runtime: replay
+    settings: {images: on-demand}
+  - name: endpoint
+    tasks: open_drawer
+    seeds: "3"
+    runtime: openai
+    models: [m1, m2]
+    settings: {base-url: "http://127.0.0.1:9/v1", max-turns: "5"}
+`), 0o644)
+	var ids [2][]string
+	for i, path := range []string{tomlPath, yamlPath} {
+		fs, f := newEvalFlagSet(io.Discard)
+		if err := fs.Parse([]string{"--matrix", path, "--images", "none"}); err != nil {
+			t.Fatal(err)
+		}
+		plan, err := planEval(context.Background(), f, map[string]bool{"matrix": true, "images": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range plan.episodes {
+			ids[i] = append(ids[i], e.ID)
+		}
+		// 4 stack tasks (with the _swap variants) x 2 seeds x cells, then open_drawer x seed 3 x 2 models x 2 arms.
+		eps := plan.episodes
+		if len(eps) != 12 || eps[0].Settings["images"] != "on-demand" || eps[8].Settings["images"] != "none" ||
+			eps[8].Settings["max-turns"] != "5" || eps[8].Model != "m1" || eps[11].Model != "m2" || eps[11].Arm != agent.ArmTools {
+			t.Fatalf("%s: episodes %+v", path, plan.episodes)
+		}
+		if !strings.HasPrefix(plan.episodes[0].ID, "tabletop/default/stack_blocks/0/cells/replay/s-") ||
+			!strings.HasPrefix(plan.episodes[8].ID, "tabletop/default/open_drawer/3/cells/openai-m1/s-") {
+			t.Errorf("ids %s, %s", plan.episodes[0].ID, plan.episodes[8].ID)
+		}
+	}
+	if !slices.Equal(ids[0], ids[1]) {
+		t.Errorf("TOML and YAML differ:\n%v\n%v", ids[0], ids[1])
 	}
 }
