@@ -189,7 +189,7 @@ func meanStartup(dir string) float64 {
 func benchSuiteLocal(ctx context.Context, exe, dir, model string, n int, asJSON bool, stdout, stderr io.Writer) int {
 	out := filepath.Join(dir, "local")
 	args := []string{"eval", "--runtime", "local", "--model", model, "--tasks", "stack_blocks", "--seeds", fmt.Sprintf("0-%d", n-1),
-		"--arms", "cells", "--jobs", "1", "--max-turns", "1", "--budget-s", "600", "--retries", "0", "--out", out}
+		"--arms", "cells", "--jobs", "1", "--max-turns", "1", "--openai-max-tokens", "128", "--budget-s", "90", "--retries", "0", "--out", out}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	fmt.Fprintf(stderr, "bench suite: %d episodes of %s on one embedded server ...\n", n, model)
