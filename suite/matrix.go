@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"gopkg.in/yaml.v3"
 
+	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
@@ -195,11 +196,11 @@ func Expand(ctx context.Context, m Matrix, robots []string, list TaskLister) ([]
 			arms = []string{"cells", "tools"}
 		}
 		for _, a := range arms {
-			if a != "cells" && a != "tools" {
-				return nil, fmt.Errorf("%s: arm %q: want cells or tools", label, a)
+			if a != agent.ArmCells && a != agent.ArmTools && a != agent.ArmProgram {
+				return nil, fmt.Errorf("%s: arm %q: want cells, tools or program", label, a)
 			}
 		}
-		// cells before tools, whatever the row's order: a replayed tools episode follows its cells twin.
+		// cells first, whatever the row's order: a replayed tools episode follows its cells twin.
 		arms = slices.Clone(arms)
 		slices.Sort(arms)
 		arms = slices.Compact(arms)

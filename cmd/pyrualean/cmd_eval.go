@@ -181,6 +181,9 @@ func checkRow(r *suite.Row) error {
 		return fmt.Errorf("--runtime: %w", err)
 	}
 	r.Runtime = entry.Name // one name per runtime in ids
+	if r.Runtime == "replay" && slices.Contains(r.Arms, agent.ArmProgram) {
+		return errors.New("arm program: the replay runtime has no reference program to replay (tasks have cell scripts)")
+	}
 	pfs, _ := newPlayFlagSet(io.Discard)
 	for _, k := range slices.Sorted(maps.Keys(r.Settings)) {
 		if slices.Contains(suiteOwned, k) {

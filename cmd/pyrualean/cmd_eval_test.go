@@ -376,6 +376,7 @@ runtime = "replay"
 		{"runtime", []string{"--runtime", "gpt"}, `row 1: --runtime: unknown runtime "gpt"`},
 		{"seeds", []string{"--seeds", "3-1", "--runtime", "replay"}, `row 1: seeds "3-1"`},
 		{"arm", []string{"--arms", "cells,hands", "--runtime", "replay"}, `row 1: arm "hands"`},
+		{"replay program", []string{"--arms", "cells,program", "--runtime", "replay"}, `row 1: arm program: the replay runtime has no reference program`},
 		{"setting value", []string{"--images", "sometimes", "--runtime", "replay"}, `row 1: --images "sometimes"`},
 		{"flag", []string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{"matrix row", []string{"--matrix", write("m.toml", good+"[[row]]\nname = \"bad\"\ntasks = \"nosuch\"\nruntime = \"replay\"\n")}, `row 2 (bad): tasks: unknown task "nosuch"`},
