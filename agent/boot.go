@@ -13,6 +13,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/pylit"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
@@ -59,7 +60,7 @@ const minSetupTimeout = 120 * time.Second
 // boot launches the kernel, runs the setup cell, reads the episode card and assembles the prompt.
 func (e *Episode) boot(ctx context.Context) error {
 	c := e.cfg
-	e.refs = fetchReferences(ctx, c.Robot, c.Primitives) // runs while the kernel boots
+	e.refs = fetchReferences(ctx, c.References, c.Robot, c.Primitives) // runs while the kernel boots
 	spec, err := kernel.FindSpec(c.KernelSpec)
 	if err != nil {
 		return fmt.Errorf("kernelspec %s: %w", c.KernelSpec, err)
@@ -68,7 +69,14 @@ func (e *Episode) boot(ctx context.Context) error {
 	if c.CUDADevice != "" {
 		env["CUDA_VISIBLE_DEVICES"] = c.CUDADevice
 	}
-	e.kern, err = kernel.Launch(ctx, spec, kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log})
+	if c.Kernels != nil {
+		// A warmed kernel started elsewhere: give it this episode's folder and environment.
+		if e.kern, err = c.Kernels.Take(ctx); err == nil {
+			err = execOK(ctx, e.kern, "import os; os.chdir("+pylit.Str(e.workspace)+"); os.environ['PYRUALEAN_WORKSPACE'] = "+pylit.Str(e.workspace))
+		}
+	} else {
+		e.kern, err = kernel.Launch(ctx, spec, kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log})
+	}
 	if err != nil {
 		return fmt.Errorf("launch kernel: %w", err)
 	}
@@ -143,7 +151,11 @@ type references struct {
 	err  map[string]error
 }
 
-func fetchReferences(ctx context.Context, robot, primitives string) *references {
+// fetchReferences fetches both formats with fetch (robotapi.Reference when nil; a suite caches it).
+func fetchReferences(ctx context.Context, fetch func(ctx context.Context, robot, primitives, format string) (string, error), robot, primitives string) *references {
+	if fetch == nil {
+		fetch = robotapi.Reference
+	}
 	r := &references{done: make(chan struct{}), text: map[string]string{}, err: map[string]error{}}
 	go func() {
 		defer close(r.done)
@@ -153,7 +165,7 @@ func fetchReferences(ctx context.Context, robot, primitives string) *references 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				t, err := robotapi.Reference(ctx, robot, primitives, f)
+				t, err := fetch(ctx, robot, primitives, f)
 				mu.Lock()
 				r.text[f], r.err[f] = t, err
 				mu.Unlock()
@@ -240,4 +252,18 @@ func (e *Episode) budgetsMeta(maxEnvSteps int) *notebooks.EpisodeBudgets {
 		b.BudgetS = &bs
 	}
 	return b
+}
+
+// execOK runs code outside the history and fails unless it ran cleanly.
+func execOK(ctx context.Context, k *kernel.Kernel, code string) error {
+	res, err := k.Client().Execute(ctx, code, kernel.ExecuteOptions{NoHistory: true})
+	switch {
+	case err != nil:
+		return err
+	case res.Error != nil:
+		return fmt.Errorf("%s: %s", res.Error.Ename, res.Error.Evalue)
+	case res.Status != "ok":
+		return fmt.Errorf("status %s", res.Status)
+	}
+	return nil
 }

@@ -42,6 +42,15 @@ type EpisodeConfig struct {
 	CUDADevice         string // CUDA_VISIBLE_DEVICES for the kernel
 	Prices             PriceTable
 	Logger             *slog.Logger
+	// Kernels hands out warmed kernels (a suite's kernel.Pool); nil launches a fresh one.
+	Kernels KernelSource
+	// References returns the robot's API reference (robotapi.Reference when nil; a suite caches it).
+	References func(ctx context.Context, robot, primitives, format string) (string, error)
+}
+
+// KernelSource hands out a launched kernel that is the caller's from then on (kernel.Pool).
+type KernelSource interface {
+	Take(ctx context.Context) (*kernel.Kernel, error)
 }
 
 func (c *EpisodeConfig) defaults() error {

@@ -431,7 +431,7 @@ func openaiConfig(s Settings, model string) (OpenAIConfig, error) {
 	return OpenAIConfig{
 		BaseURL: base, APIKey: os.Getenv(keyEnv), Model: model, MaxTokens: o.MaxTokens, ToolChoice: o.ToolChoice,
 		Temperature: o.Temperature, ExtraBody: extra, ImagesInToolMessages: o.ImagesInTool, TextOnly: o.TextOnly,
-		MaxImages: o.MaxImages, MaxLLMCalls: maxCalls, Prices: s.Prices, Logger: s.Logger,
+		MaxImages: o.MaxImages, MaxLLMCalls: maxCalls, Prices: s.Prices, HTTPClient: s.HTTPClient, Logger: s.Logger,
 	}, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -54,7 +55,10 @@ type Settings struct {
 	Prices    agent.PriceTable
 	OpenAI    OpenAIOptions // openai and local
 	CodexHome string        // codex: CODEX_HOME to use instead of a fresh one in the run folder
-	Logger    *slog.Logger
+	// HTTPClient carries the openai and local runtimes' requests (eval shares one, with per-endpoint
+	// limits, among all its episodes); nil: a client of their own.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
 }
 
 // OpenAIOptions are the openai runtime's request settings (the --openai-* flags).

@@ -13,6 +13,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"robot":   benchRobot,
 		"tokens":  benchTokens,
 		"gateway": benchGateway,
+		"suite":   benchSuite,
 	}
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: pyrualean bench kernel|robot|tokens|gateway [--json]")

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/suite"
+)
+
+// benchSuite runs one replay suite three ways in the same run: `eval --jobs 1`, `eval --jobs 2`, and
+// the anchor, a shell loop of `pyrualean play` processes replaying the same actions (the cells arm
+// from the reference solution, the tools arm from the tools trace eval wrote). It prints episodes per
+// minute, the ratios to the shell loop, and eval's runner overhead per episode beyond its cells.
+func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench suite", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	tasks := fs.String("tasks", "all", "tasks (as eval --tasks); the full bench is all 14 tabletop tasks")
+	seeds := fs.String("seeds", "0-3", "seeds (as eval --seeds)")
+	jobs := fs.Int("jobs", 2, "the parallel run's --jobs")
+	keep := fs.String("dir", "", "keep the suite folders here (default: a temporary folder, removed)")
+	asJSON := fs.Bool("json", false, "print the figures as JSON")
+	local := fs.String("local", "", "also run this embedded model (pyrualean models) over --local-episodes episodes in one eval and compare the first turn's latency of the 2nd..Nth episode with the 1st's (the shared server's prompt cache); skips the three-way run")
+	localN := fs.Int("local-episodes", 4, "episodes of the --local run")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 {
+		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--dir DIR] [--json]")
+		return exitUsage
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+		return 1
+	}
+	dir := *keep
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "pyrualean-bench-suite-"); err != nil {
+			fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+	}
+	if *local != "" {
+		return benchSuiteLocal(ctx, exe, dir, *local, *localN, *asJSON, stdout, stderr)
+	}
+	common := []string{"eval", "--runtime", "replay", "--tasks", *tasks, "--seeds", *seeds, "--arms", "cells,tools"}
+	type way struct {
+		Name        string  `json:"name"`
+		Episodes    int     `json:"episodes"`
+		WallS       float64 `json:"wall_s"`
+		PerMinute   float64 `json:"episodes_per_min"`
+		CellsS      float64 `json:"cells_s"` // summed policy time (the episodes' own cells)
+		OverheadMS  float64 `json:"overhead_per_episode_ms"`
+		Solved      int     `json:"solved"`
+		StartupS    float64 `json:"mean_startup_s"` // kernel to robot ready, per episode
+		VsShellLoop float64 `json:"vs_shell_loop"`
+	}
+	runEval := func(name string, n int) (way, *suite.Manifest, error) {
+		out := filepath.Join(dir, name)
+		cmd := exec.CommandContext(ctx, exe, append(common, "--jobs", strconv.Itoa(n), "--out", out)...)
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		t0 := time.Now()
+		err := cmd.Run()
+		w := way{Name: name, WallS: time.Since(t0).Seconds()}
+		if err != nil {
+			return w, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		man, err := suite.ReadManifest(out)
+		if err != nil {
+			return w, nil, err
+		}
+		for _, r := range suite.LoadRecords(out, man) {
+			w.Episodes++
+			w.CellsS += r.Row.WallS
+			if r.Success != nil && *r.Success {
+				w.Solved++
+			}
+		}
+		w.StartupS = meanStartup(out)
+		return w, man, nil
+	}
+	fmt.Fprintln(stderr, "bench suite: eval --jobs 1 ...")
+	one, man, err := runEval("jobs1", 1)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "bench suite: eval --jobs %d ...\n", *jobs)
+	par, _, err := runEval("jobs"+strconv.Itoa(*jobs), *jobs)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+		return 1
+	}
+	// The anchor: one play process per episode, from a shell loop, replaying the same actions.
+	root, err := robotapi.Root()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+		return 1
+	}
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	loopDir := filepath.Join(dir, "shell")
+	n := 0
+	for _, id := range man.Order {
+		st := man.Episodes[id]
+		from := filepath.Join(root, st.Solution)
+		if st.Arm == "tools" {
+			from = filepath.Join(dir, "jobs1", filepath.FromSlash(st.Dir), "trace.ipynb")
+		}
+		fmt.Fprintf(&script, "%q play --runtime replay --robot %s --task %s --seed %d --arm %s --from %q --out %q >/dev/null 2>&1\n",
+			exe, st.Robot, st.Task, st.Seed, st.Arm, from, filepath.Join(loopDir, strconv.Itoa(n)))
+		n++
+	}
+	fmt.Fprintf(stderr, "bench suite: shell loop of %d play processes ...\n", n)
+	sh := exec.CommandContext(ctx, "/bin/sh", "-c", script.String())
+	t0 := time.Now()
+	if out, err := sh.CombinedOutput(); err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench suite: shell loop: %v\n%s", err, out)
+		return 1
+	}
+	loop := way{Name: "shell loop of play", Episodes: n, WallS: time.Since(t0).Seconds(), StartupS: meanStartup(loopDir)}
+	ways := []*way{&loop, &one, &par}
+	for _, w := range ways {
+		w.PerMinute = float64(w.Episodes) / (w.WallS / 60)
+	}
+	for _, w := range ways {
+		w.VsShellLoop = w.PerMinute / loop.PerMinute
+	}
+	// With one job the suite's wall time is its episodes' cells plus everything else the runner did.
+	one.OverheadMS = 1000 * (one.WallS - one.CellsS) / float64(one.Episodes)
+	par.OverheadMS = 1000 * (par.WallS*float64(*jobs) - par.CellsS) / float64(par.Episodes)
+	if *asJSON {
+		json.NewEncoder(stdout).Encode(map[string]any{"tasks": *tasks, "seeds": *seeds, "ways": ways})
+		return 0
+	}
+	fmt.Fprintf(stdout, "replay suite: tasks %s, seeds %s, both arms: %d episodes\n", *tasks, *seeds, n)
+	fmt.Fprintf(stdout, "%-20s %8s %9s %8s %12s %14s %10s\n", "way", "wall_s", "ep/min", "solved", "vs shell", "overhead/ep", "startup_s")
+	for _, w := range ways {
+		oh := "-"
+		if w.OverheadMS != 0 {
+			oh = fmt.Sprintf("%.0f ms", w.OverheadMS)
+		}
+		fmt.Fprintf(stdout, "%-20s %8.1f %9.1f %8s %11.2fx %14s %10.2f\n", w.Name, w.WallS, w.PerMinute, solvedText(w.Solved, w.Episodes, w.Name == loop.Name), w.VsShellLoop, oh, w.StartupS)
+	}
+	fmt.Fprintln(stdout, "overhead/ep: wall time x jobs minus the episodes' own policy time (cells), per episode;")
+	fmt.Fprintln(stdout, "startup_s: mean time from the episode's start to the robot ready (kernel + setup cell), from result.json")
+	return 0
+}
+
+func solvedText(k, n int, unknown bool) string {
+	if unknown {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", k, n)
+}
+
+// meanStartup is the mean startup_s of the result.json files under dir.
+func meanStartup(dir string) float64 {
+	var sum float64
+	n := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != "result.json" || strings.Contains(p, string(filepath.Separator)+"attempts"+string(filepath.Separator)) {
+			return nil
+		}
+		if r, err := readResult(filepath.Dir(p)); err == nil {
+			sum += r.StartupS
+			n++
+		}
+		return nil
+	})
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// benchSuiteLocal runs n one-call episodes of an embedded model in one eval (one shared llama.cpp
+// server) and compares each episode's first LLM call latency with the first episode's.
+func benchSuiteLocal(ctx context.Context, exe, dir, model string, n int, asJSON bool, stdout, stderr io.Writer) int {
+	out := filepath.Join(dir, "local")
+	args := []string{"eval", "--runtime", "local", "--model", model, "--tasks", "stack_blocks", "--seeds", fmt.Sprintf("0-%d", n-1),
+		"--arms", "cells", "--jobs", "1", "--max-turns", "1", "--openai-max-tokens", "128", "--budget-s", "90", "--retries", "0", "--out", out}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	fmt.Fprintf(stderr, "bench suite: %d episodes of %s on one embedded server ...\n", n, model)
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(stderr, "bench suite: eval: %v (episodes that did not finish are left out)\n", err)
+	}
+	man, err := suite.ReadManifest(out)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+		return 1
+	}
+	type first struct {
+		ID       string  `json:"id"`
+		Started  string  `json:"started_at"`
+		LatencyS float64 `json:"first_turn_latency_s"`
+	}
+	var firsts []first
+	for _, id := range man.Order {
+		b, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(man.Episodes[id].Dir), "turns.jsonl"))
+		if err != nil {
+			continue
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		var t struct {
+			StartedAt string  `json:"started_at"`
+			LatencyS  float64 `json:"latency_s"`
+		}
+		if json.Unmarshal([]byte(line), &t) == nil && t.StartedAt != "" {
+			firsts = append(firsts, first{ID: id, Started: t.StartedAt, LatencyS: t.LatencyS})
+		}
+	}
+	slices.SortFunc(firsts, func(a, b first) int { return strings.Compare(a.Started, b.Started) })
+	if len(firsts) < 2 {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %d episodes made an LLM call; need 2\n", len(firsts))
+		return 1
+	}
+	var rest []float64
+	for _, f := range firsts[1:] {
+		rest = append(rest, f.LatencyS)
+	}
+	ratio := median(rest) / firsts[0].LatencyS
+	if asJSON {
+		json.NewEncoder(stdout).Encode(map[string]any{"model": model, "episodes": firsts, "rest_median_over_first": ratio})
+		return 0
+	}
+	fmt.Fprintf(stdout, "embedded %s, one shared server, %d episodes: first turn of episode 1 %.2f s; episodes 2..%d median %.2f s (%.2fx)\n",
+		model, len(firsts), firsts[0].LatencyS, len(firsts), median(rest), ratio)
+	return 0
+}

@@ -1,0 +1,409 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
+	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/suite"
+)
+
+// suiteOwned are play flags the suite sets per episode (or refuses): a row cannot set them.
+var suiteOwned = []string{"robot", "suite", "task", "seed", "arm", "runtime", "model", "out", "from", "serve", "serve-token", "v"}
+
+// settingFlag records a play flag given to eval, to pass on to every episode of the row.
+type settingFlag struct {
+	name   string
+	isBool bool
+	into   map[string]string
+}
+
+func (s *settingFlag) String() string     { return "" }
+func (s *settingFlag) Set(v string) error { s.into[s.name] = v; return nil }
+func (s *settingFlag) IsBoolFlag() bool   { return s.isBool }
+
+// evalFlags are eval's own flags plus every play setting.
+type evalFlags struct {
+	matrix, robot, suiteName, tasks, seeds, arms, runtime, models, out, status string
+	jobs, maxConns, retries                                                    int
+	backoffS                                                                   float64
+	asJSON, verbose                                                            bool
+	settings                                                                   map[string]string
+}
+
+func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
+	f := &evalFlags{settings: map[string]string{}}
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.matrix, "matrix", "", "matrix file (.toml, .yaml): rows of robot/tasks/seeds/arms/runtime/models/settings, instead of the flags below")
+	fs.StringVar(&f.robot, "robot", robotapi.DefaultRobot, "robot (see pyrualean suites)")
+	fs.StringVar(&f.suiteName, "suite", "", "benchmark suite of the robot")
+	fs.StringVar(&f.tasks, "tasks", "all", "all, family:NAME or task names (comma-separated)")
+	fs.StringVar(&f.seeds, "seeds", "", "seeds: 0-9, 3 or 0,2,5-7 (default: the robot's default seed)")
+	fs.StringVar(&f.arms, "arms", "cells,tools", "arms, comma-separated")
+	fs.StringVar(&f.runtime, "runtime", "", "as in play: "+strings.Join(runtimes.Names(), ", ")+" (replay replays each task's reference solution)")
+	fs.StringVar(&f.models, "model", "", "model(s), comma-separated (as in play)")
+	fs.StringVar(&f.out, "out", "", "suite folder (default runs/suite-<hash of the matrix>: the same command resumes)")
+	fs.IntVar(&f.jobs, "jobs", defaultJobs(), "episodes at once (default from cores and memory)")
+	fs.IntVar(&f.maxConns, "max-connections", 8, "requests in flight per LLM endpoint, over all episodes (0: no limit)")
+	fs.IntVar(&f.retries, "retries", 2, "further attempts of an interrupted, boot_error or planner_error episode in one run")
+	fs.Float64Var(&f.backoffS, "retry-backoff-s", 2, "wait before the first retry (doubles each time)")
+	fs.BoolVar(&f.asJSON, "json", false, "stream events as JSON lines on stdout, then the results")
+	fs.BoolVar(&f.verbose, "v", false, "log episodes' progress to stderr")
+	fs.StringVar(&f.status, "status", "", "report the suite in DIR (running or not) and exit")
+	pfs, _ := newPlayFlagSet(io.Discard)
+	pfs.VisitAll(func(pf *flag.Flag) {
+		if slices.Contains(suiteOwned, pf.Name) {
+			return
+		}
+		bf, isBool := pf.Value.(interface{ IsBoolFlag() bool })
+		fs.Var(&settingFlag{name: pf.Name, isBool: isBool && bf.IsBoolFlag(), into: f.settings}, pf.Name, "play: "+pf.Usage)
+	})
+	return fs, f
+}
+
+// defaultJobs is one episode per core, fewer when memory is short (about 1 GiB per episode).
+func defaultJobs() int {
+	n := runtime.NumCPU()
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+				kb, _ := strconv.Atoi(strings.Fields(rest)[0])
+				n = min(n, kb>>20)
+			}
+		}
+	}
+	return max(n, 1)
+}
+
+// evalPlan is a validated eval invocation.
+type evalPlan struct {
+	matrix   suite.Matrix
+	episodes []suite.Episode
+	dir      string
+}
+
+// planEval builds and checks the matrix: every row's robot, tasks, seeds, arms, runtime and play
+// settings are checked before anything runs, and errors name the row.
+func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan, error) {
+	var m suite.Matrix
+	if f.matrix != "" {
+		for _, n := range []string{"robot", "suite", "tasks", "seeds", "arms", "runtime", "model"} {
+			if set[n] {
+				return nil, fmt.Errorf("--%s: the matrix file sets it (per row)", n)
+			}
+		}
+		var err error
+		if m, err = suite.ReadMatrix(f.matrix); err != nil {
+			return nil, err
+		}
+		if len(f.settings) > 0 {
+			for i := range m.Rows {
+				s := maps.Clone(f.settings)
+				maps.Copy(s, m.Rows[i].Settings) // a row's own setting wins
+				m.Rows[i].Settings = s
+			}
+		}
+	} else {
+		r := suite.Row{Robot: f.robot, Suite: f.suiteName, Tasks: f.tasks, Seeds: f.seeds, Runtime: f.runtime, Settings: f.settings}
+		r.Arms = splitList(f.arms)
+		r.Models = splitList(f.models)
+		m.Rows = []suite.Row{r}
+	}
+	for i := range m.Rows {
+		if err := checkRow(&m.Rows[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Rows[i].Label(i), err)
+		}
+	}
+	robots, err := robotapi.Robots(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("robots: %w", err)
+	}
+	eps, err := suite.Expand(ctx, m, robotapi.RobotNames(robots), robotapi.Tasks)
+	if err != nil {
+		return nil, err
+	}
+	// Each row's first episode goes through play's own checks (values, runtime, model, endpoint).
+	checked := map[int]bool{}
+	for _, e := range eps {
+		if checked[e.Row] {
+			continue
+		}
+		checked[e.Row] = true
+		if _, err := parsePlay(playArgs(e, ""), io.Discard, time.Now()); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.Rows[e.Row].Label(e.Row), err)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, errors.New("the matrix has no episodes")
+	}
+	dir := f.out
+	if dir == "" {
+		b, _ := json.Marshal(m)
+		h := sha256.Sum256(b)
+		dir = filepath.Join("runs", "suite-"+hex.EncodeToString(h[:])[:10])
+	}
+	return &evalPlan{matrix: m, episodes: eps, dir: dir}, nil
+}
+
+// checkRow fills a row's defaults and refuses settings that are not play's or that the suite owns.
+func checkRow(r *suite.Row) error {
+	if r.Robot == "" {
+		r.Robot = robotapi.DefaultRobot
+	}
+	if r.Runtime == "" {
+		r.Runtime = runtimes.Default(r.Settings["base-url"])
+	}
+	entry, err := runtimes.Lookup(r.Runtime)
+	if err != nil {
+		return fmt.Errorf("--runtime: %w", err)
+	}
+	r.Runtime = entry.Name // one name per runtime in ids
+	if r.Runtime == "replay" && slices.Contains(r.Arms, agent.ArmProgram) {
+		return errors.New("arm program: the replay runtime has no reference program to replay (tasks have cell scripts)")
+	}
+	pfs, _ := newPlayFlagSet(io.Discard)
+	for _, k := range slices.Sorted(maps.Keys(r.Settings)) {
+		if slices.Contains(suiteOwned, k) {
+			return fmt.Errorf("setting %q: the suite sets it per episode (use the row's own key)", k)
+		}
+		if pfs.Lookup(k) == nil {
+			return fmt.Errorf("setting %q: not a play flag (see pyrualean play -h)", k)
+		}
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// playArgs are the `pyrualean play` flags of one episode. A replayed tools episode is checked (and
+// set up) as its cells twin: the reference solution is a script of cells; its primitive calls are
+// what the tools arm replays (toolActions).
+func playArgs(e suite.Episode, out string) []string {
+	arm := e.Arm
+	args := []string{"--robot", e.Robot, "--task", e.Task, "--seed", strconv.Itoa(e.Seed), "--runtime", e.Runtime}
+	if e.Suite != "" {
+		args = append(args, "--suite", e.Suite)
+	}
+	if e.Model != "" {
+		args = append(args, "--model", e.Model)
+	}
+	if e.Runtime == "replay" {
+		root, _ := robotapi.Root()
+		args = append(args, "--from", filepath.Join(root, e.Solution))
+		arm = agent.ArmCells
+	}
+	args = append(args, "--arm", arm)
+	if out != "" {
+		args = append(args, "--out", out)
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Settings)) {
+		args = append(args, "--"+k+"="+e.Settings[k])
+	}
+	return args
+}
+
+// toolActions turns a cells episode's primitive calls (calls.jsonl) into tools-arm actions: the
+// reference solution lowered to the tool calls it made, for the same task and seed.
+func toolActions(cellsDir string) ([]runtimes.Action, error) {
+	f, err := os.Open(filepath.Join(cellsDir, "calls.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var acts []runtimes.Action
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var c struct {
+			Tool   string          `json:"tool"`
+			Kwargs json.RawMessage `json:"kwargs"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil || c.Tool == "" {
+			continue
+		}
+		if len(c.Kwargs) == 0 || string(c.Kwargs) == "null" {
+			c.Kwargs = json.RawMessage("{}")
+		}
+		acts = append(acts, runtimes.Action{Tool: c.Tool, Args: c.Kwargs})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(acts) == 0 {
+		return nil, fmt.Errorf("%s: no primitive calls", filepath.Join(cellsDir, "calls.jsonl"))
+	}
+	return acts, nil
+}
+
+func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, f := newEvalFlagSet(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pyrualean eval: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if f.status != "" {
+		return evalStatus(f.status, f.asJSON, stdout, stderr)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	switch {
+	case f.jobs < 1:
+		fmt.Fprintf(stderr, "pyrualean eval: --jobs %d: must be >= 1\n", f.jobs)
+		return exitUsage
+	case f.maxConns < 0 || f.retries < 0 || f.backoffS < 0:
+		fmt.Fprintln(stderr, "pyrualean eval: --max-connections, --retries and --retry-backoff-s must be >= 0")
+		return exitUsage
+	}
+	plan, err := planEval(ctx, f, set)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
+		return exitUsage
+	}
+	level := slog.LevelError
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	x := &evalExec{logger: logger, endpoints: &suite.Endpoints{Max: f.maxConns}}
+	absDir, _ := filepath.Abs(plan.dir)
+	if spec, err := kernel.FindSpec("pyrualean"); err == nil {
+		x.kernels = &warmKernels{spec: spec, jobs: f.jobs,
+			opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{suite.SuiteEnv: absDir}, Logger: logger}}
+	}
+	defer x.close()
+	var view suite.View
+	switch {
+	case f.asJSON:
+		view = suite.NewJSON(stdout)
+	case isTerminal(stderr):
+		view = suite.NewProgress(stderr)
+	default:
+		view = suite.NewLines(stderr)
+	}
+	retries := f.retries
+	if retries == 0 {
+		retries = -1
+	}
+	r := &suite.Runner{Dir: plan.dir, Engine: suite.Local{Jobs: f.jobs}, Exec: x, Retries: retries,
+		Backoff: time.Duration(f.backoffS * float64(time.Second)), Versions: versions(), Events: view.Event, Logger: logger}
+	if x.kernels != nil {
+		r.OnPlan = func(jobs []suite.Job) { x.kernels.expect(poolTakes(jobs)) }
+	}
+	if os.MkdirAll(plan.dir, 0o755) == nil {
+		os.MkdirAll(filepath.Join(plan.dir, "episodes"), 0o755)
+	}
+	man, runErr := r.Run(ctx, plan.matrix, plan.episodes)
+	view.Close()
+	if man == nil {
+		fmt.Fprintf(stderr, "pyrualean eval: %v\n", runErr)
+		return exitFailed
+	}
+	recs := suite.LoadRecords(r.Dir, man)
+	res := suite.Analyze(recs)
+	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(r.Dir, "results.json"), append(b, '\n'), 0o644)
+	}
+	if f.asJSON {
+		json.NewEncoder(stdout).Encode(map[string]any{"event": "results", "dir": r.Dir, "results": res})
+	} else {
+		suite.WriteResults(stdout, recs, res)
+		fmt.Fprintf(stdout, "\nsuite folder %s  (report: pyrualean report %s --html report.html)\n", r.Dir, r.Dir)
+	}
+	if runErr != nil || res.Finished < res.Episodes {
+		fmt.Fprintf(stderr, "pyrualean eval: %d of %d episodes unfinished (%v); run the same command again to resume\n", res.Episodes-res.Finished, res.Episodes, errOr(runErr, "retries spent"))
+		return exitFailed
+	}
+	return 0
+}
+
+// poolTakes counts the jobs that will take a warm kernel: tabletop ones on the default device.
+func poolTakes(jobs []suite.Job) int {
+	n := 0
+	for _, j := range jobs {
+		if j.Robot == robotapi.DefaultRobot && j.Settings["cuda-device"] == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// isTerminal says whether w is a terminal a progress bar can draw on (one that reports a width).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return false
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	return err == nil && width > 0
+}
+
+// versions are this binary's, recorded in the manifest (each trace also records the kernel's).
+func versions() map[string]string {
+	v := map[string]string{"go": runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v["pyrualean"] = bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
+				v[s.Key] = s.Value
+			}
+		}
+	}
+	return v
+}
+
+// evalStatus reports a suite folder, running or not, from its manifest and run folders.
+func evalStatus(dir string, asJSON bool, stdout, stderr io.Writer) int {
+	man, err := suite.ReadManifest(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean eval --status: %v\n", err)
+		return exitFailed
+	}
+	recs := suite.LoadRecords(dir, man)
+	st := suite.StatusOf(man, recs)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+		return 0
+	}
+	suite.WriteStatus(stdout, st)
+	return 0
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/pyrualean/pyrualean/report"
+)
+
+// cmdReport writes a suite folder's self-contained HTML report.
+func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("html", "report.html", "the HTML file to write")
+	traces := fs.Bool("traces", true, "render each episode's trace to HTML (nbconvert) and link it; false links the .ipynb")
+	// The suite folder comes first (report DIR --html OUT), so parse the flags after it too.
+	var dir string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		dir, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "pyrualean report: %v\n", err)
+		return exitUsage
+	}
+	if dir == "" && fs.NArg() == 1 {
+		dir = fs.Arg(0)
+	} else if fs.NArg() > 0 || dir == "" {
+		fmt.Fprintln(stderr, "pyrualean report: usage: pyrualean report SUITE_DIR [--html OUT] [--traces=false]")
+		return exitUsage
+	}
+	if err := report.Write(ctx, report.Options{SuiteDir: dir, Out: *out, Traces: *traces}); err != nil {
+		fmt.Fprintf(stderr, "pyrualean report: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, *out)
+	return 0
+}

@@ -1,0 +1,86 @@
+package suite
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Episode is one expanded cell of the matrix.
+type Episode struct {
+	ID       string            `json:"id"` // robot/suite/task/seed/arm/model/settings: also its folder under episodes/
+	Row      int               `json:"row"`
+	Robot    string            `json:"robot"`
+	Suite    string            `json:"suite,omitempty"`
+	Task     string            `json:"task"`
+	Family   string            `json:"family,omitempty"`
+	Seed     int               `json:"seed"`
+	Arm      string            `json:"arm"`
+	Runtime  string            `json:"runtime"`
+	Model    string            `json:"model,omitempty"`
+	Settings map[string]string `json:"settings,omitempty"`
+	Solution string            `json:"solution,omitempty"` // the task's reference solution (repo-relative)
+}
+
+var unsafeRE = regexp.MustCompile(`[^A-Za-z0-9_.+=-]+`)
+
+// slug makes one path segment out of s (model names hold slashes and colons).
+func slug(s string) string {
+	s = strings.Trim(unsafeRE.ReplaceAllString(s, "_"), "._")
+	if s == "" {
+		return "_"
+	}
+	return s
+}
+
+// SettingsTag names a settings map in an id: "default" when empty, else a short hash of the sorted
+// name=value pairs, so the same settings always give the same folder.
+func SettingsTag(settings map[string]string) string {
+	if len(settings) == 0 {
+		return "default"
+	}
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		fmt.Fprintf(h, "%s=%s\n", k, settings[k])
+	}
+	return "s-" + hex.EncodeToString(h.Sum(nil))[:10]
+}
+
+func (e Episode) makeID() string {
+	suite := e.Suite
+	if suite == "" {
+		suite = "default"
+	}
+	model := e.Runtime
+	if e.Model != "" {
+		model += "-" + e.Model
+	}
+	return strings.Join([]string{slug(e.Robot), slug(suite), slug(e.Task), fmt.Sprint(e.Seed), e.Arm, slug(model), SettingsTag(e.Settings)}, "/")
+}
+
+// Dir is the episode's run folder under the suite folder.
+func (e Episode) Dir(suiteDir string) string {
+	return filepath.Join(suiteDir, "episodes", filepath.FromSlash(e.ID))
+}
+
+// PairKey is what a cells episode and its tools twin share: the id without the arm.
+func (e Episode) PairKey() string {
+	parts := strings.Split(e.ID, "/")
+	return strings.Join(append(parts[:4:4], parts[5:]...), "/")
+}
+
+// Twin is the id of the same episode in the other arm.
+func (e Episode) Twin() string {
+	other := "tools"
+	if e.Arm == "tools" {
+		other = "cells"
+	}
+	parts := strings.Split(e.ID, "/")
+	parts[4] = other
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,229 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"gopkg.in/yaml.v3"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/robotapi"
+)
+
+// Matrix is what a suite runs: rows, each expanding to tasks × seeds × arms × models.
+type Matrix struct {
+	Name string `toml:"name" yaml:"name" json:"name,omitempty"`
+	Rows []Row  `toml:"row" yaml:"rows" json:"rows"`
+}
+
+// Row is one line of the matrix. Settings are `pyrualean play` flags by name (without dashes), the
+// same for every episode of the row; the flags the suite owns (task, seed, arm, out, ...) are refused.
+type Row struct {
+	Name     string            `toml:"name" yaml:"name" json:"name,omitempty"`
+	Robot    string            `toml:"robot" yaml:"robot" json:"robot"`
+	Suite    string            `toml:"suite" yaml:"suite" json:"suite,omitempty"`
+	Tasks    string            `toml:"tasks" yaml:"tasks" json:"tasks"` // all | family:NAME | t1,t2
+	Seeds    string            `toml:"seeds" yaml:"seeds" json:"seeds"` // 0-9 | 0,3,5-7
+	Arms     []string          `toml:"arms" yaml:"arms" json:"arms"`
+	Runtime  string            `toml:"runtime" yaml:"runtime" json:"runtime"`
+	Models   []string          `toml:"models" yaml:"models" json:"models,omitempty"`
+	Settings map[string]string `toml:"settings" yaml:"settings" json:"settings,omitempty"`
+}
+
+// Label names the row in errors: its name, else its position.
+func (r Row) Label(i int) string {
+	if r.Name != "" {
+		return fmt.Sprintf("row %d (%s)", i+1, r.Name)
+	}
+	return fmt.Sprintf("row %d", i+1)
+}
+
+// ReadMatrix reads a matrix file: TOML (.toml) or YAML (.yaml, .yml). Unknown keys are refused so a
+// typo does not silently fall back to a default.
+func ReadMatrix(path string) (Matrix, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Matrix{}, err
+	}
+	var m Matrix
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".toml":
+		md, err := toml.Decode(string(b), &m)
+		if err != nil {
+			return Matrix{}, fmt.Errorf("%s: %w", path, err)
+		}
+		if und := md.Undecoded(); len(und) > 0 {
+			return Matrix{}, fmt.Errorf("%s: unknown key %q", path, und[0].String())
+		}
+	case ".yaml", ".yml":
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&m); err != nil {
+			return Matrix{}, fmt.Errorf("%s: %w", path, err)
+		}
+	default:
+		return Matrix{}, fmt.Errorf("%s: want a .toml, .yaml or .yml matrix file", path)
+	}
+	if len(m.Rows) == 0 {
+		return Matrix{}, fmt.Errorf("%s: no rows (TOML [[row]], YAML rows:)", path)
+	}
+	return m, nil
+}
+
+// ParseSeeds reads a seed selection: "0-9", "3", "0,2,5-7". Seeds come out sorted, without repeats.
+func ParseSeeds(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("seeds %q: %q is not a seed >= 0 or a range A-B", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("seeds %q: range %q: want A-B with A <= B", s, part)
+			}
+		}
+		for v := a; v <= b; v++ {
+			out = append(out, v)
+		}
+	}
+	sort.Ints(out)
+	return slices.Compact(out), nil
+}
+
+// SelectTasks picks tasks from a robot's list: "all", "family:NAME" (several joined by commas) or
+// task names. An unknown task or family is an error naming it.
+func SelectTasks(sel string, tasks []robotapi.Task) ([]robotapi.Task, error) {
+	sel = strings.TrimSpace(sel)
+	if sel == "" || sel == "all" {
+		return tasks, nil
+	}
+	byName := map[string]robotapi.Task{}
+	for _, t := range tasks {
+		byName[t.Name] = t
+	}
+	var out []robotapi.Task
+	seen := map[string]bool{}
+	add := func(t robotapi.Task) {
+		if !seen[t.Name] {
+			seen[t.Name] = true
+			out = append(out, t)
+		}
+	}
+	for part := range strings.SplitSeq(sel, ",") {
+		part = strings.TrimSpace(part)
+		if fam, ok := strings.CutPrefix(part, "family:"); ok {
+			n := 0
+			for _, t := range tasks {
+				if t.Family == fam {
+					add(t)
+					n++
+				}
+			}
+			if n == 0 {
+				return nil, fmt.Errorf("tasks: no family %q (families: %s)", fam, strings.Join(families(tasks), ", "))
+			}
+			continue
+		}
+		t, ok := byName[part]
+		if !ok {
+			return nil, fmt.Errorf("tasks: unknown task %q", part)
+		}
+		add(t)
+	}
+	return out, nil
+}
+
+func families(tasks []robotapi.Task) []string {
+	var f []string
+	for _, t := range tasks {
+		if !slices.Contains(f, t.Family) {
+			f = append(f, t.Family)
+		}
+	}
+	return f
+}
+
+// TaskLister lists a robot's tasks (robotapi.Tasks in production).
+type TaskLister func(ctx context.Context, robot string) ([]robotapi.Task, error)
+
+// Expand turns the matrix (over the named robots) into episodes in a stable order (row, task, seed, model, arm: the cells arm
+// of a pair comes first) with ids and run folders under dir. Robots, tasks, seeds and arms are
+// checked here, before anything runs; the errors name the row. settingsID makes the settings part of
+// an id (the caller knows which settings are defaults).
+func Expand(ctx context.Context, m Matrix, robots []string, list TaskLister) ([]Episode, error) {
+	var eps []Episode
+	seen := map[string]string{}
+	taskCache := map[string][]robotapi.Task{}
+	for i, r := range m.Rows {
+		label := r.Label(i)
+		if !slices.Contains(robots, r.Robot) {
+			return nil, fmt.Errorf("%s: unknown robot %q (robots: %s)", label, r.Robot, strings.Join(robots, ", "))
+		}
+		all, ok := taskCache[r.Robot]
+		if !ok {
+			var err error
+			if all, err = list(ctx, r.Robot); err != nil {
+				return nil, fmt.Errorf("%s: tasks of %s: %w", label, r.Robot, err)
+			}
+			taskCache[r.Robot] = all
+		}
+		tasks, err := SelectTasks(r.Tasks, all)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+		seedSel := r.Seeds
+		if seedSel == "" {
+			seedSel = strconv.Itoa(robotapi.DefaultSeed(r.Robot))
+		}
+		seeds, err := ParseSeeds(seedSel)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+		arms := r.Arms
+		if len(arms) == 0 {
+			arms = []string{"cells", "tools"}
+		}
+		for _, a := range arms {
+			if a != agent.ArmCells && a != agent.ArmTools && a != agent.ArmProgram {
+				return nil, fmt.Errorf("%s: arm %q: want cells, tools or program", label, a)
+			}
+		}
+		// cells first, whatever the row's order: a replayed tools episode follows its cells twin.
+		arms = slices.Clone(arms)
+		slices.Sort(arms)
+		arms = slices.Compact(arms)
+		models := r.Models
+		if len(models) == 0 {
+			models = []string{""}
+		}
+		for _, t := range tasks {
+			for _, seed := range seeds {
+				for _, model := range models {
+					for _, arm := range arms {
+						e := Episode{Row: i, Robot: r.Robot, Suite: r.Suite, Task: t.Name, Family: t.Family, Seed: seed,
+							Arm: arm, Runtime: r.Runtime, Model: model, Settings: r.Settings, Solution: t.Solution}
+						e.ID = e.makeID()
+						if prev, dup := seen[e.ID]; dup {
+							return nil, fmt.Errorf("%s: episode %s is also in %s", label, e.ID, prev)
+						}
+						seen[e.ID] = label
+						eps = append(eps, e)
+					}
+				}
+			}
+		}
+	}
+	return eps, nil
+}

@@ -1,0 +1,90 @@
+package suite
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Status is a suite folder's state for `eval --status`, read from the manifest and the run folders
+// (so it is current while another process runs the suite).
+type Status struct {
+	Runner   RunnerInfo     `json:"runner"`
+	Alive    bool           `json:"runner_alive"`
+	Total    int            `json:"total"`
+	Finished int            `json:"finished"`
+	Statuses map[string]int `json:"statuses"`
+	Solved   map[string]int `json:"solved_per_arm"`
+	Ended    map[string]int `json:"finished_per_arm"`
+	Running  []RunningEp    `json:"running"`
+}
+
+// RunningEp is an episode in flight.
+type RunningEp struct {
+	ID       string  `json:"id"`
+	Attempt  int     `json:"attempt"`
+	ElapsedS float64 `json:"elapsed_s"`
+	Turns    int     `json:"turns"`
+	LLMCalls int     `json:"llm_calls"`
+}
+
+// StatusOf summarises a manifest and its records.
+func StatusOf(m *Manifest, recs []Record) Status {
+	s := Status{Runner: m.Runner, Total: len(recs), Statuses: map[string]int{}, Solved: map[string]int{}, Ended: map[string]int{}}
+	s.Alive = m.Runner.EndedAt == "" && pidAlive(m.Runner.PID)
+	for _, r := range recs {
+		st := r.Status
+		if st == StateRunning && !s.Alive {
+			st = "interrupted"
+		}
+		s.Statuses[st]++
+		if !Retryable(r.Status) {
+			s.Finished++
+			s.Ended[r.Arm]++
+			if r.Success != nil && *r.Success {
+				s.Solved[r.Arm]++
+			}
+		}
+		if st == StateRunning {
+			re := RunningEp{ID: r.ID, Attempt: r.Attempts, Turns: r.Row.Turns, LLMCalls: r.Row.LLMCalls}
+			if t, err := time.Parse(time.RFC3339, r.StartedAt); err == nil {
+				re.ElapsedS = time.Since(t).Round(time.Second).Seconds()
+			}
+			s.Running = append(s.Running, re)
+		}
+	}
+	return s
+}
+
+// WriteStatus prints a Status.
+func WriteStatus(w io.Writer, s Status) {
+	state := "not running"
+	if s.Alive {
+		state = fmt.Sprintf("running (pid %d, %d jobs, since %s)", s.Runner.PID, s.Runner.Jobs, s.Runner.StartedAt)
+	}
+	fmt.Fprintf(w, "suite %s: %d/%d finished\n", state, s.Finished, s.Total)
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(s.Statuses)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, s.Statuses[k]))
+	}
+	fmt.Fprintf(w, "statuses: %s\n", strings.Join(parts, " "))
+	for _, a := range slices.Sorted(maps.Keys(s.Ended)) {
+		fmt.Fprintf(w, "%s: solved %d/%d\n", a, s.Solved[a], s.Ended[a])
+	}
+	for _, r := range s.Running {
+		fmt.Fprintf(w, "  running %s (attempt %d, %.0fs, %d turns, %d llm calls)\n", r.ID, r.Attempt, r.ElapsedS, r.Turns, r.LLMCalls)
+	}
+}
+
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	return err == nil && p.Signal(syscall.Signal(0)) == nil
+}
