@@ -12,6 +12,8 @@ Both of RPent's transports are spoken, chosen by the endpoint's scheme:
 - ``http://host:port`` -- ``POST /call`` with ``{"method", "args", "kwargs"}``; the reply is always HTTP 200
   with ``{"ok": true, "result": ...}`` or ``{"ok": false, "error", "traceback"}``; numpy arrays travel as
   ``{"__ndarray__": <base64 bytes>, "dtype": "uint8", "shape": [h, w, 3]}``.
+- ``unix:///path/to.sock`` -- the http transport over a unix stream socket (pyrualean's own served robots,
+  :mod:`pyrualean_robot.served`: a sealed kernel has no network, only the socket bound into its sandbox).
 - ``socket://host:port`` -- one request per TCP connection, each way one frame: a 4-byte big-endian length
   and a pickle of ``{"method", "args", "kwargs", "session_id"}`` / the same reply envelope. Pickle runs
   code on load, so this transport is only for an env server you started or trust (RPent's own choice:
@@ -146,14 +148,21 @@ class EnvServerClient:
     ``ToolError("env_server", "<method>: <what happened>")`` with the server's traceback in ``payload``."""
 
     def __init__(self, url: str, *, timeout_s: float = 120.0, tool_name: str = "env_server"):
+        self.timeout_s = timeout_s
+        self.tool_name = tool_name
+        if url.startswith("unix://"):  # the http transport over a unix socket (a served robot, local only)
+            self.scheme, self.host, self.port, self.path = "unix", "", 0, url[len("unix://"):]
+            if not self.path.startswith("/"):
+                raise ValueError(f"unix RPC endpoint must be unix:///absolute/path, not {url!r}")
+            self.url = url
+            return
         parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
         if parts.scheme not in ("http", "https", "socket", "tcp") or not parts.hostname or not parts.port:
             raise ValueError(f"RPC endpoint must be http://host:port or socket://host:port, not {url!r}")
         self.scheme = "socket" if parts.scheme in ("socket", "tcp") else parts.scheme
         self.host, self.port = parts.hostname, parts.port
         self.url = f"{self.scheme}://{self.host}:{self.port}"
-        self.timeout_s = timeout_s
-        self.tool_name = tool_name
+        self.path = ""
 
     def _fail(self, method: str, what: str, details: Any = None) -> ToolError:
         return ToolError(self.tool_name, f"{method}: {what}", details)
@@ -180,6 +189,19 @@ class EnvServerClient:
         except ValueError as e:
             raise self._fail(method, f"malformed reply ({len(raw)} bytes) from {self.url}: {e}") from e
 
+    def _unix(self, method: str, payload: dict, timeout: float) -> Any:
+        body = json.dumps(encode(payload)).encode()
+        conn = _UnixHTTPConnection(self.path, timeout)
+        try:
+            conn.request("POST", "/call", body=body, headers={"Content-Type": "application/json"})
+            raw = conn.getresponse().read()
+        finally:
+            conn.close()
+        try:
+            return decode(json.loads(raw))
+        except ValueError as e:
+            raise self._fail(method, f"malformed reply ({len(raw)} bytes) from {self.url}: {e}") from e
+
     def _socket(self, method: str, payload: dict, timeout: float) -> Any:
         with socket.create_connection((self.host, self.port), timeout=min(timeout, 10.0)) as sock:
             sock.settimeout(timeout)
@@ -194,7 +216,8 @@ class EnvServerClient:
         timeout = timeout_s or self.timeout_s
 
         def fetch() -> Any:
-            return (self._socket if self.scheme == "socket" else self._http)(method, payload, timeout)
+            send = {"socket": self._socket, "unix": self._unix}.get(self.scheme, self._http)
+            return send(method, payload, timeout)
 
         try:
             # The socket I/O runs on a worker thread: the kernel sandbox's audit hook polices the agent's cell
@@ -211,6 +234,24 @@ class EnvServerClient:
             raise self._fail(method, str(reply.get("error") or "<no error message>"),
                              {"traceback": reply.get("traceback")})
         return reply.get("result")
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over a unix stream socket (the ``unix://`` form of the http transport)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
 
 
 def is_unknown_method(err: ToolError, method: str) -> bool:
@@ -489,13 +530,16 @@ class RpcServer:
     simulator). Malformed requests and failing methods get RPent's ``ok: false`` envelope; the server keeps
     serving. Runs in daemon threads; ``close()`` stops it."""
 
-    def __init__(self, target: Any, host: str = "127.0.0.1", port: int = 0, *, transport: str = "http"):
+    def __init__(self, target: Any, host: str = "127.0.0.1", port: int = 0, *, transport: str = "http",
+                 path: str = ""):
         import socketserver
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        if transport not in ("http", "socket"):
-            raise ValueError(f"transport must be 'http' or 'socket', not {transport!r}")
+        if transport not in ("http", "socket", "unix"):
+            raise ValueError(f"transport must be 'http', 'socket' or 'unix', not {transport!r}")
+        if transport == "unix" and not path.startswith("/"):
+            raise ValueError(f"the unix transport needs an absolute socket path, not {path!r}")
         lock = threading.Lock()
         self.shutdown_requested = threading.Event()
 
@@ -519,7 +563,7 @@ class RpcServer:
             with lock:
                 return fn(*args, **kwargs)
 
-        if transport == "http":
+        if transport in ("http", "unix"):
             class Handler(BaseHTTPRequestHandler):
                 def log_message(self, fmt: str, *args: Any) -> None:  # quiet
                     pass
@@ -548,7 +592,17 @@ class RpcServer:
                     except (BrokenPipeError, ConnectionResetError):
                         pass
 
-            self._server = ThreadingHTTPServer((host, port), Handler)
+            if transport == "unix":
+                class UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+                    daemon_threads = True
+
+                class UnixHandler(Handler):
+                    def address_string(self) -> str:  # a unix peer has no (host, port)
+                        return "unix"
+
+                self._server = UnixHTTPServer(path, UnixHandler)
+            else:
+                self._server = ThreadingHTTPServer((host, port), Handler)
         else:
             class SockHandler(socketserver.BaseRequestHandler):
                 def handle(self) -> None:
@@ -574,7 +628,8 @@ class RpcServer:
 
             self._server = SockServer((host, port), SockHandler)
         self._server.daemon_threads = True
-        self.url = f"{transport}://{host}:{self._server.server_address[1]}"
+        self.url = (f"unix://{path}" if transport == "unix"
+                    else f"{transport}://{host}:{self._server.server_address[1]}")
         self._thread = threading.Thread(target=self._server.serve_forever, name="rpent-rpc", daemon=True)
         self._thread.start()
 
