@@ -170,6 +170,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         host.serve_until_shutdown(parent_watch=True)
     finally:
         agent.close()
+        for p in (a.agent_socket, a.host_socket):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
         close = getattr(robot, "close", None)
         if callable(close):
             worker.submit(close).result()
