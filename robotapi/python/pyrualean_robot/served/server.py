@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional
 from .. import notebook
 from ..apiref import tool_methods
 from ..robots.rpent import RpcServer
-from .wire import to_wire
+from .wire import to_json, to_wire
 
 
 def public_properties(cls: type) -> list[str]:
@@ -117,8 +117,8 @@ class RobotService:
     def host_methods(self) -> dict[str, Callable[..., Any]]:
         return {
             "host.report": lambda: self._run(self._host_report),
-            "host.card": lambda: self._run(lambda: to_wire(self.robot._episode_card())),
-            "host.ledger": lambda: self._run(lambda: to_wire(self.robot.ledger)),
+            "host.card": lambda: self._run(lambda: to_json(self.robot._episode_card())),
+            "host.ledger": lambda: self._run(lambda: to_json(self.robot.ledger)),
             "host.stop": lambda reason: self._run(self.robot._stop_episode, str(reason)),
             "host.describe": lambda: self._run(self._describe),
         }
@@ -132,7 +132,7 @@ class RobotService:
                   "state": r._brief_state(), "done": bool(r.done), "success": bool(r._solved()),
                   "episode_finished": r._done_reason}
         self._host_calls, self._host_steps = len(r._ledger), steps
-        return to_wire(report)
+        return to_json(report)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

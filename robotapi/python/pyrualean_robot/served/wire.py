@@ -35,6 +35,17 @@ def to_wire(v: Any) -> Any:
     return encode(v)
 
 
+def to_json(v: Any) -> Any:
+    """A robot value as plain JSON for the host (Go) side: dataclasses as objects, tuples as lists."""
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: to_json(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, (list, tuple)):
+        return [to_json(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): to_json(x) for k, x in v.items()}
+    return encode(v)
+
+
 def result_types(cls: type) -> dict[str, type]:
     """The dataclasses a robot class's primitives return (and their nested field types), by name."""
     from ..apiref import _hints, _nested_dataclasses, tool_methods
