@@ -258,6 +258,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 			e.log.Warn("no cell report", "cell", i, "err", rerr)
 		}
 	}
+	report = e.judgeReport(ctx, report) // sealed: the robot server's numbers, not the kernel's
 	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: elapsed, Report: report,
 		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: e.cfg.CellTimeout.Seconds()}
 	var result ToolResult
@@ -363,9 +364,12 @@ func (e *Episode) absorbReport(r *cellReport) (success bool, changed bool) {
 		}
 	}
 	if len(r.SandboxFlags) > 0 {
-		e.res.Generation.SandboxFlags = append(e.res.Generation.SandboxFlags, r.SandboxFlags...)
-		if len(e.res.Generation.SandboxFlags) > 200 {
-			e.res.Generation.SandboxFlags = e.res.Generation.SandboxFlags[:200]
+		// Keep the first and the latest flags: a flood cannot push a later attempt out of the record.
+		g := &e.res.Generation
+		g.SandboxFlagsTotal += len(r.SandboxFlags)
+		g.SandboxFlags = append(g.SandboxFlags, r.SandboxFlags...)
+		if n := len(g.SandboxFlags); n > 200 {
+			g.SandboxFlags = append(g.SandboxFlags[:100:100], g.SandboxFlags[n-100:]...)
 		}
 	}
 	if e.res.EnvironmentSuccess != nil {

@@ -41,8 +41,10 @@ type EpisodeConfig struct {
 	KernelSpec         string // default "pyrualean"
 	Root               string // repository root (Python venv, robot package); found from cwd when empty
 	CUDADevice         string // CUDA_VISIBLE_DEVICES for the kernel
-	Prices             PriceTable
-	Logger             *slog.Logger
+	// Sealed: off (default; the robot in the kernel), auto or on (robot server + OS sandbox; sealed.go).
+	Sealed string
+	Prices PriceTable
+	Logger *slog.Logger
 }
 
 func (c *EpisodeConfig) defaults() error {
@@ -76,6 +78,11 @@ func (c *EpisodeConfig) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	mode, err := sealMode(c.Sealed)
+	if err != nil {
+		return err
+	}
+	c.Sealed = mode
 	if c.Root == "" {
 		root, err := FindRoot()
 		if err != nil {
@@ -158,6 +165,7 @@ type Episode struct {
 	callMu                 sync.Mutex // serialises tool calls
 	stopHumans             func()
 	humansDone             chan struct{}
+	served                 *served // robot server and sandbox of a sealed episode (sealed.go); nil: in-kernel robot
 
 	mu        sync.Mutex // guards the fields below
 	res       Result
@@ -257,6 +265,7 @@ func (e *Episode) bootFail(err error) error {
 		_ = e.kern.Shutdown(sctx)
 		cancel()
 	}
+	e.closeServed()
 	if e.turnsW != nil {
 		e.turnsW.Close()
 	}
@@ -278,7 +287,11 @@ func (e *Episode) boot(ctx context.Context) error {
 	if c.CUDADevice != "" {
 		env["CUDA_VISIBLE_DEVICES"] = c.CUDADevice
 	}
-	e.kern, err = kernel.Launch(ctx, spec, kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log})
+	launch := kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log}
+	if spec, launch, err = e.serve(ctx, spec, launch); err != nil {
+		return err
+	}
+	e.kern, err = kernel.Launch(ctx, spec, launch)
 	if err != nil {
 		return fmt.Errorf("launch kernel: %w", err)
 	}
@@ -295,6 +308,10 @@ func (e *Episode) boot(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
+	e.mu.Lock()
+	sealed := e.res.Sealed
+	e.mu.Unlock()
+	_ = e.trace.SetEpisodeMeta(map[string]any{"sealed": sealed})
 	setup := setupCode(c, e.workspace)
 	res, err := e.kern.Client().Execute(ctx, setup, kernel.ExecuteOptions{
 		Metadata:        map[string]any{notebooks.MetaKey: map[string]any{"author": notebooks.AuthorSetup}},
@@ -322,6 +339,9 @@ func (e *Episode) boot(ctx context.Context) error {
 		e.log.Warn("package versions", "err", err)
 	}
 	cardJSON, err := userExpressionJSON(res.UserExpressions, "card")
+	if e.served != nil { // the robot server's card, not the kernel's word
+		cardJSON, err = e.served.srv.Card(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -855,6 +875,7 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	if err := e.kern.Shutdown(sctx); err != nil && !errors.Is(err, kernel.ErrShutdown) && !errors.Is(err, kernel.ErrKernelDied) {
 		e.log.Warn("kernel shutdown", "err", err)
 	}
+	e.closeServed()
 	return &r, errors.Join(errs...)
 }
 

@@ -18,6 +18,7 @@ import (
 type episodeFlags struct {
 	cmd                                                                                  string
 	robot, arm, suite, task, out, images, feedback, primitives, vlaEndpoint, envEndpoint string
+	sealed                                                                               string
 	seed, maxTurns, maxEnvSteps                                                          int
 	budgetS, cellTimeoutS                                                                float64
 	guides, seedSet                                                                      bool
@@ -54,6 +55,7 @@ func (f *episodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.guides, "guides", false, guidesHelp)
 	fs.StringVar(&f.primitives, "primitives", agent.PrimitivesFull, "full or no-vla")
 	fs.StringVar(&f.vlaEndpoint, "vla-endpoint", "", "VLA server for the learned primitives ([ws|http|socket]://host:port; default $PYRUALEAN_VLA_ENDPOINT)")
+	fs.StringVar(&f.sealed, "sealed", agent.SealOff, "off (the robot in the kernel), auto (robot server + OS sandbox where available, else recorded sealed: false) or on (refuse to start unsealed)")
 	fs.StringVar(&f.envEndpoint, "env-endpoint", "", "running RPent env server for robotwin/robocasa (http://host:port or socket://host:port; default $PYRUALEAN_ENV_SERVER)")
 }
 
@@ -64,6 +66,7 @@ func (f *episodeFlags) validate() error {
 		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
 		oneOf("feedback", f.feedback, agent.FeedbackPure, agent.FeedbackRich),
 		oneOf("primitives", f.primitives, agent.PrimitivesFull, agent.PrimitivesNoVLA),
+		oneOf("sealed", f.sealed, agent.SealOff, agent.SealAuto, agent.SealOn),
 	} {
 		if err != nil {
 			return err
@@ -115,6 +118,7 @@ func (f *episodeFlags) config(now time.Time) agent.EpisodeConfig {
 		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
 		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
 		MaxEnvSteps: f.maxEnvSteps, Out: out, VLAEndpoint: f.vlaEndpoint, EnvEndpoint: f.envEndpoint,
+		Sealed: f.sealed,
 	}
 }
 

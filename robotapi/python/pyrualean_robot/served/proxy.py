@@ -127,11 +127,16 @@ def proxy_class(cls: type) -> type:
     return type(cls.__name__, (RobotProxy,), ns)
 
 
-def connect(socket_path: str, *, workspace: Optional[str] = None) -> RobotProxy:
-    """Connect to the robot server at ``socket_path`` and make its proxy the kernel's active robot."""
+def connect(socket_path: str, *, workspace: Optional[str] = None, expect: Optional[dict] = None) -> RobotProxy:
+    """Connect to the robot server at ``socket_path`` and make its proxy the kernel's active robot.
+    ``expect`` (robot, task, seed, ... as given to make()) must match what the server runs; None = any."""
     client = EnvServerClient("unix://" + os.path.abspath(socket_path), timeout_s=CALL_TIMEOUT_S,
                              tool_name="robot_server")
     info = client.call("robot.describe")
+    wrong = {k: (v, info.get(k)) for k, v in (expect or {}).items() if v is not None and info.get(k) != v}
+    if wrong:
+        raise ValueError("the robot server runs another episode than make() asked for: " + ", ".join(
+            f"{k}={want!r} (server: {got!r})" for k, (want, got) in wrong.items()))
     proxy = proxy_class(robot_class(str(info["robot"])))(client, info, workspace or os.getcwd())
     notebook.attach(proxy)
     return proxy

@@ -9,7 +9,8 @@ Two sockets, two audiences:
   ``robot.cell_report(flags)`` (the kernel's feedback window), ``robot.card`` and ``robot.repr``;
 * the **host socket** (never bound into the kernel) is the judge's: ``host.report`` (env steps, ledger
   records and the success flag since the last host report; its own window, which the agent cannot move),
-  ``host.card``, ``host.ledger``, ``host.stop(reason)`` and RPent's ``healthz`` / ``shutdown``.
+  ``host.card``, ``host.ledger``, ``host.stop(reason)`` (``host.report`` also lists the agent's RPCs the
+  server refused: private names asked for over the raw socket) and RPent's ``healthz`` / ``shutdown``.
 
 Every robot call runs on one thread (the one that built the robot: its GL context lives there), in order.
 Only JSON crosses either socket.
@@ -53,6 +54,7 @@ class RobotService:
         self.properties = set(public_properties(cls))
         self._host_calls = 0  # the host report's window: ledger records and env steps already reported
         self._host_steps = 0
+        self._refused: list[str] = []  # agent RPCs naming what the API does not offer, since the last report
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return self.worker.submit(fn, *args).result()
@@ -77,6 +79,7 @@ class RobotService:
 
     def _call(self, name: Any, args: Any, kwargs: Any) -> dict:
         if not isinstance(name, str) or name not in self.tools:
+            self._refused.append(f"robot.call {str(name)[:80]}")
             # a raw RPC naming a private method (_mark_terminated, _sim, ...) gets what the proxy would say
             return {"value": None, "images": [], "raised": {
                 "type": "AttributeError", "message": f"{type(self.robot).__name__!r} object has no public "
@@ -97,6 +100,7 @@ class RobotService:
 
     def _get(self, name: Any) -> Any:
         if not isinstance(name, str) or name not in self.properties:
+            self._refused.append(f"robot.get {str(name)[:80]}")
             raise AttributeError(f"{type(self.robot).__name__!r} object has no public property {name!r}")
         return to_wire(getattr(self.robot, name))
 
@@ -130,8 +134,9 @@ class RobotService:
         report = {"moved": steps != self._host_steps, "env_steps": steps - self._host_steps,
                   "env_steps_total": steps, "calls": calls, "ledger_total": len(r._ledger),
                   "state": r._brief_state(), "done": bool(r.done), "success": bool(r._solved()),
-                  "episode_finished": r._done_reason}
+                  "episode_finished": r._done_reason, "refused": self._refused}
         self._host_calls, self._host_steps = len(r._ledger), steps
+        self._refused = []
         return to_json(report)
 
 
