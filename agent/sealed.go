@@ -91,7 +91,8 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 		info.Reason = checkErr.Error()
 		e.log.Warn("EPISODE NOT SEALED: the agent's kernel runs without an OS sandbox (it can read this "+
 			"machine's files and environment); result.json records sealed: false", "reason", checkErr)
-		env := map[string]string{"PYRUALEAN_ROBOT_SERVER": srv.AgentSocket()}
+		env := map[string]string{"PYRUALEAN_ROBOT_SERVER": srv.AgentSocket(),
+			"PYTHONPATH": robotserver.PythonPath(c.Root, os.Getenv("PYTHONPATH"))}
 		for k, v := range opts.Env {
 			env[k] = v
 		}
@@ -107,7 +108,7 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 	}
 	delete(env, "CUDA_VISIBLE_DEVICES") // the kernel renders nothing: the GPU is the robot server's
 	sb, err := seal.New(ctx, spec, seal.Options{Workspace: e.workspace, ReadOnly: []string{srv.AgentDir()},
-		Env: env, PythonPath: os.Getenv("PYTHONPATH")})
+		Env: env, PythonPath: robotserver.PythonPath(c.Root, os.Getenv("PYTHONPATH"))})
 	if err != nil {
 		return spec, opts, fmt.Errorf("seal: %w", err)
 	}

@@ -186,7 +186,27 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	return s, nil
 }
 
+// PythonPath is PYTHONPATH with root's robot package first, so the server (and a sealed kernel that
+// generates its proxy from the same classes) runs this checkout's pyrualean_robot.
+func PythonPath(root, current string) string {
+	p := filepath.Join(root, "robotapi", "python")
+	if current == "" || current == p {
+		return p
+	}
+	if strings.HasPrefix(current, p+string(os.PathListSeparator)) {
+		return current
+	}
+	return p + string(os.PathListSeparator) + current
+}
+
 func serverEnv(o Options) []string {
+	if _, ok := o.Env["PYTHONPATH"]; !ok {
+		env := map[string]string{"PYTHONPATH": PythonPath(o.Root, os.Getenv("PYTHONPATH"))}
+		for k, v := range o.Env {
+			env[k] = v
+		}
+		o.Env = env
+	}
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
