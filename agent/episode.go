@@ -295,6 +295,9 @@ func (e *Episode) boot(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("launch kernel: %w", err)
 	}
+	if err := e.awaitRobot(ctx); err != nil {
+		return err
+	}
 	var ki kernelInfo
 	if raw, err := e.kern.Client().KernelInfo(ctx); err == nil {
 		ki = parseKernelInfo(raw)

@@ -75,7 +75,8 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 	if c.CUDADevice != "" {
 		srvEnv["CUDA_VISIBLE_DEVICES"] = c.CUDADevice
 	}
-	srv, err := robotserver.Start(ctx, robotserver.Options{
+	// The robot boots while the kernel starts; boot waits for it before the setup cell (awaitRobot).
+	srv, err := robotserver.Launch(robotserver.Options{
 		Root: c.Root, Robot: c.Robot, Task: c.Task, Seed: c.Seed, Suite: c.Suite, Images: c.Images,
 		Primitives: c.Primitives, MaxEnvSteps: c.MaxEnvSteps, VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint,
 		Dir: filepath.Join(c.Out, "robot"), Env: srvEnv, Logger: e.log,
@@ -85,7 +86,6 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 	}
 	e.served = &served{srv: srv}
 	info.Robot, info.Judge, info.RobotServerPID = "server", "robot_server", srv.Pid()
-	info.RobotStartupS = round3(srv.StartupDur.Seconds())
 	if checkErr != nil {
 		// Loudly: the robot and the judge are out of the kernel, but the kernel sees this machine.
 		info.Reason = checkErr.Error()
@@ -117,6 +117,22 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 	opts.IPC = sb.IPC
 	opts.Env = nil
 	return sb.Spec, opts, nil
+}
+
+// awaitRobot waits until the robot server has booted (served episodes; before the setup cell).
+func (e *Episode) awaitRobot(ctx context.Context) error {
+	if e.served == nil {
+		return nil
+	}
+	if err := e.served.srv.WaitReady(ctx); err != nil {
+		return fmt.Errorf("robot server: %w", err)
+	}
+	e.mu.Lock()
+	if e.res.Seal != nil {
+		e.res.Seal.RobotStartupS = round3(e.served.srv.StartupDur.Seconds())
+	}
+	e.mu.Unlock()
+	return nil
 }
 
 // judgeReport replaces the kernel's cell report with the robot server's (served episodes): success,

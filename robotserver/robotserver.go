@@ -53,19 +53,23 @@ type Options struct {
 
 // Server is a running robot server.
 type Server struct {
-	cmd        *exec.Cmd
-	stdin      io.WriteCloser
-	sockDir    string
-	agentSock  string
-	hostSock   string
-	httpc      *http.Client
-	log        *slog.Logger
-	exited     chan struct{}
-	stderr     *tail
-	closeOnce  sync.Once
-	closeErr   error
-	exitErr    error
-	StartupDur time.Duration // how long the robot took to boot
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	sockDir   string
+	agentSock string
+	hostSock  string
+	httpc     *http.Client
+	log       *slog.Logger
+	exited    chan struct{}
+	stderr    *tail
+	closeOnce sync.Once
+	closeErr  error
+	exitErr   error
+	ready     chan struct{}
+	started   time.Time
+	// StartupDur is how long the robot took to boot (set once ready).
+	StartupDur   time.Duration
+	readyTimeout time.Duration
 }
 
 // secretName matches variables the robot server does not need and must not pass on.
@@ -73,6 +77,19 @@ var secretName = regexp.MustCompile(`(?i)(API_KEY|TOKEN|SECRET|PASSW)`)
 
 // Start launches the robot server and returns once both sockets listen (the robot has booted).
 func Start(ctx context.Context, o Options) (*Server, error) {
+	s, err := Launch(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Launch starts the robot server and returns at once: its socket paths are known, the robot boots
+// meanwhile (e.g. while the kernel starts). WaitReady waits for it; Close stops it either way.
+func Launch(o Options) (*Server, error) {
 	if o.Root == "" {
 		return nil, errors.New("robotserver: no repository root")
 	}
@@ -145,19 +162,21 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		os.RemoveAll(sockDir)
 		return nil, err
 	}
-	start := time.Now()
+	s.started = time.Now()
+	s.readyTimeout = o.ReadyTimeout
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(sockDir)
 		return nil, fmt.Errorf("robotserver: start %s: %w", python, err)
 	}
 	s.cmd = cmd
-	ready := make(chan struct{})
+	s.ready = make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		signalled := false
 		for sc.Scan() {
 			if !signalled && strings.TrimSpace(sc.Text()) == "ready" {
-				close(ready)
+				s.StartupDur = time.Since(s.started)
+				close(s.ready)
 				signalled = true
 				continue
 			}
@@ -168,22 +187,26 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.exitErr = cmd.Wait()
 		close(s.exited)
 	}()
-	timer := time.NewTimer(o.ReadyTimeout)
+	return s, nil
+}
+
+// WaitReady returns once the robot has booted and both sockets listen; on failure the server is closed.
+func (s *Server) WaitReady(ctx context.Context) error {
+	timer := time.NewTimer(time.Until(s.started.Add(s.readyTimeout)))
 	defer timer.Stop()
 	select {
-	case <-ready:
+	case <-s.ready:
+		return nil
 	case <-s.exited:
-		s.cleanup()
-		return nil, fmt.Errorf("%w before it was ready (%v): %s", ErrExited, s.exitErr, s.stderr.String())
+		s.Close()
+		return fmt.Errorf("%w before it was ready (%v): %s", ErrExited, s.exitErr, s.stderr.String())
 	case <-timer.C:
 		s.Close()
-		return nil, fmt.Errorf("robotserver: not ready after %v: %s", o.ReadyTimeout, s.stderr.String())
+		return fmt.Errorf("robotserver: not ready after %v: %s", s.readyTimeout, s.stderr.String())
 	case <-ctx.Done():
 		s.Close()
-		return nil, fmt.Errorf("robotserver: start: %w", context.Cause(ctx))
+		return fmt.Errorf("robotserver: start: %w", context.Cause(ctx))
 	}
-	s.StartupDur = time.Since(start)
-	return s, nil
 }
 
 // PythonPath is PYTHONPATH with root's robot package first, so the server (and a sealed kernel that

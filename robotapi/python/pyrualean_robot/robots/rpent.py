@@ -39,6 +39,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -152,6 +153,10 @@ class EnvServerClient:
         self.tool_name = tool_name
         if url.startswith("unix://"):  # the http transport over a unix socket (a served robot, local only)
             self.scheme, self.host, self.port, self.path = "unix", "", 0, url[len("unix://"):]
+            # one kept-alive connection, opened off the calling thread (see call()) and then used in place:
+            # a served robot's primitive costs one round trip, not a thread hand-off and a connect
+            self._conn: Optional[_UnixHTTPConnection] = None
+            self._conn_lock = threading.Lock()
             if not self.path.startswith("/"):
                 raise ValueError(f"unix RPC endpoint must be unix:///absolute/path, not {url!r}")
             self.url = url
@@ -191,12 +196,26 @@ class EnvServerClient:
 
     def _unix(self, method: str, payload: dict, timeout: float) -> Any:
         body = json.dumps(encode(payload)).encode()
-        conn = _UnixHTTPConnection(self.path, timeout)
-        try:
-            conn.request("POST", "/call", body=body, headers={"Content-Type": "application/json"})
-            raw = conn.getresponse().read()
-        finally:
-            conn.close()
+        with self._conn_lock:
+            conn = self._conn
+            if conn is None or conn.sock is None:
+                # connect on a worker thread: the kernel sandbox's audit hook polices the cell's own thread
+                conn = _UnixHTTPConnection(self.path, timeout)
+                with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="env-rpc") as pool:
+                    pool.submit(conn.connect).result()
+                self._conn = conn
+            try:
+                conn.sock.settimeout(timeout)
+                conn.request("POST", "/call", body=body, headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                raw = resp.read()
+                if resp.will_close:
+                    conn.close()
+            except BaseException:
+                # never resent (a primitive may have run); the next call opens a fresh connection
+                conn.close()
+                self._conn = None
+                raise
         try:
             return decode(json.loads(raw))
         except ValueError as e:
@@ -220,10 +239,13 @@ class EnvServerClient:
             return send(method, payload, timeout)
 
         try:
+            if self.scheme == "unix":  # its socket I/O never trips the audit hook: no worker thread needed
+                reply = fetch()
+            else:
             # The socket I/O runs on a worker thread: the kernel sandbox's audit hook polices the agent's cell
             # thread (no sockets from policy code), while the robot's own env-server link must keep working.
-            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="env-rpc") as pool:
-                reply = pool.submit(fetch).result()
+                with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="env-rpc") as pool:
+                    reply = pool.submit(fetch).result()
         except ToolError:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:  # IncompleteRead: died mid-reply
@@ -597,6 +619,8 @@ class RpcServer:
                     daemon_threads = True
 
                 class UnixHandler(Handler):
+                    protocol_version = "HTTP/1.1"  # kept-alive connections: a served robot's calls are many
+
                     def address_string(self) -> str:  # a unix peer has no (host, port)
                         return "unix"
 
