@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
@@ -263,5 +268,94 @@ func TestForgedReportNeedsTheSeal(t *testing.T) {
 				t.Errorf("sealed %s: result.json sealed %v", mode, res.Sealed)
 			}
 		})
+	}
+}
+
+// TestSealedEpisodeSolvesAndAttaches: a sealed episode keeps working as before: the reference cells
+// solve the task (success read from the robot server), a cell timeout interrupts the sandboxed kernel
+// without a restart, and a person attaches through the gateway (the JupyterLab path) and runs cells.
+func TestSealedEpisodeSolvesAndAttaches(t *testing.T) {
+	srv := openaitest.New(
+		call(py("keep = 7\nimport time\nprint('before', flush=True)\ntime.sleep(60)")),
+		call(py("print('alive', keep)")),
+		call(py(pickRed)),
+		call(py(placeBlue)),
+		call(finish("success", "stacked")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = agent.SealOn; c.CellTimeout = 4 * time.Second })
+	var person string
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
+		gw := gateway.New(gateway.Config{NoAuth: true})
+		id := gw.AddKernel(ep.Kernel(), "episode")
+		hs := httptest.NewServer(gw)
+		defer hs.Close()
+		person = personCell(t, "ws"+strings.TrimPrefix(hs.URL, "http")+"/api/kernels/"+id+"/channels?session_id=person",
+			"import subprocess\nprint('PERSON', robo.state().step, subprocess.run(['id', '-u'], capture_output=True, text=True).stdout.strip())")
+	})
+	if !strings.Contains(person, "PERSON 0 65534") {
+		t.Errorf("person's cell through the gateway: %q", person)
+	}
+	if !res.Sealed || res.Status != agent.StatusCompleted || res.EnvironmentSuccess == nil || !*res.EnvironmentSuccess || res.EnvSteps == 0 {
+		t.Fatalf("sealed solve: sealed=%v status=%s success=%v steps=%d err=%+v", res.Sealed, res.Status, res.EnvironmentSuccess, res.EnvSteps, res.Error)
+	}
+	var cell struct{ Stdout, Exception string }
+	json.Unmarshal([]byte(lastToolText(t, srv.Requests()[1])), &cell)
+	if !strings.Contains(cell.Exception, "TimeoutError") || !strings.Contains(cell.Stdout, "before") {
+		t.Errorf("timed-out cell feedback: %+v", cell)
+	}
+	json.Unmarshal([]byte(lastToolText(t, srv.Requests()[2])), &cell)
+	if cell.Stdout != "alive 7\n" {
+		t.Errorf("after the interrupt: %+v", cell)
+	}
+}
+
+// personCell runs one cell over the gateway's Jupyter WebSocket (legacy JSON frames) and returns its
+// stream output.
+func personCell(t *testing.T, url, code string) string {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
+	if err != nil {
+		t.Fatalf("ws: %v", err)
+	}
+	defer ws.Close()
+	id := fmt.Sprintf("person-%d", time.Now().UnixNano())
+	msg := map[string]any{
+		"header": map[string]any{"msg_id": id, "msg_type": "execute_request", "session": "person", "username": "person",
+			"version": "5.3", "date": time.Now().UTC().Format(time.RFC3339Nano)},
+		"parent_header": map[string]any{}, "metadata": map[string]any{}, "channel": "shell", "buffers": []any{},
+		"content": map[string]any{"code": code, "silent": false, "store_history": true, "user_expressions": map[string]any{},
+			"allow_stdin": false, "stop_on_error": true},
+	}
+	if err := ws.WriteJSON(msg); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	ws.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for {
+		var m struct {
+			Header struct {
+				MsgType string `json:"msg_type"`
+			} `json:"header"`
+			ParentHeader struct {
+				MsgID string `json:"msg_id"`
+			} `json:"parent_header"`
+			Content map[string]any `json:"content"`
+		}
+		if err := ws.ReadJSON(&m); err != nil {
+			t.Fatalf("ws read: %v (so far %q)", err, out.String())
+		}
+		if m.ParentHeader.MsgID != id {
+			continue
+		}
+		switch m.Header.MsgType {
+		case "stream":
+			s, _ := m.Content["text"].(string)
+			out.WriteString(s)
+		case "error":
+			fmt.Fprintf(&out, "%v: %v", m.Content["ename"], m.Content["evalue"])
+		case "execute_reply":
+			return out.String()
+		}
 	}
 }
