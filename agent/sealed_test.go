@@ -359,3 +359,27 @@ func personCell(t *testing.T, url, code string) string {
 		}
 	}
 }
+
+// TestSealedLibero: the served path is the robot's, not tabletop's: a LIBERO episode runs sealed, its
+// primitives through the proxy, its steps and verdict from the robot server.
+func TestSealedLibero(t *testing.T) {
+	srv := openaitest.New(
+		call(py("s = robo.state()\nm = robo.move_to([s.eef_pos[0], s.eef_pos[1], s.eef_pos[2] + 0.03])\nprint('LIBERO', m.final_dist_m < 0.05, robo.env_steps > 0)")),
+		call(py("print(repr(robo).split()[0], '_sim' in dir(robo))")),
+		call(finish("failure", "probe")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
+		c.Robot, c.Suite, c.Task, c.Sealed = "libero", "libero_spatial", "0", agent.SealOn
+	})
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if !res.Sealed || res.Seal.Judge != "robot_server" || res.EnvSteps == 0 || res.Calls < 2 {
+		t.Fatalf("sealed libero: sealed=%v steps=%d calls=%d status=%s err=%+v\n%s", res.Sealed, res.EnvSteps, res.Calls, res.Status, res.Error, lastToolText(t, srv.Requests()[1]))
+	}
+	if fb := lastToolText(t, srv.Requests()[1]); !strings.Contains(fb, `LIBERO True True`) {
+		t.Errorf("libero through the proxy: %q", fb)
+	}
+	if fb := lastToolText(t, srv.Requests()[2]); !strings.Contains(fb, `<LiberoRobot False`) {
+		t.Errorf("the kernel's robo: %q", fb)
+	}
+}

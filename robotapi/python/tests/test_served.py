@@ -109,7 +109,7 @@ def test_make_returns_the_proxy_and_checks_the_episode(server, tmp_path, monkeyp
     robo = make("tabletop", task="stack_blocks", seed=0, workspace=str(tmp_path), images="none")
     assert type(robo).__name__ == "TabletopRobot" and not hasattr(robo, "_sim")
     with pytest.raises(ValueError, match="another episode"):
-        make("tabletop", task="put_block_in_bowl", seed=0, workspace=str(tmp_path), images="none")
+        make("tabletop", task="stack_blocks", seed=3, workspace=str(tmp_path), images="none")
 
 
 def test_unix_transport_keeps_one_connection(server):

@@ -1,6 +1,6 @@
 """What a served robot's values look like on the wire, above RPent's JSON encoding (:mod:`..robots.rpent`):
 result dataclasses as ``{"__dataclass__": "<Name>", "fields": {...}}``, tuples as ``{"__tuple__": [...]}``,
-PNG bytes as ``{"__png__": <uint8 array>}``. Only JSON crosses the socket (never pickle): the kernel side is
+bytes (PNGs, artifacts) as ``{"__bytes__": <uint8 array>}``. Only JSON crosses the socket (never pickle): the kernel side is
 untrusted, so the server decodes nothing that can run code, and the proxy rebuilds only the result types the
 robot class declares."""
 
@@ -25,7 +25,7 @@ def to_wire(v: Any) -> Any:
         return {"__dataclass__": type(v).__name__,
                 "fields": {f.name: to_wire(getattr(v, f.name)) for f in dataclasses.fields(v)}}
     if isinstance(v, bytes):
-        return {"__png__": encode(np.frombuffer(v, dtype=np.uint8))}
+        return {"__bytes__": encode(np.frombuffer(v, dtype=np.uint8))}
     if isinstance(v, tuple):
         return {"__tuple__": [to_wire(x) for x in v]}
     if isinstance(v, list):
@@ -67,8 +67,8 @@ def from_wire(v: Any, types: dict[str, type]) -> Any:
             return t(**fields) if t is not None else fields
         if set(v) == {"__tuple__"}:
             return tuple(from_wire(x, types) for x in v["__tuple__"])
-        if set(v) == {"__png__"}:
-            return np.asarray(decode(v["__png__"]), dtype=np.uint8).tobytes()
+        if set(v) == {"__bytes__"}:
+            return np.asarray(decode(v["__bytes__"]), dtype=np.uint8).tobytes()
         return {k: from_wire(x, types) for k, x in v.items()}
     if isinstance(v, list):
         return [from_wire(x, types) for x in v]
