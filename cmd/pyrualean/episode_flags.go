@@ -55,7 +55,7 @@ func (f *episodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.guides, "guides", false, guidesHelp)
 	fs.StringVar(&f.primitives, "primitives", agent.PrimitivesFull, "full or no-vla")
 	fs.StringVar(&f.vlaEndpoint, "vla-endpoint", "", "VLA server for the learned primitives ([ws|http|socket]://host:port; default $PYRUALEAN_VLA_ENDPOINT)")
-	fs.StringVar(&f.sealed, "sealed", agent.SealOff, "off (the robot in the kernel), auto (robot server + OS sandbox where available, else recorded sealed: false) or on (refuse to start unsealed)")
+	fs.StringVar(&f.sealed, "sealed", agent.SealAuto, "auto (robot server + OS sandbox where available, else said loudly and recorded sealed: false), on (refuse to start unsealed) or off (the robot in the kernel, as before)")
 	fs.StringVar(&f.envEndpoint, "env-endpoint", "", "running RPent env server for robotwin/robocasa (http://host:port or socket://host:port; default $PYRUALEAN_ENV_SERVER)")
 }
 
