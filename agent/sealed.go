@@ -71,6 +71,10 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 		info.Reason = checkErr.Error()
 		return spec, opts, fmt.Errorf("%w: %w", ErrNotSealed, checkErr)
 	}
+	extra := map[string]string{}
+	if c.SAM3Endpoint != "" {
+		extra["sam3_endpoint"] = c.SAM3Endpoint // segment runs where the robot does
+	}
 	srvEnv := map[string]string{}
 	if c.CUDADevice != "" {
 		srvEnv["CUDA_VISIBLE_DEVICES"] = c.CUDADevice
@@ -79,7 +83,7 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 	srv, err := robotserver.Launch(robotserver.Options{
 		Root: c.Root, Robot: c.Robot, Task: c.Task, Seed: c.Seed, Suite: c.Suite, Images: c.Images,
 		Primitives: c.Primitives, MaxEnvSteps: c.MaxEnvSteps, VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint,
-		Dir: filepath.Join(c.Out, "robot"), Env: srvEnv, Logger: e.log,
+		Extra: extra, Dir: filepath.Join(c.Out, "robot"), Env: srvEnv, Logger: e.log,
 	})
 	if err != nil {
 		return spec, opts, fmt.Errorf("robot server: %w", err)

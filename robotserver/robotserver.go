@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +46,7 @@ type Options struct {
 	MaxEnvSteps int
 	VLAEndpoint string
 	EnvEndpoint string            // a remote robot's env server
+	Extra       map[string]string // the robot's own make() options (e.g. sam3_endpoint), as strings
 	Dir         string            // the server's own folder (its calls.jsonl); never the kernel's workspace
 	Env         map[string]string // added to the server's environment (e.g. PYTHONPATH, CUDA_VISIBLE_DEVICES)
 	Logger      *slog.Logger
@@ -146,6 +149,9 @@ func Launch(o Options) (*Server, error) {
 	add("--env-url", o.EnvEndpoint)
 	if o.MaxEnvSteps > 0 {
 		args = append(args, "--max-env-steps", strconv.Itoa(o.MaxEnvSteps))
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Extra)) {
+		args = append(args, "--opt", k+"="+o.Extra[k])
 	}
 	cmd := exec.Command(python, args...)
 	cmd.Dir = o.Dir

@@ -152,12 +152,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--vla-endpoint")
     ap.add_argument("--env-url")
     ap.add_argument("--max-env-steps", type=int, default=10000)
+    ap.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="one of the robot's own make() options (e.g. sam3_endpoint=http://...), repeatable")
     ap.add_argument("--agent-socket", required=True)
     ap.add_argument("--host-socket", required=True)
     a = ap.parse_args(argv)
     from .. import make
 
     extra: dict[str, Any] = {}
+    for kv in a.opt:
+        k, sep, v = kv.partition("=")
+        if not sep or not k.isidentifier():
+            ap.error(f"--opt wants KEY=VALUE, not {kv!r}")
+        extra[k] = v
     if a.env_url:
         extra["env_url"] = a.env_url
     worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="robot")
