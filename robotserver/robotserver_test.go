@@ -3,29 +3,23 @@ package robotserver
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/seal"
 )
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	d, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		p := filepath.Dir(d)
-		if p == d {
-			t.Fatal("no go.mod above the test")
-		}
-		d = p
+	root, err := robotapi.Root()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return root
 }
 
 // TestServedTabletopInSealedKernel drives the tabletop through the proxy in a sealed kernel and reads

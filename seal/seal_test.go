@@ -11,21 +11,16 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	d, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if p := filepath.Dir(d); p != d {
-			d = p
-		} else {
-			t.Fatal("no go.mod above the test")
-		}
+	root, err := robotapi.Root()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return root
 }
 
 // TestSealedKernel launches the project's kernelspec inside the sandbox and checks from inside what the
