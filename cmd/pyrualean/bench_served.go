@@ -45,7 +45,7 @@ func measureServed(ctx context.Context, reps int) (*servedBench, error) {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, robotapi.Python(root), "-m", "pyrualean_robot.served.bench",
-		"--socket", srv.AgentSocket(), "--reps", fmt.Sprint(max(reps, 5)))
+		"--socket", srv.AgentSocket(), "--reps", fmt.Sprint(max(3*reps, 9)))
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+robotserver.PythonPath(root, os.Getenv("PYTHONPATH")), "MUJOCO_GL=egl")
 	out, err := cmd.Output()
 	srv.Close()
