@@ -132,8 +132,10 @@ func (e *Episode) awaitRobot(ctx context.Context) error {
 		return fmt.Errorf("robot server: %w", err)
 	}
 	e.mu.Lock()
-	if e.res.Seal != nil {
-		e.res.Seal.RobotStartupS = round3(e.served.srv.StartupDur.Seconds())
+	if old := e.res.Seal; old != nil {
+		si := *old
+		si.RobotStartupS = round3(e.served.srv.StartupDur.Seconds())
+		e.res.Seal = &si
 	}
 	e.mu.Unlock()
 	return nil
@@ -168,11 +170,15 @@ func (e *Episode) judgeReport(ctx context.Context, kernelReport *cellReport) *ce
 			r.SandboxFlags = append(r.SandboxFlags, "refused-by-robot-server:"+x)
 		}
 		e.mu.Lock()
-		if si := e.res.Seal; si != nil {
+		if old := e.res.Seal; old != nil {
+			// a fresh copy: saveResult marshals the previous one outside the lock
+			si := *old
 			si.RefusedTotal += len(extra.Refused)
+			si.Refused = append([]string{}, old.Refused...)
 			if room := maxRefusedKept - len(si.Refused); room > 0 {
 				si.Refused = append(si.Refused, extra.Refused[:min(room, len(extra.Refused))]...)
 			}
+			e.res.Seal = &si
 		}
 		e.mu.Unlock()
 	}

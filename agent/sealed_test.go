@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -381,5 +382,31 @@ func TestSealedLibero(t *testing.T) {
 	}
 	if fb := lastToolText(t, srv.Requests()[2]); !strings.Contains(fb, `<LiberoRobot False`) {
 		t.Errorf("the kernel's robo: %q", fb)
+	}
+}
+
+// TestUnsealedFallbackIsRecorded: without bubblewrap, auto still serves the robot (the judge stays out of
+// the kernel) but records sealed: false and why; on refuses to start.
+func TestUnsealedFallbackIsRecorded(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no bwrap on PATH (the kernel and server run by absolute paths)
+	srv := openaitest.New(call(py("print('MOVED', robo.move_to([0.5, 0.0, 0.3]).reached)")), call(finish("failure", "x")))
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = agent.SealAuto })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if res.Sealed || res.Seal == nil || res.Seal.Sealed || !strings.Contains(res.Seal.Reason, "bwrap") ||
+		res.Seal.Judge != "robot_server" || res.EnvSteps == 0 {
+		t.Fatalf("auto without bwrap: sealed=%v seal=%+v steps=%d", res.Sealed, res.Seal, res.EnvSteps)
+	}
+	on := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = agent.SealOn })
+	if _, err := agent.StartEpisode(t.Context(), on); !errors.Is(err, agent.ErrNotSealed) {
+		t.Fatalf("sealed on without bwrap: %v", err)
+	}
+	var r struct {
+		Status string `json:"status"`
+		Sealed *bool  `json:"sealed"`
+	}
+	b, _ := os.ReadFile(filepath.Join(on.Out, "result.json"))
+	if json.Unmarshal(b, &r); r.Status != agent.StatusBootError || r.Sealed == nil || *r.Sealed {
+		t.Errorf("result.json of the refused start: %s", b)
 	}
 }
