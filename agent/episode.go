@@ -36,6 +36,7 @@ type EpisodeConfig struct {
 	VLAEndpoint        string        // VLA server for the learned primitives (make(vla_endpoint=...))
 	EnvEndpoint        string        // running env server of a remote robot (make(env_url=...))
 	SAM3Endpoint       string        // SAM 3 server for LIBERO's segment (make(sam3_endpoint=...))
+	LiberoType         string        // LIBERO's standard | pro (make(libero_type=...)); "" : what the suite needs
 	Out                string        // run folder
 	Model, Runtime     string        // recorded in result.json
 	ReasoningEffort    string
@@ -411,7 +412,7 @@ func setupCode(c EpisodeConfig, workspace string) string {
 	return robotapi.SetupCode(robotapi.SetupOptions{
 		Robot: c.Robot, Task: c.Task, Seed: c.Seed, Workspace: workspace, Images: c.Images,
 		Primitives: c.Primitives, Suite: c.Suite, MaxEnvSteps: c.MaxEnvSteps,
-		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint, Sam3Endpoint: c.SAM3Endpoint,
+		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint, Sam3Endpoint: c.SAM3Endpoint, LiberoType: c.LiberoType,
 	}) + "\nimport math, time\nimport numpy as np\nlog = print"
 }
 

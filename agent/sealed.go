@@ -75,6 +75,9 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 	if c.SAM3Endpoint != "" {
 		extra["sam3_endpoint"] = c.SAM3Endpoint // segment runs where the robot does
 	}
+	if c.LiberoType != "" {
+		extra["libero_type"] = c.LiberoType
+	}
 	srvEnv := map[string]string{}
 	if c.CUDADevice != "" {
 		srvEnv["CUDA_VISIBLE_DEVICES"] = c.CUDADevice

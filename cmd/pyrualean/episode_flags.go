@@ -59,7 +59,7 @@ func (f *episodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.primitives, "primitives", envOr("PYRUALEAN_PRIMITIVES", agent.PrimitivesFull), "full or no-vla (default $PYRUALEAN_PRIMITIVES, else full)")
 	fs.StringVar(&f.vlaEndpoint, "vla-endpoint", "", "VLA server for the learned primitives ([ws|http|socket]://host:port; default $PYRUALEAN_VLA_ENDPOINT)")
 	fs.StringVar(&f.sealed, "sealed", agent.SealAuto, "auto (robot server + OS sandbox where available, else said loudly and recorded sealed: false), on (refuse to start unsealed) or off (the robot in the kernel, as before)")
-	fs.StringVar(&f.liberoType, "libero-type", "", "LIBERO variant, as the seed: pro (LIBERO-PRO, whose suites this build runs)")
+	fs.StringVar(&f.liberoType, "libero-type", "", "LIBERO variant, as the seed: standard or pro (LIBERO-PRO's perturbed suites); default: what --suite needs")
 	fs.StringVar(&f.sam3Endpoint, "sam3-endpoint", "", "SAM 3 server for LIBERO's segment (http://host:port; make(sam3_endpoint=...))")
 	fs.StringVar(&f.envEndpoint, "env-endpoint", "", "running RPent env server for robotwin/robocasa (http://host:port or socket://host:port; default $PYRUALEAN_ENV_SERVER)")
 }
@@ -85,8 +85,6 @@ func (f *episodeFlags) validate() error {
 		}
 	}
 	switch {
-	case f.liberoType != "" && f.liberoType != "pro":
-		return fmt.Errorf("--libero-type %q: this build runs LIBERO-PRO's suites only (--libero-type pro, or leave it out)", f.liberoType)
 	case (f.liberoType != "" || f.sam3Endpoint != "") && f.robot != "libero":
 		return fmt.Errorf("--libero-type and --sam3-endpoint are LIBERO's: add --robot libero or a LIBERO --suite (robot is %s)", f.robot)
 	case f.sam3Endpoint != "" && !strings.HasPrefix(f.sam3Endpoint, "http://") && !strings.HasPrefix(f.sam3Endpoint, "https://"):
@@ -130,7 +128,7 @@ func (f *episodeFlags) config(now time.Time) agent.EpisodeConfig {
 		seed = robotapi.DefaultSeed(f.robot)
 	}
 	return agent.EpisodeConfig{
-		Robot: f.robot, Suite: f.suite, Task: f.task, SAM3Endpoint: f.sam3Endpoint, Seed: seed, Arm: f.arm, Images: f.images,
+		Robot: f.robot, Suite: f.suite, Task: f.task, SAM3Endpoint: f.sam3Endpoint, LiberoType: f.liberoType, Seed: seed, Arm: f.arm, Images: f.images,
 		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
 		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
 		MaxEnvSteps: f.maxEnvSteps, Out: out, VLAEndpoint: f.vlaEndpoint, EnvEndpoint: f.envEndpoint,

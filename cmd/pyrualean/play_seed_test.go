@@ -32,8 +32,8 @@ func TestPlaySeedFlags(t *testing.T) {
 	if e.Robot != "libero" || e.Suite != "libero_spatial_swap" || e.Task != "7" || e.Seed != 2 || e.SAM3Endpoint != "http://127.0.0.1:9" || s.runtime != "openai" {
 		t.Fatalf("episode %+v runtime %s", e, s.runtime)
 	}
-	code := robotapi.SetupCode(robotapi.SetupOptions{Robot: e.Robot, Suite: e.Suite, Task: e.Task, Sam3Endpoint: e.SAM3Endpoint})
-	if !strings.Contains(code, `sam3_endpoint="http://127.0.0.1:9"`) || !strings.Contains(code, `make("libero"`) {
+	code := robotapi.SetupCode(robotapi.SetupOptions{Robot: e.Robot, Suite: e.Suite, Task: e.Task, Sam3Endpoint: e.SAM3Endpoint, LiberoType: e.LiberoType})
+	if !strings.Contains(code, `sam3_endpoint="http://127.0.0.1:9"`) || !strings.Contains(code, `libero_type="pro"`) || !strings.Contains(code, `make("libero"`) {
 		t.Errorf("setup cell %s", code)
 	}
 	slash, err := parsePlay([]string{"--task", "libero_spatial_swap/7", "--seed", "2", "--runtime", "openai"}, io.Discard, time.Now())
@@ -49,7 +49,7 @@ func TestPlaySeedFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--suite", "no_such_suite", "--runtime", "openai"}, "--robot"},
-		{[]string{"--robot", "libero", "--libero-type", "plus", "--runtime", "openai"}, "--libero-type pro"},
+		{[]string{"--libero-type", "pro", "--runtime", "openai"}, "add --robot libero"},
 		{[]string{"--sam3-endpoint", "http://127.0.0.1:9", "--runtime", "openai"}, "add --robot libero"},
 		{[]string{"--suite", "libero_goal", "--task", "libero_spatial_swap/7", "--runtime", "openai"}, "drop one"},
 		{[]string{"--runtime", "replay"}, "--from"},
@@ -127,5 +127,21 @@ func TestPlaySeedCommandRuns(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(out, "trace.ipynb")); err != nil || !strings.Contains(string(b), `make(\"libero\"`) {
 			t.Errorf("trace setup cell: %v", err)
 		}
+	}
+}
+
+// TestPlayLiberoTypeRefused: --libero-type reaches make(); the LIBERO robot (the one home of what each
+// type runs) refuses standard for a LIBERO-PRO suite, and the boot_error names the fix (exit 2, as the seed).
+func TestPlayLiberoTypeRefused(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	var stdout, stderr bytes.Buffer
+	code := cmdPlay(context.Background(), []string{"--suite", "libero_spatial_swap", "--task", "7", "--libero-type", "standard",
+		"--runtime", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", out}, &stdout, &stderr)
+	res, err := readResult(out)
+	if err != nil {
+		t.Fatalf("exit %d, no result.json (%v): %s", code, err, stderr.String())
+	}
+	if code != exitEpisodeError || res.Status != agent.StatusBootError || res.Error == nil || !strings.Contains(res.Error.Message, "--libero-type pro") {
+		t.Errorf("exit %d status %s error %+v", code, res.Status, res.Error)
 	}
 }

@@ -254,7 +254,7 @@ def test_vla_call_from_a_sandboxed_kernel_cell(tmp_path):
         assert out == [], out
         out, images = run("r = robo.pi0_doubled('push the plate', max_chunks=2)\n(r.chunks_used, r.steps_used)", True)
         assert out == [("execute_result", "(2, 10)")], out
-        assert images == ["agentview", "wrist"]
+        assert images == ["agentview_high.png", "wrist_high.png"]  # the seed's on-motion images (issue 14 #12)
         assert len(fake.requests) == 2 and fake.requests[0][0]["task_descriptions"] == ["push the plate"]
     finally:
         kc.stop_channels()

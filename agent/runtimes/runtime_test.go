@@ -1,0 +1,70 @@
+package runtimes
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pyrualean/pyrualean/agent"
+)
+
+func TestTable(t *testing.T) {
+	for _, name := range []string{"openai", "local", "codex", "claude", "replay", "scripted"} {
+		if _, err := Lookup(name); err != nil {
+			t.Errorf("Lookup(%q): %v", name, err)
+		}
+	}
+	if e, _ := Lookup("scripted"); e.Name != "replay" {
+		t.Errorf("scripted is %q, want the replay entry", e.Name)
+	}
+	if _, err := Lookup("codexx"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "openai, local, codex, claude, replay") {
+		t.Errorf("unknown runtime: %v", err)
+	}
+	script := filepath.Join(t.TempDir(), "cells.py")
+	os.WriteFile(script, []byte("# %%\nprint(1)\n"), 0o644)
+	temp := 3.0
+	cases := []struct {
+		name  string
+		s     Settings
+		want  string // "" : accepted, with this model
+		model string
+	}{
+		{"openai", Settings{Model: "m"}, "", "m"},
+		{"openai", Settings{BaseURL: "ftp://x"}, "--base-url", ""},
+		{"openai", Settings{OpenAI: OpenAIOptions{ToolChoice: "maybe"}}, "--openai-tool-choice", ""},
+		{"openai", Settings{OpenAI: OpenAIOptions{Temperature: &temp}}, "--openai-temperature", ""},
+		{"openai", Settings{OpenAI: OpenAIOptions{MaxImages: -1}}, "--openai-max-images", ""},
+		{"local", Settings{Model: "gpt-4o"}, "pyrualean models", ""},
+		{"replay", Settings{}, "--from", ""},
+		{"replay", Settings{From: script, Arm: agent.ArmCells}, "", "replay"},
+		{"replay", Settings{From: script, Arm: agent.ArmTools}, "--arm cells", ""},
+		{"claude", Settings{}, "", "claude"},
+		{"codex", Settings{Model: "gpt-x"}, "", "gpt-x"},
+	}
+	for _, c := range cases {
+		rt, err := New(c.name, c.s)
+		switch {
+		case c.want == "" && (err != nil || rt.Model() != c.model):
+			t.Errorf("%s %+v: %v, model %v; want model %q", c.name, c.s, err, rt, c.model)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s %+v: %v; want an error naming %q", c.name, c.s, err, c.want)
+		}
+	}
+}
+
+func TestDefault(t *testing.T) {
+	t.Setenv("PYRUALEAN_RUNTIME", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	if d := Default(""); d != "local" {
+		t.Errorf("nothing set: %s", d)
+	}
+	if d := Default("http://127.0.0.1:1/v1"); d != "openai" {
+		t.Errorf("base URL: %s", d)
+	}
+	t.Setenv("PYRUALEAN_RUNTIME", "codex")
+	if d := Default("http://127.0.0.1:1/v1"); d != "codex" {
+		t.Errorf("$PYRUALEAN_RUNTIME: %s", d)
+	}
+}
