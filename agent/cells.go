@@ -193,7 +193,13 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	e.humans = nil
 	e.mu.Unlock()
 
-	if err := os.WriteFile(filepath.Join(e.workspace, fmt.Sprintf("cell_%03d.py", i)), []byte(code), 0o644); err != nil {
+	file, src := fmt.Sprintf("cell_%03d.py", i), code
+	if tool == ToolRunProgram {
+		file = fmt.Sprintf("program_%02d.py", i)
+		args, _ := extraMeta["args"].(map[string]any)
+		src, _ = args["code"].(string)
+	}
+	if err := os.WriteFile(filepath.Join(e.workspace, file), []byte(src), 0o644); err != nil {
 		e.log.Warn("cannot save cell source", "err", err)
 	}
 	var partial []notebooks.Output
@@ -202,7 +208,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 			"sandbox": true, "author": author, "turn": i, "tool": tool,
 		}},
 		UserExpressions: map[string]string{"pyrualean": reportExpr},
-		Timeout:         e.cfg.CellTimeout,
+		Timeout:         e.cellTimeout(tool),
 		OnOutput:        func(o notebooks.Output) { partial = append(partial, o) },
 	}
 	start := time.Now()
@@ -251,11 +257,14 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	}
 	report = e.judgeReport(ctx, report) // sealed: the robot server's numbers, not the kernel's
 	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: elapsed, Report: report,
-		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: e.cfg.CellTimeout.Seconds()}
+		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: e.cellTimeout(tool).Seconds()}
 	var result ToolResult
-	if author == notebooks.AuthorTool {
+	switch {
+	case author == notebooks.AuthorTool:
 		result = buildToolFeedback(run, tool, e.cfg.Images, humans)
-	} else {
+	case tool == ToolRunProgram:
+		result = buildProgramFeedback(run, e.cfg.Feedback, e.cfg.Images, e.cfg.MaxPrograms, humans)
+	default:
 		result, _ = buildCellFeedback(run, e.cfg.Feedback, e.cfg.Images, humans)
 	}
 	meta["status"] = res.Status

@@ -24,10 +24,12 @@ import (
 type EpisodeConfig struct {
 	Robot, Suite, Task string
 	Seed               int
-	Arm                string // cells | tools
-	Images             string // on-motion | on-demand | none
-	Feedback           string // pure | rich
-	Primitives         string // full | no-vla
+	Arm                string        // cells | tools | program
+	MaxPrograms        int           // program arm: run_program calls allowed; 0: unlimited
+	ProgramTimeout     time.Duration // program arm: the watchdog of one program (default CellTimeout)
+	Images             string        // on-motion | on-demand | none
+	Feedback           string        // pure | rich
+	Primitives         string        // full | no-vla
 	Guides             bool
 	MaxTurns           int           // python/primitive calls; 0: unlimited
 	Budget             time.Duration // wall clock for the policy; 0: none
@@ -95,8 +97,10 @@ func (c *EpisodeConfig) defaults() error {
 	switch {
 	case c.Out == "":
 		return errors.New("episode: no run folder (Out)")
-	case c.Arm != ArmCells && c.Arm != ArmTools:
-		return fmt.Errorf("episode: arm %q (want cells or tools)", c.Arm)
+	case c.Arm != ArmCells && c.Arm != ArmTools && c.Arm != ArmProgram:
+		return fmt.Errorf("episode: arm %q (want cells, tools or program)", c.Arm)
+	case c.MaxPrograms < 0:
+		return fmt.Errorf("episode: max programs %d (want >= 0)", c.MaxPrograms)
 	case c.Images != ImagesOnMotion && c.Images != ImagesOnDemand && c.Images != ImagesNone:
 		return fmt.Errorf("episode: images %q (want on-motion, on-demand or none)", c.Images)
 	case c.Feedback != FeedbackPure && c.Feedback != FeedbackRich:
@@ -514,7 +518,7 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 	}
 	budgetS := c.Budget.Seconds()
 	text := BuildPrompt(PromptParts{
-		Arm: c.Arm, Images: c.Images, Feedback: c.Feedback, MaxTurns: c.MaxTurns, BudgetS: budgetS,
+		Arm: c.Arm, Images: c.Images, Feedback: c.Feedback, MaxTurns: c.MaxTurns, MaxPrograms: c.MaxPrograms, BudgetS: budgetS,
 		MaxEnvSteps: e.card.MaxEnvSteps, APIReference: apiText, Knowledge: e.card.Knowledge,
 		TaskCard: RenderCard(e.card), GuideFiles: guides, Cameras: e.card.Cameras, MotionCameras: e.card.MotionCameras,
 	})
@@ -522,9 +526,12 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 	if err := writeFileAtomic(filepath.Join(c.Out, "prompt.txt"), []byte(text)); err != nil {
 		return err
 	}
-	if c.Arm == ArmTools {
+	switch c.Arm {
+	case ArmTools:
 		e.tk = &toolsToolkit{e: e}
-	} else {
+	case ArmProgram:
+		e.tk = &programToolkit{e: e}
+	default:
 		e.tk = &cellsToolkit{e: e}
 	}
 	e.mu.Lock()

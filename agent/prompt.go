@@ -27,6 +27,7 @@ func (p Prompt) Info() PromptInfo {
 type PromptParts struct {
 	Arm, Images, Feedback string
 	MaxTurns              int     // 0: no call budget (the wall clock is the budget)
+	MaxPrograms           int     // program arm: run_program calls allowed (0: no limit)
 	BudgetS               float64 // wall clock budget; with MaxTurns > 0 only a safety ceiling the prompt does not state
 	MaxEnvSteps           int
 	APIReference          string // `pyrualean api --format text` (cells) or the tools' descriptions
@@ -47,8 +48,11 @@ type PromptParts struct {
 func BuildPrompt(p PromptParts) string {
 	var parts []string
 	contract := cellsContract(p)
-	if p.Arm == ArmTools {
+	switch p.Arm {
+	case ArmTools:
 		contract = toolsContract(p)
+	case ArmProgram:
+		contract = programContract(p)
 	}
 	if len(p.GuideFiles) > 0 {
 		contract += "\n\n" + guidesNote(p.GuideFiles)
@@ -153,8 +157,10 @@ func endingNote(p PromptParts) string {
 	}
 	if p.callsMode() {
 		s := "- The number of robot tool calls in an episode is limited (each call counts)"
-		if p.Arm != ArmTools {
+		if p.Arm == ArmCells || p.Arm == "" {
 			s = "- The number of `python` calls in an episode is limited (each call counts, also one that only looks, prints or displays)"
+		} else if p.Arm == ArmProgram {
+			s = "- The number of `run_program` calls in an episode is limited (each call counts)"
 		}
 		if steps != "" {
 			s += "; the episode also ends after " + steps + ". Hitting either limit"

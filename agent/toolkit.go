@@ -63,6 +63,8 @@ type Image struct {
 const (
 	ArmCells = "cells"
 	ArmTools = "tools"
+	// ArmProgram: run_program (whole programs defining run(robo)) + finish; see arm_program.go.
+	ArmProgram = "program"
 
 	ImagesOnMotion = "on-motion"
 	ImagesOnDemand = "on-demand"

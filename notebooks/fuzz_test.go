@@ -13,6 +13,8 @@ import (
 // second round trip leaves byte-identical (the canonical form is a fixed point).
 func FuzzReadWrite(f *testing.F) {
 	seeds, _ := filepath.Glob(filepath.Join("testdata", "*.ipynb"))
+	v3, _ := filepath.Glob(filepath.Join("testdata", "v3", "*.ipynb"))
+	seeds = append(seeds, v3...)
 	for _, p := range seeds {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)

@@ -16,10 +16,12 @@ import (
 	"strings"
 )
 
-// ErrFormat reports a document that is not an nbformat 4 notebook we can hold without loss.
-var ErrFormat = errors.New("notebooks: not an nbformat 4 notebook")
+// ErrFormat reports a document that is not a valid nbformat 4 notebook (after upgrading an nbformat 3
+// one) that we can hold without loss.
+var ErrFormat = errors.New("notebooks: not a valid nbformat 4 notebook")
 
-// Read parses an .ipynb document. Multi-line values written as lists of strings are joined (as
+// Read parses an .ipynb document. An nbformat 3 document is upgraded to 4.5 as nbformat.read(...,
+// as_version=4) does; a v4 document missing a key nbformat's schema requires is refused. Multi-line values written as lists of strings are joined (as
 // nbformat's reader does), transient keys (orig_nbformat, signature, trusted) are dropped, and all other
 // metadata is kept as generic JSON with json.Number leaves so numbers round-trip exactly.
 func Read(r io.Reader) (*Notebook, error) {
@@ -41,10 +43,20 @@ func Read(r io.Reader) (*Notebook, error) {
 	if nb.Nbformat, err = intField(top, "nbformat", true); err != nil {
 		return nil, err
 	}
+	if nb.Nbformat == 3 {
+		// Jupyter opens nbformat 3 files by upgrading them; so do we.
+		if top, err = upgradeV3(top); err != nil {
+			return nil, fmt.Errorf("upgrading nbformat 3: %w", err)
+		}
+		nb.Nbformat = 4
+	}
 	if nb.Nbformat != 4 {
-		return nil, fmt.Errorf("%w: nbformat %d (only 4 is supported)", ErrFormat, nb.Nbformat)
+		return nil, fmt.Errorf("%w: nbformat %d (only 3, upgraded as Jupyter does, and 4 are read)", ErrFormat, nb.Nbformat)
 	}
 	if nb.NbformatMinor, err = intField(top, "nbformat_minor", true); err != nil {
+		return nil, err
+	}
+	if err := requireKeys(top, "notebook", "metadata"); err != nil {
 		return nil, err
 	}
 	if nb.Metadata, err = objectField(top, "metadata"); err != nil {
@@ -158,7 +170,35 @@ func readCell(v any) (Cell, error) {
 			return c, fmt.Errorf("%w: unknown key %q in a %s cell", ErrFormat, k, c.CellType)
 		}
 	}
+	required := []string{"metadata", "source"}
+	if c.CellType == CellCode {
+		required = append(required, "outputs", "execution_count")
+	}
+	if err := requireKeys(m, c.CellType+" cell", required...); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// requiredOutputKeys are the keys nbformat's v4 schema requires of each output type (beside
+// output_type).
+var requiredOutputKeys = map[string][]string{
+	OutputStream:        {"name", "text"},
+	OutputDisplayData:   {"data", "metadata"},
+	OutputExecuteResult: {"data", "metadata", "execution_count"},
+	OutputError:         {"ename", "evalue", "traceback"},
+}
+
+// requireKeys reports the first key nbformat's v4 schema requires that m lacks, in the validator's
+// words, so that a notebook Jupyter calls invalid is refused here too rather than read with
+// defaults (a code cell without outputs is not a cell that ran and printed nothing).
+func requireKeys(m map[string]any, what string, keys ...string) error {
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			return fmt.Errorf("%w: invalid %s: '%s' is a required property", ErrFormat, what, k)
+		}
+	}
+	return nil
 }
 
 func readOutput(v any) (Output, error) {
@@ -227,6 +267,9 @@ func readOutput(v any) (Output, error) {
 		if !allowed[k] {
 			return o, fmt.Errorf("%w: unknown key %q in a %s output", ErrFormat, k, o.OutputType)
 		}
+	}
+	if err := requireKeys(m, o.OutputType+" output", requiredOutputKeys[o.OutputType]...); err != nil {
+		return o, err
 	}
 	return o, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -171,7 +172,18 @@ func TestReadErrors(t *testing.T) {
 	}{
 		{"not json", `{"cells": [`, "unexpected EOF"},
 		{"list", `[]`, "top level is a list"},
-		{"nbformat 3", `{"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": []}`, "nbformat 3"},
+		{"nbformat 2", `{"nbformat": 2, "nbformat_minor": 0, "metadata": {}, "worksheets": []}`, "nbformat 2"},
+		{"v3 worksheets", `{"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": {}}`, "worksheets is an object"},
+		{"v3 cell type", `{"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [{"cell_type": "widget"}]}]}`, "worksheet 0 cell 0"},
+		// What nbformat's validator calls invalid is refused, in its words.
+		{"code without outputs", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"id": "a", "cell_type": "code", "metadata": {}, "source": "1", "execution_count": null}]}`, `cell 0: notebooks: not a valid nbformat 4 notebook: invalid code cell: 'outputs' is a required property`},
+		{"code without count", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"id": "a", "cell_type": "code", "metadata": {}, "source": "1", "outputs": []}]}`, `'execution_count' is a required property`},
+		{"markdown without source", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"id": "a", "cell_type": "markdown", "metadata": {}}]}`, `invalid markdown cell: 'source' is a required property`},
+		{"cell without metadata", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"id": "a", "cell_type": "raw", "source": ""}]}`, `invalid raw cell: 'metadata' is a required property`},
+		{"no metadata", `{"nbformat": 4, "nbformat_minor": 5, "cells": []}`, `invalid notebook: 'metadata' is a required property`},
+		{"result without count", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"id": "a", "cell_type": "code", "metadata": {}, "source": "", "execution_count": 1, "outputs": [{"output_type": "execute_result", "data": {}, "metadata": {}}]}]}`, `output 0: notebooks: not a valid nbformat 4 notebook: invalid execute_result output: 'execution_count' is a required property`},
+		{"stream without name", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"id": "a", "cell_type": "code", "metadata": {}, "source": "", "execution_count": 1, "outputs": [{"output_type": "stream", "text": ""}]}]}`, `missing "name"`},
+		{"error without traceback", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"id": "a", "cell_type": "code", "metadata": {}, "source": "", "execution_count": 1, "outputs": [{"output_type": "error", "ename": "E", "evalue": ""}]}]}`, `'traceback' is a required property`},
 		{"missing minor", `{"nbformat": 4, "metadata": {}, "cells": []}`, `missing "nbformat_minor"`},
 		{"cells not list", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": {}}`, "cells is an object"},
 		{"bad cell type", `{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "heading", "metadata": {}, "source": ""}]}`, `unknown cell_type "heading"`},
@@ -295,4 +307,52 @@ func TestUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	nbtest.Validate(t, path)
+}
+
+// TestUpgradeV3LikeNbformat: an nbformat 3 notebook reads as the 4.5 notebook nbformat.read(...,
+// as_version=4) makes of it (byte for byte once written, cell ids aside: both draw them at random),
+// and what we write passes nbformat's validator.
+func TestUpgradeV3LikeNbformat(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "v3", "*.ipynb"))
+	if len(paths) < 3 {
+		t.Fatalf("want at least 3 nbformat 3 fixtures, found %v", paths)
+	}
+	want := t.TempDir()
+	cmd := exec.Command(nbtest.Python(t), append([]string{filepath.Join("testdata", "make_corpus.py"), "--upgrade", want}, paths...)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nbformat upgrade: %v\n%s", err, b)
+	}
+	ids := regexp.MustCompile(`"id": "[^"]*"`)
+	got := t.TempDir()
+	for _, p := range paths {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			nb, err := notebooks.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nb.Nbformat != 4 || nb.NbformatMinor != 5 {
+				t.Fatalf("read as nbformat %d.%d, want 4.5", nb.Nbformat, nb.NbformatMinor)
+			}
+			if err := nb.Check(); err != nil {
+				t.Fatal(err)
+			}
+			ours, err := nb.Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs, err := os.ReadFile(filepath.Join(want, filepath.Base(p)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, w := ids.ReplaceAll(ours, []byte(`"id": "ID"`)), ids.ReplaceAll(theirs, []byte(`"id": "ID"`))
+			if !bytes.Equal(o, w) {
+				t.Errorf("differs from nbformat's upgrade:\n%s", firstDiff(o, w))
+			}
+			out := filepath.Join(got, filepath.Base(p))
+			if err := notebooks.WriteFileAtomic(out, nb); err != nil {
+				t.Fatal(err)
+			}
+			nbtest.Validate(t, out)
+		})
+	}
 }

@@ -33,8 +33,11 @@ func LoadActions(path, arm string) ([]Action, error) {
 		}
 		return actionsFromNotebook(nb, arm)
 	}
-	if arm == agent.ArmTools {
+	switch arm {
+	case agent.ArmTools:
 		return nil, fmt.Errorf("%s: a script of cells replays only in the cells arm (--arm cells)", path)
+	case agent.ArmProgram:
+		return nil, fmt.Errorf("%s: a script of cells replays only in the cells arm (for one program: pyrualean run --policy %s)", path, path)
 	}
 	var acts []Action
 	for _, cell := range robotapi.SplitPercentCells(string(b)) {
@@ -68,7 +71,8 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 			acts = append(acts, Action{Tool: "finish", Args: args})
 		case c.CellType != notebooks.CellCode:
 		case author == notebooks.AuthorSetup || author == notebooks.AuthorHuman:
-		case author == notebooks.AuthorTool && arm == agent.ArmTools && meta["args"] != nil:
+		case tool == agent.ToolRunProgram && arm == agent.ArmProgram && meta["args"] != nil,
+			author == notebooks.AuthorTool && arm == agent.ArmTools && meta["args"] != nil:
 			args, _ := json.Marshal(meta["args"])
 			acts = append(acts, Action{Tool: tool, Args: args})
 		default:
@@ -81,10 +85,10 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 	if len(acts) == 0 {
 		return nil, fmt.Errorf("no agent cells to replay")
 	}
-	if arm == agent.ArmTools {
+	if arm == agent.ArmTools || arm == agent.ArmProgram {
 		for _, a := range acts {
 			if a.Tool == "python" {
-				return nil, fmt.Errorf("the trace holds python cells, which the tools arm cannot replay (use --arm cells)")
+				return nil, fmt.Errorf("the trace holds python cells, which the %s arm cannot replay (use --arm cells)", arm)
 			}
 		}
 	}

@@ -27,7 +27,9 @@ func TestPlayBadFlags(t *testing.T) {
 	cases := [][]string{
 		{"--model", "no-such-local-model"},
 		{"--runtime", "local", "--model", "gpt-4o"},
-		{"--arm", "program"},
+		{"--arm", "programs"},
+		{"--max-programs", "1"}, // needs --arm program
+		{"--arm", "program", "--max-programs", "-1"},
 		{"--runtime", "codexx"},
 		{"--images", "always"},
 		{"--feedback", "verbose"},

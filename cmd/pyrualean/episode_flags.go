@@ -22,8 +22,8 @@ type episodeFlags struct {
 	robot, arm, suite, task, out, images, feedback, primitives, vlaEndpoint, envEndpoint string
 	sealed                                                                               string
 	liberoType, sam3Endpoint                                                             string
-	seed, maxTurns, maxEnvSteps                                                          int
-	budgetS, cellTimeoutS                                                                float64
+	seed, maxTurns, maxEnvSteps, maxPrograms                                             int
+	budgetS, cellTimeoutS, programTimeoutS                                               float64
 	guides, seedSet                                                                      bool
 }
 
@@ -37,7 +37,9 @@ func (f *episodeFlags) register(fs *flag.FlagSet) {
 		outHelp = "run folder (default runs/<time>-mcp-<robot>-<task>-<arm>)"
 	}
 	fs.StringVar(&f.robot, "robot", "", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb; default: the robot owning --suite, else tabletop)")
-	fs.StringVar(&f.arm, "arm", agent.ArmCells, "cells (python + finish) or tools (one tool per primitive + finish)")
+	fs.StringVar(&f.arm, "arm", agent.ArmCells, "cells (python + finish), tools (one tool per primitive + finish) or program (run_program + finish)")
+	fs.IntVar(&f.maxPrograms, "max-programs", 0, "program arm: run_program calls allowed (0: no limit; 1: the single-program setup)")
+	fs.Float64Var(&f.programTimeoutS, "program-timeout-s", 0, "program arm: watchdog of one program in seconds (default --cell-timeout-s)")
 	fs.StringVar(&f.suite, "suite", "", "benchmark suite (see pyrualean suites); it implies its robot")
 	fs.StringVar(&f.task, "task", "", "task name or index, or SUITE/INDEX (default: the robot's first task)")
 	fs.Func("seed", "episode seed (default: the robot's own; 0, robotwin 100000, robocasa 1)", func(v string) error {
@@ -74,7 +76,7 @@ func (f *episodeFlags) validate() error {
 		return fmt.Errorf("$PYRUALEAN_PRIMITIVES %q: want full or no-vla (or unset it)", f.primitives)
 	}
 	for _, err := range []error{
-		oneOf("arm", f.arm, agent.ArmCells, agent.ArmTools),
+		oneOf("arm", f.arm, agent.ArmCells, agent.ArmTools, agent.ArmProgram),
 		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
 		oneOf("feedback", f.feedback, agent.FeedbackPure, agent.FeedbackRich),
 		oneOf("primitives", f.primitives, agent.PrimitivesFull, agent.PrimitivesNoVLA),
@@ -97,6 +99,12 @@ func (f *episodeFlags) validate() error {
 		return fmt.Errorf("--budget-s %g: must be >= 0", f.budgetS)
 	case f.cellTimeoutS <= 0:
 		return fmt.Errorf("--cell-timeout-s %g: must be > 0", f.cellTimeoutS)
+	case f.maxPrograms < 0:
+		return fmt.Errorf("--max-programs %d: must be >= 0", f.maxPrograms)
+	case f.programTimeoutS < 0:
+		return fmt.Errorf("--program-timeout-s %g: must be >= 0", f.programTimeoutS)
+	case (f.maxPrograms > 0 || f.programTimeoutS > 0) && f.arm != agent.ArmProgram:
+		return fmt.Errorf("--max-programs and --program-timeout-s need --arm program (the arm is %s)", f.arm)
 	case f.maxEnvSteps <= 0:
 		return fmt.Errorf("--max-episode-steps %d: must be > 0", f.maxEnvSteps)
 	case f.envEndpoint != "" && f.robot != "robotwin" && f.robot != "robocasa" && f.robot != "robodojo_xpl_rgb":
@@ -132,7 +140,8 @@ func (f *episodeFlags) config(now time.Time) agent.EpisodeConfig {
 		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
 		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
 		MaxEnvSteps: f.maxEnvSteps, Out: out, VLAEndpoint: f.vlaEndpoint, EnvEndpoint: f.envEndpoint,
-		Sealed: f.sealed,
+		Sealed:      f.sealed,
+		MaxPrograms: f.maxPrograms, ProgramTimeout: time.Duration(f.programTimeoutS * float64(time.Second)),
 	}
 }
 

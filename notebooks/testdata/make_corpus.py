@@ -139,9 +139,19 @@ def canon(out_dir: str, paths: list[str]) -> None:
         nbformat.write(nb, os.path.join(out_dir, os.path.basename(p)))
 
 
+def upgrade(out_dir: str, paths: list[str]) -> None:
+    """Write each notebook as Jupyter opens it: read converting to v4 (nbformat 3 upgraded)."""
+    for p in paths:
+        nb = nbformat.read(p, as_version=4)
+        nbformat.write(nb, os.path.join(out_dir, os.path.basename(p)))
+
+
 def main() -> None:
     if sys.argv[1] == "--canon":
         canon(sys.argv[2], sys.argv[3:])
+        return
+    if sys.argv[1] == "--upgrade":
+        upgrade(sys.argv[2], sys.argv[3:])
         return
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)

@@ -1,0 +1,54 @@
+package runtimes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/pyrualean/pyrualean/agent"
+)
+
+// generateNote turns the program arm's prompt into a single-shot request (seed `pyrualean generate`).
+const generateNote = "\n# How to answer\n\nThis is a single-shot request: you cannot call tools or see any result. Reply with the " +
+	"complete program, defining `run(robo)`, in one fenced ```python block; it will be run exactly once, as " +
+	"`run_program` would run it.\n"
+
+// ErrNoProgram is returned when the model's reply holds no python code block.
+var ErrNoProgram = errors.New("the reply holds no fenced python code block")
+
+// GenerateProgram asks the model once for a program (the episode's prompt plus generateNote), records
+// the LLM call like any turn, and returns the largest fenced python block of the reply, also written
+// to <run folder>/policy.py.
+func GenerateProgram(ctx context.Context, ep *agent.Episode, cfg OpenAIConfig) (string, error) {
+	cfg.defaults()
+	lc := newLLMClient(cfg)
+	p := ep.Prompt()
+	p.Text += generateNote
+	if cfg.TextOnly {
+		p.Images = nil
+	}
+	ep.SetPlannerAttempts(1)
+	msg, rec, err := lc.complete(ctx, []openai.ChatCompletionMessage{firstUserMessage(p)}, nil)
+	rec.Turn = 1
+	if err != nil {
+		rec.Usage.Calls = 1
+		rec.Error = err.Error()
+		_ = ep.RecordTurn(rec)
+		return "", fmt.Errorf("%w: %w", agent.ErrPlanner, err)
+	}
+	if err := ep.RecordTurn(rec); err != nil {
+		return "", err
+	}
+	code := agent.LargestPythonBlock(msg.Content)
+	if code == "" {
+		return "", ErrNoProgram
+	}
+	if err := os.WriteFile(filepath.Join(ep.Dir(), "policy.py"), []byte(code), 0o644); err != nil {
+		return "", err
+	}
+	return code, nil
+}
