@@ -108,6 +108,66 @@ def decode(obj: Any) -> Any:
     return obj
 
 
+# The unix transport's binary reply (asked for with Accept: BUFFERS_TYPE): a 4-byte big-endian JSON length,
+# the JSON envelope with each array as {"__buffer__": i, "dtype", "shape"}, then the arrays' raw bytes in
+# order. A served robot's images then cost a copy, not base64 and a 260 KB JSON string each way.
+BUFFERS_TYPE = "application/x-pyrualean-buffers"
+
+
+def encode_buffers(obj: Any) -> bytes:
+    """The binary reply body for ``obj`` (see BUFFERS_TYPE)."""
+    bufs: list[bytes] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, np.ndarray):
+            a = np.ascontiguousarray(v)
+            if a.dtype.hasobject:
+                raise ValueError("object arrays cannot cross the env RPC")
+            bufs.append(a.tobytes())
+            return {"__buffer__": len(bufs) - 1, "dtype": str(a.dtype), "shape": list(a.shape)}
+        if isinstance(v, (np.floating, np.integer, np.bool_)):
+            return v.item()
+        if isinstance(v, dict):
+            return {str(k): walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    head = json.dumps({"envelope": walk(obj), "sizes": [len(b) for b in bufs]}).encode()
+    return b"".join([_FRAME.pack(len(head)), head, *bufs])
+
+
+def decode_buffers(body: bytes) -> Any:
+    """Inverse of :func:`encode_buffers`; malformed input raises ValueError."""
+    try:
+        (n,) = _FRAME.unpack_from(body, 0)
+        head = json.loads(body[4:4 + n])
+        offsets, pos = [], 4 + n
+        for size in head["sizes"]:
+            offsets.append((pos, pos + int(size)))
+            pos += int(size)
+        if pos != len(body):
+            raise ValueError(f"{len(body)} bytes, the header says {pos}")
+    except (struct.error, KeyError, TypeError) as e:
+        raise ValueError(f"malformed binary reply: {e}") from e
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            if set(v) == {"__buffer__", "dtype", "shape"}:
+                dt = np.dtype(v["dtype"])
+                if dt.hasobject:
+                    raise ValueError("object arrays are not accepted")
+                lo, hi = offsets[int(v["__buffer__"])]
+                return np.frombuffer(body, dtype=dt, count=(hi - lo) // max(dt.itemsize, 1), offset=lo
+                                     ).reshape(v["shape"]).copy()
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(head["envelope"])
+
+
 _FRAME = struct.Struct(">I")
 MAX_FRAME = 1 << 30
 
@@ -206,9 +266,11 @@ class EnvServerClient:
                 self._conn = conn
             try:
                 conn.sock.settimeout(timeout)
-                conn.request("POST", "/call", body=body, headers={"Content-Type": "application/json"})
+                conn.request("POST", "/call", body=body,
+                             headers={"Content-Type": "application/json", "Accept": BUFFERS_TYPE})
                 resp = conn.getresponse()
                 raw = resp.read()
+                binary = resp.getheader("Content-Type") == BUFFERS_TYPE
                 if resp.will_close:
                     conn.close()
             except BaseException:
@@ -217,7 +279,7 @@ class EnvServerClient:
                 self._conn = None
                 raise
         try:
-            return decode(json.loads(raw))
+            return decode_buffers(raw) if binary else decode(json.loads(raw))
         except ValueError as e:
             raise self._fail(method, f"malformed reply ({len(raw)} bytes) from {self.url}: {e}") from e
 
@@ -592,6 +654,8 @@ class RpcServer:
                         self.send_response(404)
                         self.end_headers()
                         return
+                    # only the unix transport answers in binary, and only when asked
+                    binary = transport == "unix" and self.headers.get("Accept") == BUFFERS_TYPE
                     try:
                         n = int(self.headers.get("Content-Length") or 0)
                         req = json.loads(self.rfile.read(n) or b"null")
@@ -599,11 +663,15 @@ class RpcServer:
                             raise ValueError('expected {"method": str, "args": [...], "kwargs": {...}}')
                         result = dispatch(req.get("method"), decode(req.get("args", [])),
                                           decode(req.get("kwargs", {})))
-                        data = json.dumps({"ok": True, "result": encode(result)}).encode()
+                        if binary:
+                            data = encode_buffers({"ok": True, "result": result})
+                        else:
+                            data = json.dumps({"ok": True, "result": encode(result)}).encode()
                     except Exception as e:  # the caller sees what went wrong; the server keeps serving
                         data = json.dumps(error_envelope(e)).encode()
+                        binary = False
                     self.send_response(200)  # RPent: always 200, failures inside the body
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", BUFFERS_TYPE if binary else "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     try:

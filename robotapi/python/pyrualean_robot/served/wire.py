@@ -25,14 +25,14 @@ def to_wire(v: Any) -> Any:
         return {"__dataclass__": type(v).__name__,
                 "fields": {f.name: to_wire(getattr(v, f.name)) for f in dataclasses.fields(v)}}
     if isinstance(v, bytes):
-        return {"__bytes__": encode(np.frombuffer(v, dtype=np.uint8))}
+        return {"__bytes__": np.frombuffer(v, dtype=np.uint8)}
     if isinstance(v, tuple):
         return {"__tuple__": [to_wire(x) for x in v]}
     if isinstance(v, list):
         return [to_wire(x) for x in v]
     if isinstance(v, dict):
         return {str(k): to_wire(x) for k, x in v.items()}
-    return encode(v)
+    return v  # arrays and numpy scalars: the transport encodes them (raw buffers on the unix socket)
 
 
 def to_json(v: Any) -> Any:
