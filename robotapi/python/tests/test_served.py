@@ -120,3 +120,17 @@ def test_unix_transport_keeps_one_connection(server):
     for _ in range(5):
         assert c.call("healthz") == {"status": "ok"}
     assert c._conn is first  # kept alive, not reconnected per call
+
+
+def test_binary_reply_round_trip_and_malformed():
+    from pyrualean_robot.robots.rpent import decode_buffers, encode_buffers
+
+    img = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    depth = np.linspace(0, 1, 6, dtype=np.float32).reshape(2, 3)
+    body = encode_buffers({"ok": True, "result": {"img": img, "d": [depth, np.int64(4)], "s": "x"}})
+    got = decode_buffers(body)["result"]
+    assert np.array_equal(got["img"], img) and np.array_equal(got["d"][0], depth) and got["d"][1] == 4
+    with pytest.raises(ValueError):
+        decode_buffers(body[:-1])  # truncated
+    with pytest.raises(ValueError):
+        decode_buffers(b"\x00\x00")
