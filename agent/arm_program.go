@@ -119,7 +119,7 @@ func (t *programToolkit) Call(ctx context.Context, name string, args json.RawMes
 	}
 	// The trace cell keeps the program as run_program's arguments (metadata.pyrualean.args), as a
 	// tools-arm cell keeps its primitive's, so the replay runtime can submit it again.
-	return e.runCell(ctx, programCell(src), ToolRunProgram, notebooks.AuthorAgent, map[string]any{"args": map[string]any{"code": src}})
+	return e.runCell(ctx, programCell(src), ToolRunProgram, notebooks.AuthorAgent, map[string]any{"code": src})
 }
 
 // cellTimeout is how long one call of tool may run before the kernel is interrupted: the program

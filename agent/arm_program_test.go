@@ -97,7 +97,7 @@ func TestProgramArm(t *testing.T) {
 	}
 	// 3: the task, solved inside run(robo); the episode ends under it.
 	res3, r3 := runProgram(t, ctx, tk, map[string]string{"code": solveProgram})
-	if r3["status"] != agent.ProgramFinished || !res3.Finished || r3["episode_finished"] == nil {
+	if r3["status"] != agent.ProgramFinished || !res3.EpisodeDone || r3["episode_finished"] == nil {
 		t.Fatalf("program 3: %v", r3)
 	}
 	if s := ep.Success(); s == nil || !*s {

@@ -8,6 +8,8 @@ import (
 	"image/png"
 	"sort"
 	"strings"
+
+	"github.com/pyrualean/pyrualean/pylit"
 )
 
 // Card is the episode card the robot reports (episode_card()): what the model is told about the task.
@@ -45,11 +47,11 @@ func parseCard(b []byte) (Card, error) {
 		switch t := v.(type) {
 		case []any:
 			for _, f := range t {
-				c.Facts = append(c.Facts, pyText(f))
+				c.Facts = append(c.Facts, pylit.Text(f))
 			}
 		case *jsonObject:
 			for i, k := range t.keys {
-				c.Facts = append(c.Facts, fmt.Sprintf("%s: %s", k, pyText(t.vals[i])))
+				c.Facts = append(c.Facts, fmt.Sprintf("%s: %s", k, pylit.Text(t.vals[i])))
 			}
 		}
 	}
@@ -116,34 +118,4 @@ func pngSize(b64 string) (w, h int, ok bool) {
 		return 0, 0, false
 	}
 	return cfg.Width, cfg.Height, true
-}
-
-// pyRepr quotes s the way Python's repr() quotes a str (the seed renders the instruction with !r).
-func pyRepr(s string) string {
-	q := "'"
-	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-		q = `"`
-	}
-	var b strings.Builder
-	b.WriteString(q)
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case string(r) == q:
-			b.WriteString(`\` + q)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteString(q)
-	return b.String()
 }

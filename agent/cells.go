@@ -6,13 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // Tool descriptions and schemas the model reads (seed arms.ArmToolkit.get_tools_spec, reworded).
@@ -27,10 +29,11 @@ const (
 
 var (
 	pythonSchema = json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","description":"Python source"}},"required":["code"]}`)
-	finishSchema = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string","enum":["success","failure","stuck"]},"summary":{"type":"string","description":"one or two sentences"}},"required":["status","summary"]}`)
+	// finishStatuses are the statuses finish accepts: its schema's enum, checked by callFinish.
+	finishStatuses = []string{"success", "failure", "stuck"}
+	finishSchema   = json.RawMessage(`{"type":"object","properties":{"status":{"type":"string","enum":` + jsonText(finishStatuses) +
+		`},"summary":{"type":"string","description":"one or two sentences"}},"required":["status","summary"]}`)
 )
-
-const reportExpr = "__import__('pyrualean_robot').cell_report()"
 
 // cellsToolkit is the cells arm: python(code) and finish.
 type cellsToolkit struct{ e *Episode }
@@ -100,7 +103,12 @@ func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessa
 	if err != nil {
 		return t.e.refuse(fmt.Sprintf("malformed arguments for %s: %v", name, err)), nil
 	}
-	return t.e.runCell(ctx, code, name, notebooks.AuthorTool, map[string]any{"args": a})
+	return t.e.runCell(ctx, code, name, notebooks.AuthorTool, a)
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // strictJSON decodes a JSON object, keeping numbers exact and rejecting trailing data.
@@ -122,42 +130,49 @@ func (e *Episode) refuse(msg string) ToolResult {
 	return ToolResult{Text: errorText(msg), IsError: true}
 }
 
-// callFinish records the model's finish: never refused, never counted.
+// callFinish records the model's finish; it is never counted. Malformed arguments go back to the
+// model as an error, as for python, and the episode goes on.
 func (e *Episode) callFinish(args json.RawMessage) (ToolResult, error) {
 	var a struct {
-		Status  string `json:"status"`
-		Summary string `json:"summary"`
+		Status  *string `json:"status"`
+		Summary *string `json:"summary"`
 	}
-	if err := strictJSON(args, &a); err != nil {
-		// Still a finish: the model wants to stop; keep what it sent.
-		a.Status, a.Summary = "unknown", strings.TrimSpace(string(args))
+	const want = `expected a JSON object {"status": "success" | "failure" | "stuck", "summary": "<one or two sentences>"}`
+	if err := strictJSON(args, &a); err != nil || a.Status == nil || a.Summary == nil {
+		msg := "malformed arguments for finish: " + want
+		if err != nil {
+			msg += "; " + err.Error()
+		}
+		return e.refuse(msg), nil
 	}
-	if a.Status == "" {
-		a.Status = "unknown"
+	if !slices.Contains(finishStatuses, *a.Status) {
+		return e.refuse(fmt.Sprintf("malformed arguments for finish: status %q is not one of %s; %s",
+			*a.Status, strings.Join(finishStatuses, ", "), want)), nil
 	}
+	status, summary := *a.Status, *a.Summary
 	e.mu.Lock()
 	terminated := e.res.EnvironmentSuccess != nil && *e.res.EnvironmentSuccess
 	if e.finish == nil {
-		e.finish = &FinishInfo{Status: a.Status, Summary: a.Summary, EnvironmentTerminated: terminated, AfterCallBudgetExhaust: e.budgetOut}
+		e.finish = &FinishInfo{Status: status, Summary: summary, EnvironmentTerminated: terminated, AfterCallBudgetExhaust: e.budgetOut}
 	}
 	e.finished = true
 	e.lastTool = "finish"
 	e.mu.Unlock()
-	_ = e.trace.AddMarkdown(fmt.Sprintf("**finish** — status `%s`\n\n%s", a.Status, a.Summary),
-		map[string]any{"author": notebooks.AuthorAgent, "tool": "finish", "status": a.Status})
+	_ = e.trace.AddMarkdown(fmt.Sprintf("**finish** — status `%s`\n\n%s", status, summary),
+		notebooks.CellMeta{Author: notebooks.AuthorAgent, Tool: "finish", Finish: &notebooks.FinishMeta{Status: status, Summary: summary}}.Map())
 	_ = e.saveResult()
 	text := encodeFeedback(struct {
 		OK                    bool   `json:"ok"`
 		Status                string `json:"status"`
 		Summary               string `json:"summary"`
 		EnvironmentTerminated bool   `json:"environment_terminated"`
-	}{true, a.Status, a.Summary, terminated})
+	}{true, status, summary, terminated})
 	return ToolResult{Text: text, Finished: true}, nil
 }
 
 // runCell executes one agent (or tool-arm) cell: budget, gate, kernel execution with the sandbox on,
 // trace, ledger, feedback.
-func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraMeta map[string]any) (ToolResult, error) {
+func (e *Episode) runCell(ctx context.Context, code, tool, author string, args map[string]any) (ToolResult, error) {
 	if err := e.gate.wait(ctx); err != nil {
 		return ToolResult{}, err
 	}
@@ -196,18 +211,16 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	file, src := fmt.Sprintf("cell_%03d.py", i), code
 	if tool == ToolRunProgram {
 		file = fmt.Sprintf("program_%02d.py", i)
-		args, _ := extraMeta["args"].(map[string]any)
 		src, _ = args["code"].(string)
 	}
-	if err := os.WriteFile(filepath.Join(e.workspace, file), []byte(src), 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(e.workspace, file), []byte(src)); err != nil {
 		e.log.Warn("cannot save cell source", "err", err)
 	}
 	var partial []notebooks.Output
+	sandboxed := true
 	opts := kernel.ExecuteOptions{
-		Metadata: map[string]any{notebooks.MetaKey: map[string]any{
-			"sandbox": true, "author": author, "turn": i, "tool": tool,
-		}},
-		UserExpressions: map[string]string{"pyrualean": reportExpr},
+		Metadata:        map[string]any{notebooks.MetaKey: notebooks.CellMeta{Author: author, Turn: i, Tool: tool, Sandbox: &sandboxed}.Map()},
+		UserExpressions: map[string]string{"pyrualean": robotapi.CellReportExpr},
 		Timeout:         e.cellTimeout(tool),
 		OnOutput:        func(o notebooks.Output) { partial = append(partial, o) },
 	}
@@ -215,10 +228,8 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	res, err := e.kern.Client().Execute(ctx, code, opts)
 	elapsed := time.Since(start)
 	// sandbox: the cell ran under the sandbox, so replay runs it the same way.
-	meta := map[string]any{"author": author, "turn": i, "tool": tool, "sandbox": true, "elapsed_s": round3(elapsed.Seconds())}
-	for k, v := range extraMeta {
-		meta[k] = v
-	}
+	elapsedS := round3(elapsed.Seconds())
+	meta := notebooks.CellMeta{Author: author, Turn: i, Tool: tool, Sandbox: &sandboxed, ElapsedS: &elapsedS, Args: args}
 	if err != nil {
 		// The cell did not finish: the kernel died, or the budget/ctx ended. Keep what it printed.
 		outs := mergeStreams(partial)
@@ -235,9 +246,9 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 			cause = fmt.Errorf("%w (%v)", e.kern.Err(), err)
 		}
 		outs = append(outs, notebooks.Output{OutputType: notebooks.OutputError, Ename: errorType(cause), Evalue: cause.Error(), Traceback: []string{errorType(cause) + ": " + cause.Error()}})
-		meta["status"] = "aborted"
+		meta.Status = "aborted"
 		_ = appendToolTurn(e.cfg.Out, i, tool, "aborted", elapsed, nil)
-		_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: outs}, meta)
+		_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: outs}, meta.Map())
 		e.mu.Lock()
 		e.res.ToolTurns = e.turns
 		e.mu.Unlock()
@@ -248,7 +259,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	if rerr != nil && !res.Restarted && !isDone(e.kern.Done()) {
 		// IPython evaluates user_expressions only after a cell that succeeded; after an exception ask
 		// again with a silent empty execute (no hooks, no history, no execution count).
-		if r2, err := e.kern.Client().Execute(ctx, "", kernel.ExecuteOptions{Silent: true, UserExpressions: map[string]string{"pyrualean": reportExpr}, Timeout: 30 * time.Second}); err == nil {
+		if r2, err := e.kern.Client().Execute(ctx, "", kernel.ExecuteOptions{Silent: true, UserExpressions: map[string]string{"pyrualean": robotapi.CellReportExpr}, Timeout: 30 * time.Second}); err == nil {
 			report, rerr = parseReport(r2.UserExpressions)
 		}
 		if rerr != nil {
@@ -267,18 +278,14 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	default:
 		result, _ = buildCellFeedback(run, e.cfg.Feedback, e.cfg.Images, humans)
 	}
-	meta["status"] = res.Status
-	if len(result.Images) > 0 {
-		names := make([]string, len(result.Images))
-		for k, im := range result.Images {
-			names[k] = im.Name
-		}
-		meta["images_sent"] = names
+	meta.Status = res.Status
+	for _, im := range result.Images {
+		meta.ImagesSent = append(meta.ImagesSent, im.Name)
 	}
-	if report != nil && len(report.SandboxFlags) > 0 {
-		meta["sandbox_flags"] = report.SandboxFlags
+	if report != nil {
+		meta.SandboxFlags = report.SandboxFlags
 	}
-	if err := e.trace.AddCode(code, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing}, meta); err != nil {
+	if err := e.trace.AddCode(code, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing}, meta.Map()); err != nil {
 		e.log.Warn("trace", "err", err)
 	}
 	e.applyDisplayUpdates(res.DisplayUpdates)
@@ -287,7 +294,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 	}
 	if success, changed := e.absorbReport(report); changed {
 		// Keep the trace's verdict current, so a trace cut short by a kill still says it.
-		_ = e.trace.SetEpisodeMeta(map[string]any{"success": success, "environment_success": success})
+		_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Success = &success })
 	}
 	if report != nil {
 		for _, c := range report.Calls {
@@ -324,61 +331,7 @@ func (e *Episode) applyDisplayUpdates(updates []notebooks.Output) {
 }
 
 func parseReport(ue map[string]json.RawMessage) (*cellReport, error) {
-	j, err := userExpressionJSON(ue, "pyrualean")
-	if err != nil {
-		return nil, err
-	}
-	var r cellReport
-	if err := json.Unmarshal(j, &r); err != nil {
-		return nil, fmt.Errorf("cell report: %w", err)
-	}
-	return &r, nil
-}
-
-// absorbReport folds a cell report into the episode's counters; it returns the environment's verdict
-// and whether this report changed it.
-func (e *Episode) absorbReport(r *cellReport) (success bool, changed bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.res.ToolTurns = e.turns
-	if r == nil {
-		return false, false
-	}
-	e.res.Calls += len(r.Calls)
-	for _, c := range r.Calls {
-		s, ok := c["stateful"].(bool)
-		if !ok {
-			name, _ := c["tool"].(string)
-			s = e.stateful[name]
-		}
-		if s {
-			e.res.StatefulCalls++
-		}
-	}
-	e.res.EnvSteps += r.EnvSteps
-	if r.EnvStepsTotal > 0 {
-		e.res.EnvStepsTotal = r.EnvStepsTotal
-	}
-	if r.Success != nil {
-		s := *r.Success
-		if prev := e.res.EnvironmentSuccess; prev == nil || !*prev {
-			changed = prev == nil || *prev != s
-			e.res.EnvironmentSuccess = &s
-		}
-	}
-	if len(r.SandboxFlags) > 0 {
-		// Keep the first and the latest flags: a flood cannot push a later attempt out of the record.
-		g := &e.res.Generation
-		g.SandboxFlagsTotal += len(r.SandboxFlags)
-		g.SandboxFlags = append(g.SandboxFlags, r.SandboxFlags...)
-		if n := len(g.SandboxFlags); n > 200 {
-			g.SandboxFlags = append(g.SandboxFlags[:100:100], g.SandboxFlags[n-100:]...)
-		}
-	}
-	if e.res.EnvironmentSuccess != nil {
-		success = *e.res.EnvironmentSuccess
-	}
-	return success, changed
+	return robotapi.DecodeCellReport(ue, "pyrualean")
 }
 
 // mergeStreams joins consecutive stream chunks of the same name (OnOutput delivers them one by one).
@@ -415,7 +368,7 @@ func buildToolFeedback(run cellRun, tool, images string, humans []humanNote) Too
 	fb := toolFeedback{Tool: tool, OK: !ct.hasError && !run.TimedOut, Result: ct.value, Stdout: ct.stdout, HumanCells: humans, State: map[string]any{}}
 	if r := run.Report; r != nil {
 		fb.Moved, fb.EnvSteps, fb.EpisodeDone = r.Moved, r.EnvSteps, r.Done
-		fb.State = r.stateValue()
+		fb.State = reportState(r)
 		if r.EpisodeFinished != nil && *r.EpisodeFinished != "" {
 			fb.EpisodeFinished = r.EpisodeFinished
 		}
@@ -440,5 +393,5 @@ func buildToolFeedback(run cellRun, tool, images string, humans []humanNote) Too
 	for _, im := range imgs {
 		fb.Images = append(fb.Images, im.Name)
 	}
-	return ToolResult{Text: encodeFeedback(fb), Images: imgs, Finished: fb.EpisodeFinished != nil}
+	return ToolResult{Text: encodeFeedback(fb), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}
 }

@@ -11,44 +11,15 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
-// cellReport is cell_report()'s JSON: what the robot saw during one cell.
-type cellReport struct {
-	Moved           bool             `json:"moved"`
-	EnvSteps        int              `json:"env_steps"`
-	EnvStepsTotal   int              `json:"env_steps_total"`
-	Calls           []map[string]any `json:"calls"`
-	State           map[string]any   `json:"state"`
-	Done            bool             `json:"done"`
-	Success         *bool            `json:"success"`
-	EpisodeFinished *string          `json:"episode_finished"`
-	SandboxFlags    []string         `json:"sandbox_flags"`
+// cellReport is cell_report()'s JSON (robotapi's one decoder).
+type cellReport = robotapi.CellReport
 
-	// The same state and calls as read, key order kept, for what the model reads.
-	rawState json.RawMessage
-	rawCalls []json.RawMessage
-}
-
-// UnmarshalJSON decodes the report and keeps its state and calls raw as well.
-func (r *cellReport) UnmarshalJSON(b []byte) error {
-	type plain cellReport
-	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
-		return err
-	}
-	var raw struct {
-		State json.RawMessage   `json:"state"`
-		Calls []json.RawMessage `json:"calls"`
-	}
-	if err := json.Unmarshal(b, &raw); err == nil {
-		r.rawState, r.rawCalls = raw.State, raw.Calls
-	}
-	return nil
-}
-
-// stateValue is the report's state in the robot's key order ({} when there is none).
-func (r *cellReport) stateValue() any {
-	if v, err := decodeOrdered(r.rawState); err == nil && v != nil {
+// reportState is the report's state in the robot's key order ({} when there is none).
+func reportState(r *cellReport) any {
+	if v, err := decodeOrdered(r.RawState); err == nil && v != nil {
 		return v
 	}
 	if r.State != nil {
@@ -229,8 +200,8 @@ func ledgerSummary(r *cellReport) []any {
 			continue
 		}
 		var rec *jsonObject
-		if len(r.rawCalls) == len(r.Calls) {
-			if v, err := decodeOrdered(r.rawCalls[i]); err == nil {
+		if len(r.RawCalls) == len(r.Calls) {
+			if v, err := decodeOrdered(r.RawCalls[i]); err == nil {
 				rec, _ = v.(*jsonObject)
 			}
 		}
@@ -315,13 +286,9 @@ func buildCellFeedback(run cellRun, feedback, images string, humans []humanNote)
 		fb.PrimitiveCalls = &calls
 		moved, steps, done := r.Moved, r.EnvSteps, r.Done
 		fb.Moved, fb.EnvSteps, fb.EpisodeDone = &moved, &steps, &done
-		fb.State = r.stateValue()
+		fb.State = reportState(r)
 	}
-	res := ToolResult{Text: encodeFeedback(fb), Images: imgs}
-	if fb.EpisodeFinished != nil {
-		res.Finished = true
-	}
-	return res, fb
+	return ToolResult{Text: encodeFeedback(fb), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}, fb
 }
 
 // jsonObject is a JSON object that keeps its keys in the order they were read or added, so what the
@@ -341,6 +308,10 @@ func (o *jsonObject) set(k string, v any) {
 	o.keys = append(o.keys, k)
 	o.vals = append(o.vals, v)
 }
+
+// Len and At let pylit render the object as a Python dict, keys in order.
+func (o *jsonObject) Len() int               { return len(o.keys) }
+func (o *jsonObject) At(i int) (string, any) { return o.keys[i], o.vals[i] }
 
 func (o *jsonObject) get(k string) (any, bool) {
 	for i, key := range o.keys {
@@ -428,44 +399,5 @@ func decodeValue(dec *json.Decoder) (any, error) {
 		return nil, fmt.Errorf("unexpected delimiter %v", t)
 	default:
 		return tok, nil
-	}
-}
-
-// pyStr renders a decoded JSON value the way Python's str() renders the dict/list it came from
-// (the seed writes card facts with an f-string).
-func pyText(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	return pyReprValue(v)
-}
-
-func pyReprValue(v any) string {
-	switch t := v.(type) {
-	case nil:
-		return "None"
-	case bool:
-		if t {
-			return "True"
-		}
-		return "False"
-	case string:
-		return pyRepr(t)
-	case json.Number:
-		return t.String()
-	case []any:
-		parts := make([]string, len(t))
-		for i, x := range t {
-			parts[i] = pyReprValue(x)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	case *jsonObject:
-		parts := make([]string, len(t.keys))
-		for i, k := range t.keys {
-			parts[i] = pyRepr(k) + ": " + pyReprValue(t.vals[i])
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
-	default:
-		return fmt.Sprint(t)
 	}
 }

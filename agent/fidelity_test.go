@@ -257,7 +257,7 @@ func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 			"base = robo.segment(\"blue block\")\nx, y, top = base.top_xyz\nrobo.move_to([x, y, top + 0.10])\n"+
 			"robo.move_to([x, y, top + 0.025], step_clip=0.01)\nrobo.release()\n")
 		res, m = run(t, ep, ctx, "robo.move_to([0.5, 0.0, 0.3])")
-		if str(m["episode_finished"]) != "terminated" || !res.Finished {
+		if str(m["episode_finished"]) != "terminated" || !res.EpisodeDone || res.Finished {
 			t.Errorf("motion after success: %s", res.Text)
 		}
 	})

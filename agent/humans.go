@@ -73,6 +73,12 @@ func (e *Episode) watchHumans() {
 	}()
 }
 
+// humanWatch stops the watcher and says when it has recorded everything.
+type humanWatch struct {
+	stopHumans func()
+	humansDone chan struct{}
+}
+
 type humanCell struct {
 	code    string
 	count   *int
@@ -102,7 +108,7 @@ func (hc *humanCell) updateOwn(u notebooks.Output) bool {
 func (e *Episode) recordHuman(hc *humanCell) {
 	outs := mergeStreams(hc.outputs)
 	_ = e.trace.AddCode(hc.code, notebooks.CodeRun{Outputs: outs, ExecutionCount: hc.count},
-		map[string]any{"author": notebooks.AuthorHuman})
+		notebooks.CellMeta{Author: notebooks.AuthorHuman}.Map())
 	ct := collectText(outs)
 	summary := ct.stdout
 	if ct.value != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/pyrualean/pyrualean/pylit"
 )
 
 // Prompt is what the model reads first: the text (prompt.txt) and the task card's images.
@@ -251,7 +253,7 @@ func RenderCard(c Card) string {
 			lines = append(lines, "- suite: "+c.Suite)
 		}
 		lines = append(lines, "- task: "+c.Task, fmt.Sprintf("- seed: %d", c.Seed),
-			"- task instruction (authoritative): "+pyRepr(c.TaskLanguage))
+			"- task instruction (authoritative): "+pylit.Quote(c.TaskLanguage))
 		if len(c.ObjectNames) > 0 {
 			lines = append(lines, "- movable objects in the scene: "+strings.Join(c.ObjectNames, ", "))
 		}
@@ -266,7 +268,7 @@ func RenderCard(c Card) string {
 		if c.Suite != "" {
 			lines = append(lines, "- variant: "+c.Suite)
 		}
-		lines = append(lines, fmt.Sprintf("- seed: %d", c.Seed), "- task instruction (authoritative): "+pyRepr(c.TaskLanguage))
+		lines = append(lines, fmt.Sprintf("- seed: %d", c.Seed), "- task instruction (authoritative): "+pylit.Quote(c.TaskLanguage))
 		if len(c.ObjectNames) > 0 {
 			lines = append(lines, "- objects named by the benchmark: "+strings.Join(c.ObjectNames, ", "))
 		}

@@ -1,14 +1,5 @@
 package agent
 
-import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
-)
-
 // ResultSchema names result.json's format: the seed's episode fields plus ours (runtime, costs,
 // human cells, trace paths, pid while running).
 const ResultSchema = "pyrualean-episode-v2"
@@ -64,6 +55,15 @@ type Result struct {
 	PlannerAttempts    int         `json:"planner_attempts"`
 	Files              RunFiles    `json:"files"`
 	CLI                *CLIInfo    `json:"cli,omitempty"`
+	// AfterSuccess is what the LLM calls made once the environment said success cost (nil: none).
+	AfterSuccess *AfterSuccess `json:"after_success,omitempty"`
+}
+
+// AfterSuccess counts the LLM calls made after the task predicate fired (the model calling finish).
+type AfterSuccess struct {
+	LLMCalls     int `json:"llm_calls"`
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
 }
 
 // CLIInfo describes an agent CLI runtime (codex, claude) in result.json.
@@ -121,77 +121,4 @@ type RunFiles struct {
 	Turns  string `json:"turns"`
 	Calls  string `json:"calls"`
 	Card   string `json:"card,omitempty"`
-}
-
-// writeFileAtomic writes via a temporary file and rename, so a reader never sees half a file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
-}
-
-// writeJSONAtomic writes v as indented JSON.
-func writeJSONAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
-
-// jsonlWriter appends one JSON object per line; each line is one write(2), so a killed process leaves
-// only whole lines behind.
-type jsonlWriter struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func openJSONL(path string) (*jsonlWriter, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	return &jsonlWriter{f: f}, nil
-}
-
-func (w *jsonlWriter) Write(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return fmt.Errorf("jsonl writer closed")
-	}
-	_, err := w.f.Write(buf.Bytes())
-	return err
-}
-
-func (w *jsonlWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return nil
-	}
-	err := w.f.Close()
-	w.f = nil
-	return err
 }

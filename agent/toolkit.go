@@ -50,7 +50,10 @@ type ToolResult struct {
 	Text     string  // what the model reads (JSON feedback, seed format)
 	Images   []Image // attached images, in order
 	IsError  bool    // budget exhausted, unknown tool, malformed arguments, refused
-	Finished bool    // finish was called or the episode is over
+	Finished bool    // finish was called or the episode is over: the model stops
+	// EpisodeDone: the robot ended the episode (the task predicate fired, the step budget ran out)
+	// and said so as episode_finished; the model may still call finish, as in the seed.
+	EpisodeDone bool
 }
 
 // Image is one PNG attached to a tool result.

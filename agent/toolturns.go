@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pyrualean/pyrualean/atomicfile"
 )
 
 // ToolTurnsFile is the run folder's per-tool-call table, beside turns.jsonl (one row per LLM call).
@@ -46,5 +48,5 @@ func appendToolTurn(dir string, i int, tool, status string, elapsed time.Duratio
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	return writeJSONAtomic(path, append(rows, row))
+	return atomicfile.WriteJSON(path, append(rows, row))
 }

@@ -123,7 +123,7 @@ func TestCellFeedbackShapes(t *testing.T) {
 		{OutputType: notebooks.OutputError, Ename: "EpisodeFinished", Evalue: "terminated", Traceback: []string{"\x1b[31mEpisodeFinished\x1b[0m"}},
 	}
 	res, fb := buildCellFeedback(cellRun{Index: 3, Outputs: outs, Elapsed: 1234 * time.Millisecond}, FeedbackPure, ImagesOnMotion, nil)
-	if fb.EpisodeFinished == nil || *fb.EpisodeFinished != "terminated" || fb.Exception != nil || !res.Finished {
+	if fb.EpisodeFinished == nil || *fb.EpisodeFinished != "terminated" || fb.Exception != nil || !res.EpisodeDone || res.Finished {
 		t.Errorf("EpisodeFinished: %+v", fb)
 	}
 	if !strings.Contains(fb.Stdout, "chars omitted") || !strings.HasPrefix(fb.Stdout, "aaaa") || !strings.HasSuffix(fb.Stdout, "bbbb") {

@@ -10,10 +10,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pyrualean/pyrualean/atomicfile"
 )
 
 // ErrFormat reports a document that is not a valid nbformat 4 notebook (after upgrading an nbformat 3
@@ -546,46 +547,9 @@ func WriteFileAtomic(path string, nb *Notebook) error {
 	return writeFileAtomic(path, b)
 }
 
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("notebooks: atomic write: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("notebooks: atomic write: %w", err)
-	}
-	// Keep the mode a plain os.WriteFile would give (CreateTemp makes 0600).
-	mode := os.FileMode(0o644)
-	if st, serr := os.Stat(path); serr == nil {
-		mode = st.Mode().Perm()
-	}
-	if err = f.Chmod(mode); err != nil {
-		return fmt.Errorf("notebooks: atomic write: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("notebooks: atomic write: fsync: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("notebooks: atomic write: %w", err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("notebooks: atomic write: %w", err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		// The rename is durable only once the directory entry is on disk.
-		serr := d.Sync()
-		d.Close()
-		if serr != nil {
-			return fmt.Errorf("notebooks: atomic write: fsync dir: %w", serr)
-		}
+func writeFileAtomic(path string, data []byte) error {
+	if err := atomicfile.Write(path, data); err != nil {
+		return fmt.Errorf("notebooks: %w", err)
 	}
 	return nil
 }

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/pyrualean/pyrualean/atomicfile"
 )
 
 // MetaKey is the namespace of pyrualean's notebook and cell metadata.
@@ -117,12 +117,7 @@ func OpenTrace(path string) (*Trace, error) {
 }
 
 // removeStaleTemps deletes temp files a killed writer of path left behind.
-func removeStaleTemps(path string) {
-	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp"))
-	for _, p := range stale {
-		os.Remove(p)
-	}
-}
+func removeStaleTemps(path string) { atomicfile.RemoveStale(path) }
 
 // Path is the trace file.
 func (t *Trace) Path() string { return t.path }

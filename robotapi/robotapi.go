@@ -16,6 +16,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pyrualean/pyrualean/pylit"
 )
 
 // RobotInfo is one registered robot, as the Python registry (pyrualean_robot.robots) describes it: the one
@@ -273,11 +275,8 @@ type SetupOptions struct {
 	LiberoType   string
 }
 
-// pyStr renders a Python string literal (JSON string syntax is valid Python for str).
-func pyStr(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
+// pyStr renders a Python string literal for the setup cell.
+func pyStr(s string) string { return pylit.Str(s) }
 
 // SetupCode is the one-line first cell that creates `robo`; a notebook starting with it re-creates the
 // episode in plain JupyterLab with the pyrualean kernel.

@@ -302,7 +302,7 @@ func RunOpenAI(ctx context.Context, ep agent.Driver, cfg OpenAIConfig) error {
 				}
 			}
 			msgs = append(msgs, tm)
-			if res.Finished {
+			if res.Finished || res.EpisodeDone {
 				finished = true
 			}
 		}

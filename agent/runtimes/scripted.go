@@ -57,23 +57,17 @@ func pythonAction(code string) Action {
 func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 	var acts []Action
 	for _, c := range nb.Cells {
-		meta, _ := c.Metadata[notebooks.MetaKey].(map[string]any)
-		author, _ := meta["author"].(string)
-		tool, _ := meta["tool"].(string)
+		meta := notebooks.CellMetaOf(c)
+		author, tool := meta.Author, meta.Tool
 		switch {
-		case c.CellType == notebooks.CellMarkdown && tool == "finish":
-			status, _ := meta["status"].(string)
-			summary := strings.TrimSpace(c.Source)
-			if _, rest, ok := strings.Cut(summary, "\n\n"); ok {
-				summary = strings.TrimSpace(rest)
-			}
-			args, _ := json.Marshal(map[string]string{"status": status, "summary": summary})
+		case c.CellType == notebooks.CellMarkdown && meta.Finish != nil:
+			args, _ := json.Marshal(map[string]string{"status": meta.Finish.Status, "summary": meta.Finish.Summary})
 			acts = append(acts, Action{Tool: "finish", Args: args})
 		case c.CellType != notebooks.CellCode:
 		case author == notebooks.AuthorSetup || author == notebooks.AuthorHuman:
-		case tool == agent.ToolRunProgram && arm == agent.ArmProgram && meta["args"] != nil,
-			author == notebooks.AuthorTool && arm == agent.ArmTools && meta["args"] != nil:
-			args, _ := json.Marshal(meta["args"])
+		case tool == agent.ToolRunProgram && arm == agent.ArmProgram && meta.Args != nil,
+			author == notebooks.AuthorTool && arm == agent.ArmTools && meta.Args != nil:
+			args, _ := json.Marshal(meta.Args)
 			acts = append(acts, Action{Tool: tool, Args: args})
 		default:
 			// agent cells, tool cells replayed in the cells arm, and plain notebooks' code cells.

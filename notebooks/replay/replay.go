@@ -20,11 +20,12 @@ import (
 
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // OutcomeExpression is evaluated (as a user expression, after the last cell) to learn the replayed
 // episode's outcome; its application/json carries {done, success, ...}.
-const OutcomeExpression = "__import__('pyrualean_robot').cell_report()"
+const OutcomeExpression = robotapi.CellReportExpr
 
 // Options tune a replay. The zero value replays every code cell on the trace's kernelspec.
 type Options struct {
@@ -167,8 +168,8 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 			out.Cells = append(out.Cells, cell)
 			continue
 		}
-		meta, _ := cell.Metadata[notebooks.MetaKey].(map[string]any)
-		author, _ := meta["author"].(string)
+		meta := notebooks.CellMetaOf(cell)
+		author := meta.Author
 		cr := CellReport{Index: i, ID: cell.ID, Author: author, ExecutionCount: cell.ExecutionCount}
 		code := cell.Source
 		if author == notebooks.AuthorSetup && !opts.KeepWorkspace {
@@ -183,7 +184,7 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 			_ = save()
 			return rep, fmt.Errorf("replay: cell %d: %w", i, err)
 		}
-		recorded, _ := meta["status"].(string)
+		recorded := meta.Status
 		switch {
 		case recorded == "aborted" || recorded == "timeout":
 			// The recording was cut short (kernel died, budget ended, interrupted at its timeout):
@@ -235,16 +236,12 @@ func retargetWorkspace(code, dir string) string {
 
 // executeMetadata is the execute_request metadata a cell ran with: its pyrualean block, with the
 // sandbox on for cells the agent wrote unless the trace says otherwise.
-func executeMetadata(meta map[string]any) map[string]any {
-	m := maps.Clone(meta)
-	if m == nil {
-		m = map[string]any{}
+func executeMetadata(meta notebooks.CellMeta) map[string]any {
+	if meta.Sandbox == nil {
+		on := meta.Author == notebooks.AuthorAgent || meta.Author == notebooks.AuthorTool
+		meta.Sandbox = &on
 	}
-	if _, ok := m["sandbox"]; !ok {
-		a, _ := m["author"].(string)
-		m["sandbox"] = a == notebooks.AuthorAgent || a == notebooks.AuthorTool
-	}
-	return map[string]any{notebooks.MetaKey: m}
+	return map[string]any{notebooks.MetaKey: meta.Map()}
 }
 
 func (r *Report) addCell(c CellReport, on func(CellReport)) {
@@ -260,15 +257,7 @@ func (r *Report) addCell(c CellReport, on func(CellReport)) {
 
 // outcome asks the replayed robot for its report and compares success with the recorded one.
 func (r *Report) outcome(ctx context.Context, c *kernel.Client, trace *notebooks.Notebook) {
-	if ep, ok := trace.Metadata[notebooks.MetaKey].(map[string]any); ok {
-		// "success" is the trace contract's key; environment_success is what result.json calls it.
-		for _, key := range []string{"success", "environment_success"} {
-			if s, ok := ep[key].(bool); ok {
-				r.RecordedSuccess = &s
-				break
-			}
-		}
-	}
+	r.RecordedSuccess = notebooks.ParseEpisodeMeta(trace.Metadata).Success
 	if r.Partial {
 		r.OutcomeNote = "partial replay: outcome not compared"
 		return
@@ -284,28 +273,19 @@ func (r *Report) outcome(ctx context.Context, c *kernel.Client, trace *notebooks
 		r.OutcomeDiffers = true
 		return
 	}
-	var ue struct {
-		Status string
-		Ename  string
-		Evalue string
-		Data   map[string]json.RawMessage
-	}
-	if err := json.Unmarshal(res.UserExpressions["outcome"], &ue); err != nil || ue.Status != "ok" {
-		r.OutcomeNote = fmt.Sprintf("robot report unavailable: %s %s", ue.Ename, ue.Evalue)
+	report, err := robotapi.DecodeCellReport(res.UserExpressions, "outcome")
+	if err != nil {
+		r.OutcomeNote = "robot report unavailable: " + err.Error()
 		r.OutcomeDiffers = true
 		return
 	}
-	var report struct {
-		Done    *bool `json:"done"`
-		Success *bool `json:"success"`
-	}
-	if err := json.Unmarshal(ue.Data["application/json"], &report); err != nil || report.Success == nil {
+	if report.Success == nil {
 		r.OutcomeNote = "robot report has no success field"
 		r.OutcomeDiffers = true
 		return
 	}
 	r.OutcomeCompared = true
-	r.ReplayedSuccess, r.ReplayedDone = report.Success, report.Done
+	r.ReplayedSuccess, r.ReplayedDone = report.Success, &report.Done
 	if *report.Success != *r.RecordedSuccess {
 		r.OutcomeDiffers = true
 		r.OutcomeNote = fmt.Sprintf("success %v, recorded %v", *report.Success, *r.RecordedSuccess)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/pyrualean/pyrualean/pylit"
 )
 
 // ParseToolSchemas reads `api --format tools`: a JSON list of OpenAI function tools
@@ -104,46 +106,6 @@ func isIdentifier(s string) bool {
 	return true
 }
 
-// pyLiteral renders a JSON value as a Python literal (for generated tool-arm cells).
-func pyLiteral(v any) (string, error) {
-	switch x := v.(type) {
-	case nil:
-		return "None", nil
-	case bool:
-		if x {
-			return "True", nil
-		}
-		return "False", nil
-	case json.Number:
-		return x.String(), nil
-	case float64:
-		return fmt.Sprint(x), nil
-	case string:
-		return pyStr(x), nil
-	case []any:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			s, err := pyLiteral(e)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
-		}
-		return "[" + strings.Join(parts, ", ") + "]", nil
-	case map[string]any:
-		var parts []string
-		for _, k := range sortedKeys(x) {
-			s, err := pyLiteral(x[k])
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, pyStr(k)+": "+s)
-		}
-		return "{" + strings.Join(parts, ", ") + "}", nil
-	}
-	return "", fmt.Errorf("unsupported JSON value %T", v)
-}
-
 // primitiveCell generates the cell the tools arm runs for one primitive call: robo.name(k=v, ...).
 func primitiveCell(name string, args map[string]any) (string, error) {
 	var parts []string
@@ -151,7 +113,7 @@ func primitiveCell(name string, args map[string]any) (string, error) {
 		if !isIdentifier(k) {
 			return "", fmt.Errorf("argument name %q is not an identifier", k)
 		}
-		s, err := pyLiteral(args[k])
+		s, err := pylit.Literal(args[k])
 		if err != nil {
 			return "", fmt.Errorf("argument %s: %w", k, err)
 		}
