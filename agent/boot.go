@@ -44,6 +44,7 @@ func (e *Episode) bootFail(err error) error {
 		_ = e.kern.Shutdown(sctx)
 		cancel()
 	}
+	e.closeServed()
 	if e.turnsW != nil {
 		e.turnsW.Close()
 	}
@@ -69,16 +70,24 @@ func (e *Episode) boot(ctx context.Context) error {
 	if c.CUDADevice != "" {
 		env["CUDA_VISIBLE_DEVICES"] = c.CUDADevice
 	}
-	if c.Kernels != nil {
-		// A warmed kernel started elsewhere: give it this episode's folder and environment.
+	launch := kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log}
+	if spec, launch, err = e.serve(ctx, spec, launch); err != nil { // sealed.go; unchanged when sealed off
+		return err
+	}
+	if c.Kernels != nil && e.served == nil {
+		// A warmed kernel started elsewhere (a suite's pool; only for the in-kernel robot, a sealed
+		// kernel is launched in its sandbox): give it this episode's folder and environment.
 		if e.kern, err = c.Kernels.Take(ctx); err == nil {
 			err = execOK(ctx, e.kern, "import os; os.chdir("+pylit.Str(e.workspace)+"); os.environ['PYRUALEAN_WORKSPACE'] = "+pylit.Str(e.workspace))
 		}
 	} else {
-		e.kern, err = kernel.Launch(ctx, spec, kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log})
+		e.kern, err = kernel.Launch(ctx, spec, launch)
 	}
 	if err != nil {
 		return fmt.Errorf("launch kernel: %w", err)
+	}
+	if err := e.awaitRobot(ctx); err != nil {
+		return err
 	}
 	var ki kernelInfo
 	if raw, err := e.kern.Client().KernelInfo(ctx); err == nil {
@@ -95,7 +104,14 @@ func (e *Episode) boot(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	e.meta = notebooks.ParseEpisodeMeta(e.trace.Snapshot().Metadata) // with the build's versions
+	sealed := e.res.Sealed
 	e.mu.Unlock()
+	_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) {
+		if m.Extra == nil {
+			m.Extra = map[string]any{}
+		}
+		m.Extra["sealed"] = sealed
+	})
 	setup := setupCode(c, e.workspace)
 	res, err := e.kern.Client().Execute(ctx, setup, kernel.ExecuteOptions{
 		Metadata:        map[string]any{notebooks.MetaKey: notebooks.CellMeta{Author: notebooks.AuthorSetup}.Map()},
@@ -128,6 +144,9 @@ func (e *Episode) boot(ctx context.Context) error {
 		e.log.Warn("package versions", "err", err)
 	}
 	cardJSON, err := robotapi.UserExpressionJSON(res.UserExpressions, "card")
+	if e.served != nil { // the robot server's card, not the kernel's word
+		cardJSON, err = e.served.srv.Card(ctx)
+	}
 	if err != nil {
 		return err
 	}

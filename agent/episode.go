@@ -40,6 +40,7 @@ type EpisodeConfig struct {
 	KernelSpec         string // default "pyrualean"
 	Root               string // repository root (Python venv, robot package); found from cwd when empty
 	CUDADevice         string // CUDA_VISIBLE_DEVICES for the kernel
+	Sealed             string // off (default: the robot in the kernel) | auto | on: robot server + OS sandbox (sealed.go)
 	Prices             PriceTable
 	Logger             *slog.Logger
 	// Kernels hands out warmed kernels (a suite's kernel.Pool); nil launches a fresh one.
@@ -84,6 +85,11 @@ func (c *EpisodeConfig) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	mode, err := sealMode(c.Sealed)
+	if err != nil {
+		return err
+	}
+	c.Sealed = mode
 	if c.Root == "" {
 		root, err := FindRoot()
 		if err != nil {
@@ -144,6 +150,7 @@ type Episode struct {
 	humanWatch // the watcher of other clients' cells (humans.go)
 	gate       *gate
 	callMu     sync.Mutex // serialises tool calls
+	served     *served    // robot server and sandbox of a sealed episode (sealed.go); nil: the robot is in the kernel
 
 	createdAt, policyStart time.Time
 	startup                time.Duration

@@ -132,6 +132,7 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	if err := e.kern.Shutdown(sctx); err != nil && !errors.Is(err, kernel.ErrShutdown) && !errors.Is(err, kernel.ErrKernelDied) {
 		e.log.Warn("kernel shutdown", "err", err)
 	}
+	e.closeServed()
 	return &r, errors.Join(errs...)
 }
 

@@ -182,9 +182,12 @@ func (e *Episode) absorbReport(r *cellReport) (success bool, changed bool) {
 		}
 	}
 	if len(r.SandboxFlags) > 0 {
-		e.res.Generation.SandboxFlags = append(e.res.Generation.SandboxFlags, r.SandboxFlags...)
-		if len(e.res.Generation.SandboxFlags) > 200 {
-			e.res.Generation.SandboxFlags = e.res.Generation.SandboxFlags[:200]
+		// Keep the first and the latest flags: a flood cannot push a later attempt out of the record.
+		g := &e.res.Generation
+		g.SandboxFlagsTotal += len(r.SandboxFlags)
+		g.SandboxFlags = append(g.SandboxFlags, r.SandboxFlags...)
+		if n := len(g.SandboxFlags); n > 200 {
+			g.SandboxFlags = append(g.SandboxFlags[:100:100], g.SandboxFlags[n-100:]...)
 		}
 	}
 	if e.res.EnvironmentSuccess != nil {

@@ -47,6 +47,8 @@ type Result struct {
 	Host               string      `json:"host"`
 	PID                int         `json:"pid,omitempty"`        // the play process, while it runs
 	KernelPID          int         `json:"kernel_pid,omitempty"` // the kernel process (its own process group)
+	Sealed             bool        `json:"sealed"`               // the agent's kernel ran in an OS sandbox
+	Seal               *SealInfo   `json:"seal,omitempty"`       // where robot and judge live, the sandbox (sealed.go)
 	CreatedAt          string      `json:"created_at"`
 	FinishedAt         string      `json:"finished_at,omitempty"`
 	Notes              string      `json:"notes,omitempty"`
@@ -109,6 +111,7 @@ type Generation struct {
 	TotalTokens           int      `json:"total_tokens"`
 	LatencyS              float64  `json:"latency_s"`
 	SandboxFlags          []string `json:"sandbox_flags"`
+	SandboxFlagsTotal     int      `json:"sandbox_flags_total,omitempty"` // all flags; the list keeps the first and latest
 }
 
 // RunFiles names the run folder's files, relative to it.

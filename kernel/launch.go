@@ -20,6 +20,9 @@ type LaunchOptions struct {
 	Dir          string            // working directory (default: ours)
 	Logger       *slog.Logger
 	ReadyTimeout time.Duration // default 60 s
+	// IPC, when set, makes the kernel listen on ipc sockets IPC-<n> instead of loopback TCP: a kernel
+	// in its own network namespace (a sealed kernel) has no loopback shared with us.
+	IPC string
 }
 
 // ErrShutdown is Err of a kernel that was shut down on purpose.
@@ -69,6 +72,9 @@ func Launch(ctx context.Context, spec Spec, opts LaunchOptions) (*Kernel, error)
 		return nil, err
 	}
 	ci.KernelName = spec.Name
+	if opts.IPC != "" {
+		ci.Transport, ci.IP = "ipc", opts.IPC
+	}
 	connFile, err := writeConnectionFile(ci)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,7 @@ type Row struct {
 	Cost      *float64 `json:"cost"`
 	Stateful  int      `json:"stateful_calls"`
 	Reasoning int      `json:"reasoning_tok"`
+	Sealed    bool     `json:"sealed"` // the agent's kernel ran in an OS sandbox, the judge in the robot server
 }
 
 // LoadError names a run folder that could not be read.
@@ -139,7 +140,7 @@ func LoadRun(dir string) (Row, error) {
 		Steps: res.EnvSteps, WallS: res.PolicyWallS, InTok: res.Generation.InputTokens,
 		Cached: res.Generation.CachedInputTokens, OutTok: res.Generation.OutputTokens,
 		LLMCalls: res.Generation.Turns, Cost: res.CostUSD, Stateful: res.StatefulCalls,
-		Reasoning: res.Generation.ReasoningOutputTokens,
+		Reasoning: res.Generation.ReasoningOutputTokens, Sealed: res.Sealed,
 	}, nil
 }
 
@@ -174,6 +175,8 @@ type Summary struct {
 	MeanOutputTokens       float64        `json:"mean_output_tokens"`
 	MeanCostUSD            *float64       `json:"mean_cost_usd"`
 	PerSolved              *Means         `json:"per_solved"`
+	// Unsealed counts episodes whose kernel was not sealed: their numbers are only as good as the agent's honesty.
+	Unsealed int `json:"unsealed"`
 }
 
 // Means are averages over a subset of episodes (the solved ones).
@@ -197,6 +200,9 @@ func Summarize(rows []Row) Summary {
 	var solved []Row
 	for _, r := range rows {
 		s.Statuses[r.Status]++
+		if !r.Sealed {
+			s.Unsealed++
+		}
 		switch {
 		case r.Status == agent.StatusPlannerError || r.Status == agent.StatusInterrupted || r.Status == agent.StatusRunning:
 		case r.OK == nil:
@@ -285,6 +291,11 @@ func WriteSummaryTable(w io.Writer, rows []Row, s Summary) {
 	}
 	sort.Strings(st)
 	fmt.Fprintf(w, "\nepisodes %d  success %s  statuses %s\n", s.Episodes, sr, strings.Join(st, " "))
+	fmt.Fprintf(w, "sealed %d/%d", s.Episodes-s.Unsealed, s.Episodes)
+	if s.Unsealed > 0 {
+		fmt.Fprintf(w, "  (NOT SEALED: %d; their kernels could reach the robot and the machine)", s.Unsealed)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "mean: turns %.1f  calls %.1f  steps %.0f  wall_s %.1f  llm_calls %.1f  in_tok %.0f  cached %.0f  out_tok %.0f  cost %s\n",
 		s.MeanTurns, s.MeanCalls, s.MeanEnvSteps, s.MeanWallTimeS, s.MeanLLMCalls, s.MeanInputTokens, s.MeanCachedInputTokens, s.MeanOutputTokens, fmtCost(s.MeanCostUSD))
 	if p := s.PerSolved; p != nil {

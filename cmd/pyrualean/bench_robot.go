@@ -41,6 +41,12 @@ func benchRobot(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		"render128_ms": in.Render128MS, "move_to_20cm_ms": in.MoveTo20cmMS, "cold_start_ms": median(cold),
 		"pool_take_ms": median(pool),
 	}
+	sv, err := measureServed(ctx, *reps) // bench_served.go: the same, through the robot server
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench robot: served: %v\n", err)
+		return 1
+	}
+	sv.addTo(res)
 	if *asJSON {
 		json.NewEncoder(stdout).Encode(res)
 		return 0
@@ -53,6 +59,7 @@ func benchRobot(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "make() warm proc   %8.1f ms\n", in.MakeMS)
 	fmt.Fprintf(stdout, "kernel cold start  %8.1f ms   (launch + setup cell, robot ready; n=%d)\n", median(cold), len(cold))
 	fmt.Fprintf(stdout, "pool take + setup  %8.1f ms   (%.1fx faster than cold)\n", median(pool), median(cold)/median(pool))
+	sv.print(stdout, median(cold))
 	return 0
 }
 

@@ -20,6 +20,7 @@ import (
 type episodeFlags struct {
 	cmd                                                                                  string
 	robot, arm, suite, task, out, images, feedback, primitives, vlaEndpoint, envEndpoint string
+	sealed                                                                               string
 	liberoType, sam3Endpoint                                                             string
 	seed, maxTurns, maxEnvSteps, maxPrograms                                             int
 	budgetS, cellTimeoutS, programTimeoutS                                               float64
@@ -59,6 +60,7 @@ func (f *episodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.guides, "guides", false, guidesHelp)
 	fs.StringVar(&f.primitives, "primitives", envOr("PYRUALEAN_PRIMITIVES", agent.PrimitivesFull), "full or no-vla (default $PYRUALEAN_PRIMITIVES, else full)")
 	fs.StringVar(&f.vlaEndpoint, "vla-endpoint", "", "VLA server for the learned primitives ([ws|http|socket]://host:port; default $PYRUALEAN_VLA_ENDPOINT)")
+	fs.StringVar(&f.sealed, "sealed", agent.SealAuto, "auto (robot server + OS sandbox where available, else said loudly and recorded sealed: false), on (refuse to start unsealed) or off (the robot in the kernel, as before)")
 	fs.StringVar(&f.liberoType, "libero-type", "", "LIBERO variant, as the seed: standard or pro (LIBERO-PRO's perturbed suites); default: what --suite needs")
 	fs.StringVar(&f.sam3Endpoint, "sam3-endpoint", "", "SAM 3 server for LIBERO's segment (http://host:port; make(sam3_endpoint=...))")
 	fs.StringVar(&f.envEndpoint, "env-endpoint", "", "running RPent env server for robotwin/robocasa (http://host:port or socket://host:port; default $PYRUALEAN_ENV_SERVER)")
@@ -78,6 +80,7 @@ func (f *episodeFlags) validate() error {
 		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
 		oneOf("feedback", f.feedback, agent.FeedbackPure, agent.FeedbackRich),
 		oneOf("primitives", f.primitives, agent.PrimitivesFull, agent.PrimitivesNoVLA),
+		oneOf("sealed", f.sealed, agent.SealOff, agent.SealAuto, agent.SealOn),
 	} {
 		if err != nil {
 			return err
@@ -137,6 +140,7 @@ func (f *episodeFlags) config(now time.Time) agent.EpisodeConfig {
 		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
 		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
 		MaxEnvSteps: f.maxEnvSteps, Out: out, VLAEndpoint: f.vlaEndpoint, EnvEndpoint: f.envEndpoint,
+		Sealed:      f.sealed,
 		MaxPrograms: f.maxPrograms, ProgramTimeout: time.Duration(f.programTimeoutS * float64(time.Second)),
 	}
 }

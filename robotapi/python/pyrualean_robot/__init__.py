@@ -33,8 +33,17 @@ def make(robot: str = "tabletop", *, task: Optional[str] = None, seed: Optional[
     default: the robot's own, e.g. 0 for tabletop/libero, 100000 for RoboTwin's verified demo_randomized scene).
     workspace: folder for calls.jsonl and the files policy code may open (default: the current directory).
     images: "on-motion" | "on-demand" | "none"; primitives: "full" | "no-vla".
+    With $PYRUALEAN_ROBOT_SERVER set (a sealed episode) the robot already runs in that robot server and this
+    returns its proxy (:mod:`pyrualean_robot.served`), checked against these arguments.
     extra: the robot's own options (e.g. libero's sam3_endpoint and libero_type, env_url of remote robots).
     """
+    served = os.environ.get("PYRUALEAN_ROBOT_SERVER")
+    if served:  # a sealed episode: the robot runs in its server, this kernel gets the proxy (same API)
+        from .served import connect
+
+        return connect(served, workspace=workspace, expect={
+            "robot": robot, "task": task, "seed": seed, "images": images, "primitives": primitives,
+            "suite": suite, "max_env_steps": max_env_steps})
     cls = robot_class(robot)
     if seed is not None:
         extra["seed"] = seed

@@ -12,6 +12,8 @@ Both of RPent's transports are spoken, chosen by the endpoint's scheme:
 - ``http://host:port`` -- ``POST /call`` with ``{"method", "args", "kwargs"}``; the reply is always HTTP 200
   with ``{"ok": true, "result": ...}`` or ``{"ok": false, "error", "traceback"}``; numpy arrays travel as
   ``{"__ndarray__": <base64 bytes>, "dtype": "uint8", "shape": [h, w, 3]}``.
+- ``unix:///path/to.sock`` -- the http transport over a unix stream socket (pyrualean's own served robots,
+  :mod:`pyrualean_robot.served`: a sealed kernel has no network, only the socket bound into its sandbox).
 - ``socket://host:port`` -- one request per TCP connection, each way one frame: a 4-byte big-endian length
   and a pickle of ``{"method", "args", "kwargs", "session_id"}`` / the same reply envelope. Pickle runs
   code on load, so this transport is only for an env server you started or trust (RPent's own choice:
@@ -37,6 +39,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -105,6 +108,66 @@ def decode(obj: Any) -> Any:
     return obj
 
 
+# The unix transport's binary reply (asked for with Accept: BUFFERS_TYPE): a 4-byte big-endian JSON length,
+# the JSON envelope with each array as {"__buffer__": i, "dtype", "shape"}, then the arrays' raw bytes in
+# order. A served robot's images then cost a copy, not base64 and a 260 KB JSON string each way.
+BUFFERS_TYPE = "application/x-pyrualean-buffers"
+
+
+def encode_buffers(obj: Any) -> bytes:
+    """The binary reply body for ``obj`` (see BUFFERS_TYPE)."""
+    bufs: list[bytes] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, np.ndarray):
+            a = np.ascontiguousarray(v)
+            if a.dtype.hasobject:
+                raise ValueError("object arrays cannot cross the env RPC")
+            bufs.append(a.tobytes())
+            return {"__buffer__": len(bufs) - 1, "dtype": str(a.dtype), "shape": list(a.shape)}
+        if isinstance(v, (np.floating, np.integer, np.bool_)):
+            return v.item()
+        if isinstance(v, dict):
+            return {str(k): walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    head = json.dumps({"envelope": walk(obj), "sizes": [len(b) for b in bufs]}).encode()
+    return b"".join([_FRAME.pack(len(head)), head, *bufs])
+
+
+def decode_buffers(body: bytes) -> Any:
+    """Inverse of :func:`encode_buffers`; malformed input raises ValueError."""
+    try:
+        (n,) = _FRAME.unpack_from(body, 0)
+        head = json.loads(body[4:4 + n])
+        offsets, pos = [], 4 + n
+        for size in head["sizes"]:
+            offsets.append((pos, pos + int(size)))
+            pos += int(size)
+        if pos != len(body):
+            raise ValueError(f"{len(body)} bytes, the header says {pos}")
+    except (struct.error, KeyError, TypeError) as e:
+        raise ValueError(f"malformed binary reply: {e}") from e
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, dict):
+            if set(v) == {"__buffer__", "dtype", "shape"}:
+                dt = np.dtype(v["dtype"])
+                if dt.hasobject:
+                    raise ValueError("object arrays are not accepted")
+                lo, hi = offsets[int(v["__buffer__"])]
+                return np.frombuffer(body, dtype=dt, count=(hi - lo) // max(dt.itemsize, 1), offset=lo
+                                     ).reshape(v["shape"]).copy()
+            return {k: walk(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(head["envelope"])
+
+
 _FRAME = struct.Struct(">I")
 MAX_FRAME = 1 << 30
 
@@ -146,14 +209,25 @@ class EnvServerClient:
     ``ToolError("env_server", "<method>: <what happened>")`` with the server's traceback in ``payload``."""
 
     def __init__(self, url: str, *, timeout_s: float = 120.0, tool_name: str = "env_server"):
+        self.timeout_s = timeout_s
+        self.tool_name = tool_name
+        if url.startswith("unix://"):  # the http transport over a unix socket (a served robot, local only)
+            self.scheme, self.host, self.port, self.path = "unix", "", 0, url[len("unix://"):]
+            # one kept-alive connection, opened off the calling thread (see call()) and then used in place:
+            # a served robot's primitive costs one round trip, not a thread hand-off and a connect
+            self._conn: Optional[_UnixHTTPConnection] = None
+            self._conn_lock = threading.Lock()
+            if not self.path.startswith("/"):
+                raise ValueError(f"unix RPC endpoint must be unix:///absolute/path, not {url!r}")
+            self.url = url
+            return
         parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
         if parts.scheme not in ("http", "https", "socket", "tcp") or not parts.hostname or not parts.port:
             raise ValueError(f"RPC endpoint must be http://host:port or socket://host:port, not {url!r}")
         self.scheme = "socket" if parts.scheme in ("socket", "tcp") else parts.scheme
         self.host, self.port = parts.hostname, parts.port
         self.url = f"{self.scheme}://{self.host}:{self.port}"
-        self.timeout_s = timeout_s
-        self.tool_name = tool_name
+        self.path = ""
 
     def _fail(self, method: str, what: str, details: Any = None) -> ToolError:
         return ToolError(self.tool_name, f"{method}: {what}", details)
@@ -180,6 +254,35 @@ class EnvServerClient:
         except ValueError as e:
             raise self._fail(method, f"malformed reply ({len(raw)} bytes) from {self.url}: {e}") from e
 
+    def _unix(self, method: str, payload: dict, timeout: float) -> Any:
+        body = json.dumps(encode(payload)).encode()
+        with self._conn_lock:
+            conn = self._conn
+            if conn is None or conn.sock is None:
+                # connect on a worker thread: the kernel sandbox's audit hook polices the cell's own thread
+                conn = _UnixHTTPConnection(self.path, timeout)
+                with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="env-rpc") as pool:
+                    pool.submit(conn.connect).result()
+                self._conn = conn
+            try:
+                conn.sock.settimeout(timeout)
+                conn.request("POST", "/call", body=body,
+                             headers={"Content-Type": "application/json", "Accept": BUFFERS_TYPE})
+                resp = conn.getresponse()
+                raw = resp.read()
+                binary = resp.getheader("Content-Type") == BUFFERS_TYPE
+                if resp.will_close:
+                    conn.close()
+            except BaseException:
+                # never resent (a primitive may have run); the next call opens a fresh connection
+                conn.close()
+                self._conn = None
+                raise
+        try:
+            return decode_buffers(raw) if binary else decode(json.loads(raw))
+        except ValueError as e:
+            raise self._fail(method, f"malformed reply ({len(raw)} bytes) from {self.url}: {e}") from e
+
     def _socket(self, method: str, payload: dict, timeout: float) -> Any:
         with socket.create_connection((self.host, self.port), timeout=min(timeout, 10.0)) as sock:
             sock.settimeout(timeout)
@@ -194,13 +297,17 @@ class EnvServerClient:
         timeout = timeout_s or self.timeout_s
 
         def fetch() -> Any:
-            return (self._socket if self.scheme == "socket" else self._http)(method, payload, timeout)
+            send = {"socket": self._socket, "unix": self._unix}.get(self.scheme, self._http)
+            return send(method, payload, timeout)
 
         try:
+            if self.scheme == "unix":  # its socket I/O never trips the audit hook: no worker thread needed
+                reply = fetch()
+            else:
             # The socket I/O runs on a worker thread: the kernel sandbox's audit hook polices the agent's cell
             # thread (no sockets from policy code), while the robot's own env-server link must keep working.
-            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="env-rpc") as pool:
-                reply = pool.submit(fetch).result()
+                with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="env-rpc") as pool:
+                    reply = pool.submit(fetch).result()
         except ToolError:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:  # IncompleteRead: died mid-reply
@@ -211,6 +318,24 @@ class EnvServerClient:
             raise self._fail(method, str(reply.get("error") or "<no error message>"),
                              {"traceback": reply.get("traceback")})
         return reply.get("result")
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP/1.1 over a unix stream socket (the ``unix://`` form of the http transport)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
 
 
 def is_unknown_method(err: ToolError, method: str) -> bool:
@@ -486,13 +611,16 @@ class RpcServer:
     simulator). Malformed requests and failing methods get RPent's ``ok: false`` envelope; the server keeps
     serving. Runs in daemon threads; ``close()`` stops it."""
 
-    def __init__(self, target: Any, host: str = "127.0.0.1", port: int = 0, *, transport: str = "http"):
+    def __init__(self, target: Any, host: str = "127.0.0.1", port: int = 0, *, transport: str = "http",
+                 path: str = ""):
         import socketserver
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        if transport not in ("http", "socket"):
-            raise ValueError(f"transport must be 'http' or 'socket', not {transport!r}")
+        if transport not in ("http", "socket", "unix"):
+            raise ValueError(f"transport must be 'http', 'socket' or 'unix', not {transport!r}")
+        if transport == "unix" and not path.startswith("/"):
+            raise ValueError(f"the unix transport needs an absolute socket path, not {path!r}")
         lock = threading.Lock()
         self.shutdown_requested = threading.Event()
 
@@ -516,7 +644,7 @@ class RpcServer:
             with lock:
                 return fn(*args, **kwargs)
 
-        if transport == "http":
+        if transport in ("http", "unix"):
             class Handler(BaseHTTPRequestHandler):
                 def log_message(self, fmt: str, *args: Any) -> None:  # quiet
                     pass
@@ -526,6 +654,8 @@ class RpcServer:
                         self.send_response(404)
                         self.end_headers()
                         return
+                    # only the unix transport answers in binary, and only when asked
+                    binary = transport == "unix" and self.headers.get("Accept") == BUFFERS_TYPE
                     try:
                         n = int(self.headers.get("Content-Length") or 0)
                         req = json.loads(self.rfile.read(n) or b"null")
@@ -533,11 +663,15 @@ class RpcServer:
                             raise ValueError('expected {"method": str, "args": [...], "kwargs": {...}}')
                         result = dispatch(req.get("method"), decode(req.get("args", [])),
                                           decode(req.get("kwargs", {})))
-                        data = json.dumps({"ok": True, "result": encode(result)}).encode()
+                        if binary:
+                            data = encode_buffers({"ok": True, "result": result})
+                        else:
+                            data = json.dumps({"ok": True, "result": encode(result)}).encode()
                     except Exception as e:  # the caller sees what went wrong; the server keeps serving
                         data = json.dumps(error_envelope(e)).encode()
+                        binary = False
                     self.send_response(200)  # RPent: always 200, failures inside the body
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", BUFFERS_TYPE if binary else "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     try:
@@ -545,7 +679,19 @@ class RpcServer:
                     except (BrokenPipeError, ConnectionResetError):
                         pass
 
-            self._server = ThreadingHTTPServer((host, port), Handler)
+            if transport == "unix":
+                class UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+                    daemon_threads = True
+
+                class UnixHandler(Handler):
+                    protocol_version = "HTTP/1.1"  # kept-alive connections: a served robot's calls are many
+
+                    def address_string(self) -> str:  # a unix peer has no (host, port)
+                        return "unix"
+
+                self._server = UnixHTTPServer(path, UnixHandler)
+            else:
+                self._server = ThreadingHTTPServer((host, port), Handler)
         else:
             class SockHandler(socketserver.BaseRequestHandler):
                 def handle(self) -> None:
@@ -571,7 +717,8 @@ class RpcServer:
 
             self._server = SockServer((host, port), SockHandler)
         self._server.daemon_threads = True
-        self.url = f"{transport}://{host}:{self._server.server_address[1]}"
+        self.url = (f"unix://{path}" if transport == "unix"
+                    else f"{transport}://{host}:{self._server.server_address[1]}")
         self._thread = threading.Thread(target=self._server.serve_forever, name="rpent-rpc", daemon=True)
         self._thread.start()
 

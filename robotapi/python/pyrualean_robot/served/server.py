@@ -1,0 +1,198 @@
+"""The robot server: one robot (simulator, task predicate, ledger) in its own process, outside the agent's
+kernel, served over RPent's env RPC (http transport on unix sockets, :class:`..robots.rpent.RpcServer`).
+
+Two sockets, two audiences:
+
+* the **agent socket** (bound into the sealed kernel) serves the robot's public API and nothing else:
+  ``robot.describe``, ``robot.call(name, args, kwargs)`` for the class's public primitives only,
+  ``robot.get(name)`` for its public properties, ``robot.env_steps``, ``robot.on_motion_images``,
+  ``robot.cell_report(flags)`` (the kernel's feedback window), ``robot.card`` and ``robot.repr``;
+* the **host socket** (never bound into the kernel) is the judge's: ``host.report`` (env steps, ledger
+  records and the success flag since the last host report; its own window, which the agent cannot move),
+  ``host.card``, ``host.ledger``, ``host.stop(reason)`` (``host.report`` also lists the agent's RPCs the
+  server refused: private names asked for over the raw socket) and RPent's ``healthz`` / ``shutdown``.
+
+Every robot call runs on one thread (the one that built the robot: its GL context lives there), in order.
+Only JSON crosses either socket.
+
+    python -m pyrualean_robot.served --robot tabletop --task stack_blocks --seed 0 --workspace DIR \\
+        --agent-socket A.sock --host-socket H.sock
+
+prints ``ready`` on stdout once both sockets listen, and exits when stdin closes (its owner died) or on
+``shutdown``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import inspect
+import os
+import sys
+from typing import Any, Callable, Optional
+
+from .. import notebook
+from ..apiref import tool_methods
+from ..robots.rpent import RpcServer
+from .wire import to_json, to_wire
+
+
+def public_properties(cls: type) -> list[str]:
+    """The robot class's public properties (task, done, env_steps, ledger and the robot's own)."""
+    return [n for n in dir(cls) if not n.startswith("_") and isinstance(inspect.getattr_static(cls, n), property)]
+
+
+class RobotService:
+    """Serves one robot: the agent's methods and the host's, each a dict for :class:`RpcServer`."""
+
+    def __init__(self, robot: Any, worker: concurrent.futures.Executor):
+        self.robot = robot
+        self.worker = worker
+        cls = type(robot)
+        # every primitive the class declares; the robot itself refuses VLA calls in a no-vla run (ledgered)
+        self.tools = {name for name, _, _ in tool_methods(cls, "full")}
+        self.properties = set(public_properties(cls))
+        self._host_calls = 0  # the host report's window: ledger records and env steps already reported
+        self._host_steps = 0
+        self._refused: list[str] = []  # agent RPCs naming what the API does not offer, since the last report
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.worker.submit(fn, *args).result()
+
+    # ----- the agent's socket -----------------------------------------------------------------------------
+    def agent_methods(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "robot.describe": lambda: self._run(self._describe),
+            "robot.call": lambda name, args=(), kwargs=None: self._run(self._call, name, args, kwargs or {}),
+            "robot.get": lambda name: self._run(self._get, name),
+            "robot.env_steps": lambda: self._run(lambda: int(self.robot._env_steps())),
+            "robot.on_motion_images": lambda: self._run(self._on_motion_images),
+            "robot.cell_report": lambda flags=(): self._run(lambda: to_wire(self.robot._cell_report(list(flags)))),
+            "robot.card": lambda: self._run(lambda: to_wire(self.robot._episode_card())),
+            "robot.repr": lambda: self._run(lambda: repr(self.robot)),
+        }
+
+    def _describe(self) -> dict:
+        r = self.robot
+        return {"robot": r.NAME, "class": type(r).__name__, "task": r.task_name, "seed": r.seed,
+                "images": r.images, "primitives": r.primitives, "suite": r.suite, "max_env_steps": r.max_env_steps}
+
+    def _call(self, name: Any, args: Any, kwargs: Any) -> dict:
+        if not isinstance(name, str) or name not in self.tools:
+            self._refused.append(f"robot.call {str(name)[:80]}")
+            # a raw RPC naming a private method (_mark_terminated, _sim, ...) gets what the proxy would say
+            return {"value": None, "images": [], "raised": {
+                "type": "AttributeError", "message": f"{type(self.robot).__name__!r} object has no public "
+                                                     f"primitive {name!r}"}}
+        if not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
+            return {"value": None, "images": [], "raised": {"type": "TypeError",
+                                                             "message": "args must be a list, kwargs an object"}}
+        raised: Optional[dict] = None
+        value: Any = None
+        try:
+            value = getattr(self.robot, name)(*args, **kwargs)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # EpisodeFinished is a BaseException on purpose; it crosses as itself
+            raised = {"type": type(e).__name__, "message": str(e), "reason": getattr(e, "reason", None),
+                      "tool": getattr(e, "tool", None), "tool_message": getattr(e, "message", None)}
+        return {"value": to_wire(value), "images": self._drain_images(), "raised": raised}
+
+    def _get(self, name: Any) -> Any:
+        if not isinstance(name, str) or name not in self.properties:
+            self._refused.append(f"robot.get {str(name)[:80]}")
+            raise AttributeError(f"{type(self.robot).__name__!r} object has no public property {name!r}")
+        return to_wire(getattr(self.robot, name))
+
+    def _on_motion_images(self) -> list:
+        from ..base import png_bytes
+
+        return [[cam, to_wire(png_bytes(img))] for cam, img in self.robot._on_motion_images()]
+
+    @staticmethod
+    def _drain_images() -> list:
+        """PNGs the call displayed (show(); outside IPython they wait in the session): the proxy shows them."""
+        s = notebook.session()
+        out = [[to_wire(png), meta] for png, meta in s.emitted]
+        s.emitted.clear()
+        return out
+
+    # ----- the host's socket ------------------------------------------------------------------------------
+    def host_methods(self) -> dict[str, Callable[..., Any]]:
+        return {
+            "host.report": lambda: self._run(self._host_report),
+            "host.card": lambda: self._run(lambda: to_json(self.robot._episode_card())),
+            "host.ledger": lambda: self._run(lambda: to_json(self.robot.ledger)),
+            "host.stop": lambda reason: self._run(self.robot._stop_episode, str(reason)),
+            "host.describe": lambda: self._run(self._describe),
+        }
+
+    def _host_report(self) -> dict:
+        r = self.robot
+        steps = int(r._env_steps())
+        calls = [dict(c) for c in r._ledger[self._host_calls:]]
+        report = {"moved": steps != self._host_steps, "env_steps": steps - self._host_steps,
+                  "env_steps_total": steps, "calls": calls, "ledger_total": len(r._ledger),
+                  "state": r._brief_state(), "done": bool(r.done), "success": bool(r._solved()),
+                  "episode_finished": r._done_reason, "refused": self._refused}
+        self._host_calls, self._host_steps = len(r._ledger), steps
+        self._refused = []
+        return to_json(report)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pyrualean_robot.served", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--robot", default="tabletop")
+    ap.add_argument("--task")
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--workspace", required=True, help="the robot's own folder (its calls.jsonl)")
+    ap.add_argument("--images", default="on-motion")
+    ap.add_argument("--primitives", default="full")
+    ap.add_argument("--suite")
+    ap.add_argument("--vla-endpoint")
+    ap.add_argument("--env-url")
+    ap.add_argument("--max-env-steps", type=int, default=10000)
+    ap.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="one of the robot's own make() options (e.g. sam3_endpoint=http://...), repeatable")
+    ap.add_argument("--agent-socket", required=True)
+    ap.add_argument("--host-socket", required=True)
+    a = ap.parse_args(argv)
+    from .. import make
+
+    extra: dict[str, Any] = {}
+    for kv in a.opt:
+        k, sep, v = kv.partition("=")
+        if not sep or not k.isidentifier():
+            ap.error(f"--opt wants KEY=VALUE, not {kv!r}")
+        extra[k] = v
+    if a.env_url:
+        extra["env_url"] = a.env_url
+    worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="robot")
+    robot = worker.submit(lambda: make(a.robot, task=a.task, seed=a.seed, workspace=a.workspace, images=a.images,
+                                       primitives=a.primitives, suite=a.suite, vla_endpoint=a.vla_endpoint,
+                                       max_env_steps=a.max_env_steps, **extra)).result()
+    service = RobotService(robot, worker)
+    for p in (a.agent_socket, a.host_socket):
+        if os.path.exists(p):
+            os.unlink(p)
+    agent = RpcServer(service.agent_methods(), transport="unix", path=a.agent_socket)
+    host = RpcServer(service.host_methods(), transport="unix", path=a.host_socket)
+    print("ready", flush=True)
+    try:
+        host.serve_until_shutdown(parent_watch=True)
+    finally:
+        agent.close()
+        for p in (a.agent_socket, a.host_socket):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        close = getattr(robot, "close", None)
+        if callable(close):
+            worker.submit(close).result()
+        worker.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+// Package seal runs a kernel inside an OS sandbox (bubblewrap): no network (the kernel speaks ZeroMQ over
+// ipc sockets), its own pid, ipc, uts and user namespaces (uid 65534 inside), a filesystem that is
+// read-only except the workspace and a private runtime folder, only the paths Python needs, an
+// environment built from an allow-list (never the caller's: no API keys, no gateway token), and limits
+// on memory, open files and processes. What the agent's code can then reach is what was bound in: the
+// robot server's agent socket, never the judge's side.
+//
+// Where bubblewrap or user namespaces are missing, Check says why; the caller decides whether to run
+// unsealed and must then record it (result.json "sealed": false).
+package seal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pyrualean/pyrualean/kernel"
+)
+
+// ErrUnavailable is wrapped by Check's error when this machine cannot seal a kernel.
+var ErrUnavailable = errors.New("seal: OS sandbox unavailable")
+
+// ErrSecretEnv is returned for an environment variable whose name says it holds a secret.
+var ErrSecretEnv = errors.New("seal: secret-looking variable refused")
+
+// secretName matches variable names that must never reach a sealed kernel, even if a caller asks.
+var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE)`)
+
+// Defaults for Options' limits.
+const (
+	DefaultUID         = 65534 // nobody
+	DefaultMemoryBytes = 16 << 30
+	DefaultMaxProcs    = 512 // processes and threads (a pids cgroup)
+	DefaultMaxFiles    = 4096
+)
+
+// Options say what a sealed kernel may see.
+type Options struct {
+	Workspace string            // the only writable folder the agent's code sees (also HOME and cwd)
+	ReadOnly  []string          // more paths bound read-only (e.g. the robot server's agent socket folder)
+	Env       map[string]string // the kernel's whole environment besides HOME, PATH, LANG and the runtime's
+	Python    string            // the kernel's interpreter (its prefixes and sys.path are bound read-only)
+	// PythonPath is PYTHONPATH for the kernel (bound read-only); empty: none.
+	PythonPath  string
+	UID, GID    int   // inside the sandbox; default 65534
+	MemoryBytes int64 // RLIMIT_AS of the kernel; default 16 GiB
+	MaxProcs    int   // pids cgroup limit where the pids controller is writable; default 512
+	MaxFiles    int   // RLIMIT_NOFILE; default 4096
+}
+
+// Info is what result.json records about the seal.
+type Info struct {
+	Sealed    bool     `json:"sealed"`
+	Method    string   `json:"method"`           // "bwrap"
+	Reason    string   `json:"reason,omitempty"` // why not sealed
+	UID       int      `json:"uid,omitempty"`
+	Network   string   `json:"network,omitempty"` // "none" (own namespace, ipc transport)
+	Env       []string `json:"env,omitempty"`     // variable names the kernel got
+	Writable  []string `json:"writable,omitempty"`
+	MemoryMax int64    `json:"memory_max_bytes,omitempty"`
+	FilesMax  int      `json:"files_max,omitempty"`
+	PidsMax   int      `json:"pids_max,omitempty"` // 0: not enforced (no writable pids cgroup)
+	PidsNote  string   `json:"pids_note,omitempty"`
+}
+
+// Check says whether this machine can seal a kernel: bwrap on PATH and able to create the namespaces.
+func Check(ctx context.Context) error {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return fmt.Errorf("%w: bwrap not found (apt-get install bubblewrap)", ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	argv := append(baseFlags(DefaultUID, DefaultUID), "--ro-bind", "/usr", "/usr")
+	argv = append(argv, systemLinks()...)
+	argv = append(argv, "--", "/usr/bin/true")
+	out, err := exec.CommandContext(ctx, bwrap, argv...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v: %s", ErrUnavailable, bwrap, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Sandbox is one sealed kernel's spec and its private runtime folder (ipc sockets, IPython's files).
+type Sandbox struct {
+	Spec    kernel.Spec // the kernelspec wrapped in bwrap; launch it with LaunchOptions.IPC = IPC
+	IPC     string      // ipc socket prefix for kernel.LaunchOptions.IPC
+	Info    Info
+	dir     string
+	cgroup  string
+	cleanup []string
+}
+
+// New wraps spec in the sandbox Options describe. Close removes what it made.
+func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
+	if o.Workspace == "" || !filepath.IsAbs(o.Workspace) {
+		return nil, fmt.Errorf("seal: workspace must be an absolute path, not %q", o.Workspace)
+	}
+	if o.UID == 0 {
+		o.UID = DefaultUID
+	}
+	if o.GID == 0 {
+		o.GID = o.UID
+	}
+	if o.MemoryBytes == 0 {
+		o.MemoryBytes = DefaultMemoryBytes
+	}
+	if o.MaxProcs == 0 {
+		o.MaxProcs = DefaultMaxProcs
+	}
+	if o.MaxFiles == 0 {
+		o.MaxFiles = DefaultMaxFiles
+	}
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("seal: kernelspec %s has no argv", spec.Name)
+	}
+	python := o.Python
+	if python == "" {
+		python = spec.Argv[0]
+	}
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return nil, fmt.Errorf("%w: bwrap not found", ErrUnavailable)
+	}
+	// Short path: an ipc socket path must fit in sun_path (108 bytes).
+	dir, err := os.MkdirTemp("", "pyrualean-seal-")
+	if err != nil {
+		return nil, fmt.Errorf("seal: runtime folder: %w", err)
+	}
+	s := &Sandbox{IPC: filepath.Join(dir, "k"), dir: dir}
+	fail := func(err error) (*Sandbox, error) { s.Close(); return nil, err }
+
+	env := map[string]string{
+		"HOME": o.Workspace, "LANG": "C.UTF-8", "PATH": filepath.Dir(python) + ":/usr/local/bin:/usr/bin:/bin",
+		"IPYTHONDIR": filepath.Join(dir, "ipython"), "JUPYTER_RUNTIME_DIR": dir, "MPLCONFIGDIR": filepath.Join(dir, "mpl"),
+		"PYTHONDONTWRITEBYTECODE": "1",
+	}
+	for k, v := range o.Env {
+		if secretName.MatchString(k) {
+			return fail(fmt.Errorf("%w: %s", ErrSecretEnv, k))
+		}
+		env[k] = v
+	}
+	if o.PythonPath != "" {
+		env["PYTHONPATH"] = o.PythonPath
+	}
+	roots, err := pythonRoots(ctx, python, o.PythonPath)
+	if err != nil {
+		return fail(err)
+	}
+	ro := append(roots, o.ReadOnly...)
+	ro = append(ro, etcFiles()...)
+
+	argv := baseFlags(o.UID, o.GID)
+	argv = append(argv, "--ro-bind", "/usr", "/usr")
+	argv = append(argv, systemLinks()...)
+	for _, p := range dedupe(ro) {
+		argv = append(argv, "--ro-bind", p, p)
+	}
+	// {connection_file} is filled in by kernel.Launch; it lives outside the sandbox's tree.
+	argv = append(argv, "--ro-bind", "{connection_file}", "{connection_file}",
+		"--bind", dir, dir, "--bind", o.Workspace, o.Workspace, "--chdir", o.Workspace)
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		argv = append(argv, "--setenv", k, env[k])
+	}
+	argv = append(argv, "--")
+	argv = append(argv, spec.Argv...)
+	// env -i: bwrap itself (pid 1 in the sandbox, /proc/1/environ) gets no environment either.
+	wrapped := []string{"/usr/bin/env", "-i", "/usr/bin/prlimit", "--as=" + strconv.FormatInt(o.MemoryBytes, 10),
+		"--nofile=" + strconv.Itoa(o.MaxFiles), "--", bwrap}
+	wrapped = append(wrapped, argv...)
+
+	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, Network: "none", Env: names,
+		Writable: []string{o.Workspace}, MemoryMax: o.MemoryBytes, FilesMax: o.MaxFiles}
+	if cg, err := pidsCgroup(dir, o.MaxProcs); err == nil {
+		s.cgroup = cg
+		// join the cgroup before exec: every process of the sandbox is counted
+		wrapped = append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(cg, "cgroup.procs")}, wrapped...)
+		s.Info.PidsMax = o.MaxProcs
+	} else {
+		s.Info.PidsNote = err.Error()
+	}
+	sealed := spec
+	sealed.Argv = wrapped
+	sealed.Env = nil                 // nothing from the spec's env reaches the kernel but what Options.Env says
+	sealed.InterruptMode = "message" // a signal to the process group would reach bwrap, not the kernel
+	s.Spec = sealed
+	return s, nil
+}
+
+// Close removes the runtime folder and the pids cgroup (once the kernel is gone).
+func (s *Sandbox) Close() error {
+	if s == nil {
+		return nil
+	}
+	var errs []error
+	if s.cgroup != "" {
+		// the kernel's processes may take a moment to leave after a kill
+		for i := 0; ; i++ {
+			err := os.Remove(s.cgroup)
+			if err == nil || os.IsNotExist(err) || i == 50 {
+				if err != nil && !os.IsNotExist(err) {
+					errs = append(errs, fmt.Errorf("seal: remove cgroup: %w", err))
+				}
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if s.dir != "" {
+		if err := os.RemoveAll(s.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func baseFlags(uid, gid int) []string {
+	return []string{"--unshare-user", "--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid),
+		"--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--hostname", "sealed", "--die-with-parent", "--new-session", "--clearenv",
+		"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"}
+}
+
+// systemLinks recreates /bin, /lib, /lib64 and /sbin: symlinks into /usr where the host has them.
+func systemLinks() []string {
+	var out []string
+	for _, d := range []string{"/bin", "/lib", "/lib64", "/sbin"} {
+		if t, err := os.Readlink(d); err == nil {
+			out = append(out, "--symlink", t, d)
+		} else if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out = append(out, "--ro-bind", d, d)
+		}
+	}
+	return out
+}
+
+// etcFiles are the few /etc entries the dynamic loader and Python need; no secrets among them.
+func etcFiles() []string {
+	var out []string
+	for _, p := range []string{"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+		"/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/mime.types"} {
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// pythonRoots asks the interpreter where it and its packages live (prefixes, sys.path): bound read-only.
+func pythonRoots(ctx context.Context, python, pythonPath string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, python, "-I", "-c",
+		"import sys, site; print('\\n'.join([sys.prefix, sys.base_prefix, sys.exec_prefix] + sys.path))")
+	if pythonPath != "" {
+		cmd = exec.CommandContext(ctx, python, "-c",
+			"import sys; print('\\n'.join([sys.prefix, sys.base_prefix, sys.exec_prefix] + sys.path))")
+		cmd.Env = []string{"PYTHONPATH=" + pythonPath, "PATH=/usr/bin:/bin"}
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("seal: ask %s for its paths: %w", python, err)
+	}
+	var roots []string
+	if p, err := filepath.EvalSymlinks(python); err == nil {
+		roots = append(roots, filepath.Dir(filepath.Dir(p)))
+	}
+	venv := filepath.Dir(filepath.Dir(python))
+	roots = append(roots, venv)
+	if real, err := filepath.EvalSymlinks(venv); err == nil && real != venv {
+		roots = append(roots, real)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || !filepath.IsAbs(l) {
+			continue
+		}
+		if _, err := os.Stat(l); err == nil {
+			roots = append(roots, l)
+			if real, err := filepath.EvalSymlinks(l); err == nil && real != l {
+				roots = append(roots, real)
+			}
+		}
+	}
+	return roots, nil
+}
+
+// dedupe drops paths inside another listed path (bwrap would bind them twice) and keeps the order stable.
+func dedupe(paths []string) []string {
+	clean := make([]string, 0, len(paths))
+	for _, p := range paths {
+		p = filepath.Clean(p)
+		if p == "/" || p == "/usr" || strings.HasPrefix(p, "/usr/") {
+			continue // /usr is bound whole; "/" would unseal everything
+		}
+		clean = append(clean, p)
+	}
+	sort.Strings(clean)
+	clean = slices.Compact(clean)
+	var out []string
+	for _, p := range clean {
+		if n := len(out); n > 0 && strings.HasPrefix(p, out[n-1]+"/") {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// pidsCgroup makes a pids cgroup (v1 controller or v2 unified) limited to max processes, if writable.
+func pidsCgroup(dir string, max int) (string, error) {
+	name := "pyrualean-" + filepath.Base(dir)
+	for _, base := range []string{"/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(base, "cgroup.procs")); err != nil {
+			continue
+		}
+		cg := filepath.Join(base, name)
+		if err := os.Mkdir(cg, 0o755); err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(cg, "pids.max"), []byte(strconv.Itoa(max)), 0o644); err != nil {
+			os.Remove(cg)
+			continue
+		}
+		return cg, nil
+	}
+	return "", errors.New("no writable pids cgroup: the process count is not limited (RLIMIT_NPROC does not bind a root-mapped uid)")
+}

@@ -1,0 +1,128 @@
+package seal
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/robotapi"
+)
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := robotapi.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestSealedKernel launches the project's kernelspec inside the sandbox and checks from inside what the
+// agent's code could reach: environment, uid, pid namespace, network, files outside the workspace.
+func TestSealedKernel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := Check(ctx); err != nil {
+		t.Fatalf("this machine must seal (setup installs bubblewrap): %v", err)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-seal-test-secret")
+	t.Setenv("PYRUALEAN_TOKEN", "gateway-seal-test-secret")
+	spec, err := kernel.FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	secretFile := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(secretFile, []byte("top secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sb, err := New(ctx, spec, Options{Workspace: ws, Env: map[string]string{"MUJOCO_GL": "egl"},
+		PythonPath: filepath.Join(repoRoot(t), "robotapi", "python")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if _, err := New(ctx, spec, Options{Workspace: ws, Env: map[string]string{"OPENAI_API_KEY": "x"}}); err == nil {
+		t.Fatal("a secret-named variable must be refused")
+	}
+	k, err := kernel.Launch(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Shutdown(context.Background())
+	port := ln.Addr().(*net.TCPAddr).Port
+	code := `import os, json, socket
+def tryit(f):
+    try:
+        return repr(f())[:200]
+    except BaseException as e:
+        return "ERR " + type(e).__name__
+def conn():
+    s = socket.socket(); s.settimeout(2); s.connect(("127.0.0.1", ` + itoa(port) + `)); return "connected"
+out = {"env": dict(os.environ), "uid": os.getuid(), "pid": os.getpid(),
+       "proc1": tryit(lambda: open("/proc/1/environ","rb").read()),
+       "ppid_env": tryit(lambda: open(f"/proc/{os.getppid()}/environ","rb").read()),
+       "secret": tryit(lambda: open(` + pyq(secretFile) + `).read()),
+       "root": sorted(os.listdir("/")), "net": tryit(conn),
+       "write_usr": tryit(lambda: open("/usr/x", "w")),
+       "write_ws": tryit(lambda: open("probe.txt", "w").write("ok"))}
+print(json.dumps(out))`
+	res, err := k.Client().Execute(ctx, code, kernel.ExecuteOptions{Timeout: time.Minute})
+	if err != nil || res.Status != "ok" {
+		t.Fatalf("execute: %v %+v", err, res)
+	}
+	var text string
+	for _, o := range res.Outputs {
+		text += o.Text
+	}
+	var got struct {
+		Env      map[string]string `json:"env"`
+		UID      int               `json:"uid"`
+		PID      int               `json:"pid"`
+		Proc1    string            `json:"proc1"`
+		PpidEnv  string            `json:"ppid_env"`
+		Secret   string            `json:"secret"`
+		Net      string            `json:"net"`
+		WriteUsr string            `json:"write_usr"`
+		WriteWs  string            `json:"write_ws"`
+		Root     []string          `json:"root"`
+	}
+	if err := json.Unmarshal([]byte(text), &got); err != nil {
+		t.Fatalf("%v: %s", err, text)
+	}
+	for k, v := range got.Env {
+		if strings.Contains(v, "secret") || k == "OPENAI_API_KEY" || k == "PYRUALEAN_TOKEN" {
+			t.Errorf("environment leaked %s=%s", k, v)
+		}
+	}
+	if strings.Contains(got.Proc1, "secret") || strings.Contains(got.PpidEnv, "secret") {
+		t.Errorf("a parent's environment is readable: %s / %s", got.Proc1, got.PpidEnv)
+	}
+	if got.UID != DefaultUID || got.PID > 10 {
+		t.Errorf("uid %d pid %d: want uid %d in its own pid namespace", got.UID, got.PID, DefaultUID)
+	}
+	if !strings.HasPrefix(got.Secret, "ERR") || !strings.HasPrefix(got.Net, "ERR") || !strings.HasPrefix(got.WriteUsr, "ERR") {
+		t.Errorf("escapes: secret=%s net=%s write_usr=%s", got.Secret, got.Net, got.WriteUsr)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "probe.txt")); err != nil || string(b) != "ok" {
+		t.Errorf("the workspace must stay writable: %v %q (%s)", err, b, got.WriteWs)
+	}
+	if !sb.Info.Sealed || sb.Info.Network != "none" {
+		t.Errorf("info: %+v", sb.Info)
+	}
+	t.Logf("root: %v info: %+v", got.Root, sb.Info)
+}
+
+func itoa(i int) string   { b, _ := json.Marshal(i); return string(b) }
+func pyq(s string) string { b, _ := json.Marshal(s); return string(b) }
