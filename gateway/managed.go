@@ -263,7 +263,7 @@ func (mk *managedKernel) trimLocked() {
 		low = min(low, c.seq)
 	}
 	for c := range mk.conns {
-		low = min(low, c.lastSeq.Load())
+		low = min(low, c.acked.Load())
 	}
 	mk.ring.dropThrough(low)
 }
@@ -292,30 +292,36 @@ func (mk *managedKernel) syntheticStatusLocked(state string) *outMsg {
 	return newOutMsg(m)
 }
 
-// attach registers a socket: a session seen before gets what it missed; everyone gets the current state.
+// attach registers a socket: a session seen before gets what it has not acknowledged; everyone gets the
+// current state. A session that is still live on another socket (two tabs, or a reconnect that beats
+// the old socket's teardown) resumes from the furthest-behind of those sockets, so nothing in flight
+// to a dying socket is lost; the old socket is not replaced (jupyter_server does, and in gateway mode
+// its abandoned upstream connections then knock out the live one).
 func (mk *managedKernel) attach(c *wsConn) {
+	mk.awaitDying(c.session)
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
-	// A second socket with a live session id does not replace the first (jupyter_server does, and in
-	// gateway mode its abandoned upstream connections then knock out the live one); both get the
-	// session's messages, and there is nothing to replay.
 	cur, known := mk.cursors[c.session]
 	from := cur.seq
-	if mk.sessionLiveLocked(c.session) {
-		known = false
+	for o := range mk.conns {
+		if o.session == c.session {
+			if !known || o.acked.Load() < from {
+				from = o.acked.Load()
+			}
+			known = true
+		}
 	}
 	delete(mk.cursors, c.session)
 	mk.conns[c] = struct{}{}
-	// Where this socket starts, so trimming keeps exactly what it has yet to write.
-	if known {
-		c.lastSeq.Store(from)
-	} else {
-		c.lastSeq.Store(mk.ring.last())
+	// Where this socket starts, so trimming keeps exactly what it has yet to acknowledge.
+	if !known {
+		from = mk.ring.last()
 	}
+	c.acked.Store(from)
 	if known {
 		entries, gap := mk.ring.since(c.session, from)
 		if gap {
-			mk.log.Warn("replay buffer overflowed; the reconnecting client missed some messages", "session", c.session)
+			mk.log.Warn("backlog overflowed; the reconnecting client missed some messages", "session", c.session)
 		}
 		for _, e := range entries {
 			c.enqueue(e.seq, e.msg)
@@ -323,6 +329,34 @@ func (mk *managedKernel) attach(c *wsConn) {
 	}
 	// The kernel's own status for a new client: execution_state survives page reloads.
 	c.enqueue(0, mk.syntheticStatusLocked(mk.st.modelState()))
+}
+
+// dyingWait is how long a reconnecting session waits for its previous socket to finish reading: a
+// client that dropped its connection and came straight back may still have acknowledgements queued
+// on the old socket, and resuming before they are read would send those frames twice.
+const dyingWait = 500 * time.Millisecond
+
+func (mk *managedKernel) awaitDying(session string) {
+	mk.mu.Lock()
+	var old []*wsConn
+	for o := range mk.conns {
+		if o.session == session {
+			old = append(old, o)
+		}
+	}
+	mk.mu.Unlock()
+	if len(old) == 0 {
+		return
+	}
+	t := time.NewTimer(dyingWait)
+	defer t.Stop()
+	for _, o := range old {
+		select {
+		case <-o.gone:
+		case <-t.C:
+			return // a live second socket (another tab with the same session id)
+		}
+	}
 }
 
 func (mk *managedKernel) sessionLiveLocked(session string) bool {
@@ -343,7 +377,7 @@ func (mk *managedKernel) detach(c *wsConn) {
 		if mk.sessionLiveLocked(c.session) {
 			return
 		}
-		mk.cursors[c.session] = cursor{seq: c.lastSeq.Load(), left: time.Now()}
+		mk.cursors[c.session] = cursor{seq: c.acked.Load(), left: time.Now()}
 		if len(mk.cursors) > 1024 { // bounded: forget the session furthest behind
 			var worst string
 			lowest := ^uint64(0)

@@ -781,6 +781,7 @@ func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("websocket open", "kernel", mk.id, "session", session, "v1", v1)
 	c.readLoop(mk, s.cfg.MaxMessageBytes)
 	mk.detach(c)
+	close(c.gone)
 	s.log.Info("websocket closed", "kernel", mk.id, "session", session)
 }
 
