@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,12 +54,19 @@ const maxPending = 4096
 // IOPub goes to all; shell/control/stdin replies go to the socket whose request they answer.
 type managedKernel struct {
 	id, name string
-	h        kernelHandle
 	external bool // added with AddKernel (a live episode): the agent owns its lifetime
 	log      *slog.Logger
 	ringMax  [2]int
+	// relaunch starts a replacement process when the kernel is dead (nil: not ours to relaunch);
+	// autoRestart does so by itself when it dies, as jupyter_server's restarter.
+	relaunch    func(context.Context) (kernelHandle, error)
+	autoRestart bool
+	life        sync.Mutex // serialises restarts
 
 	mu            sync.Mutex
+	h             kernelHandle // the current process; replaced when a dead kernel is relaunched
+	upSince       time.Time
+	autoRestarts  int // automatic restarts in a row, each after less than stableStart up
 	st            *execState
 	lastActivity  time.Time
 	kernelSession string                // header.session of the kernel, reused for synthetic status
@@ -71,8 +79,14 @@ type managedKernel struct {
 	restarting    bool
 
 	subCancel func()
-	stopped   chan struct{} // closed when the pump ends
 }
+
+// Restarter limits, as jupyter_client's KernelRestarter: a kernel that dies again within stableStart of
+// each start is given up on after restartLimit tries.
+const (
+	restartLimit = 5
+	stableStart  = 10 * time.Second
+)
 
 func newManagedKernel(id, name string, h kernelHandle, external bool, log *slog.Logger, ringCount, ringBytes int) *managedKernel {
 	mk := &managedKernel{
@@ -80,16 +94,14 @@ func newManagedKernel(id, name string, h kernelHandle, external bool, log *slog.
 		ringMax: [2]int{ringCount, ringBytes},
 		st:      newExecState(), lastActivity: time.Now(),
 		conns: map[*wsConn]struct{}{}, cursors: map[string]cursor{}, ring: newReplayRing(ringCount, ringBytes),
-		pending: map[pendingKey]string{}, stopped: make(chan struct{}),
+		pending: map[pendingKey]string{}, upSince: time.Now(),
 	}
 	return mk
 }
 
 // start subscribes to the kernel client and learns the kernel's session; the kernel is ready by now.
 func (mk *managedKernel) start(ctx context.Context) {
-	sub, cancel := mk.h.subscribe(1024)
-	mk.subCancel = cancel
-	go mk.pump(sub)
+	mk.follow(mk.handle())
 	mk.learnSession(ctx)
 	mk.mu.Lock()
 	if mk.st.state == StateStarting {
@@ -98,10 +110,30 @@ func (mk *managedKernel) start(ctx context.Context) {
 	mk.mu.Unlock()
 }
 
+// handle is the current kernel process.
+func (mk *managedKernel) handle() kernelHandle {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	return mk.h
+}
+
+// follow subscribes to h's client and routes what it receives until h is replaced or closed.
+func (mk *managedKernel) follow(h kernelHandle) {
+	sub, cancel := h.subscribe(1024)
+	mk.mu.Lock()
+	prev := mk.subCancel
+	mk.subCancel = cancel
+	mk.mu.Unlock()
+	if prev != nil {
+		prev()
+	}
+	go mk.pump(h, sub)
+}
+
 func (mk *managedKernel) learnSession(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	s, err := mk.h.kernelSession(ctx)
+	s, err := mk.handle().kernelSession(ctx)
 	if err != nil {
 		mk.log.Warn("kernel_info for the kernel session failed", "err", err)
 		return
@@ -112,17 +144,16 @@ func (mk *managedKernel) learnSession(ctx context.Context) {
 }
 
 // pump reads everything the kernel client receives and routes it; it also notices kernel death.
-func (mk *managedKernel) pump(sub <-chan *wireMsg) {
-	defer close(mk.stopped)
-	done := mk.h.done()
+func (mk *managedKernel) pump(h kernelHandle, sub <-chan *wireMsg) {
+	done := h.done()
 	for {
 		select {
 		case m, ok := <-sub:
 			if !ok {
 				// The kernel client closes subscriptions when the kernel dies (done is closed first).
 				select {
-				case <-mk.h.done():
-					mk.markDead()
+				case <-h.done():
+					mk.markDead(h)
 				default:
 				}
 				return
@@ -130,24 +161,45 @@ func (mk *managedKernel) pump(sub <-chan *wireMsg) {
 			mk.fromKernel(m)
 		case <-done:
 			done = nil
-			mk.markDead()
+			mk.markDead(h)
 		}
 	}
 }
 
-func (mk *managedKernel) markDead() {
+// markDead tells every socket that process h died; with autoRestart a replacement is started.
+func (mk *managedKernel) markDead(h kernelHandle) {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
-	if mk.closed || mk.st.state == StateDead {
+	if mk.closed || mk.h != h || mk.st.state == StateDead || mk.restarting {
 		return
 	}
-	if err := mk.h.err(); errors.Is(err, kernel.ErrShutdown) {
+	err := h.err()
+	if errors.Is(err, kernel.ErrShutdown) {
 		mk.log.Info("kernel shut down by its owner")
 	} else {
 		mk.log.Warn("kernel died", "err", err)
 	}
 	mk.st.set(StateDead)
 	mk.broadcastLocked(mk.syntheticStatusLocked(StateDead))
+	if !mk.autoRestart || mk.relaunch == nil || errors.Is(err, kernel.ErrShutdown) {
+		return
+	}
+	if time.Since(mk.upSince) >= stableStart {
+		mk.autoRestarts = 0
+	}
+	if mk.autoRestarts >= restartLimit {
+		mk.log.Error("kernel keeps dying; not restarting it again", "restarts", mk.autoRestarts)
+		return
+	}
+	mk.autoRestarts++
+	mk.log.Info("restarting the dead kernel", "attempt", mk.autoRestarts)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		if err := mk.restart(ctx); err != nil {
+			mk.log.Warn("automatic restart failed", "err", err)
+		}
+	}()
 }
 
 // fromKernel routes one message from the kernel.
@@ -193,6 +245,7 @@ func (mk *managedKernel) fromKernel(m *wireMsg) {
 func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
 	mk.mu.Lock()
 	if mk.st.state == StateDead {
+		mk.answerDeadLocked(c, m)
 		mk.mu.Unlock()
 		return fmt.Errorf("kernel %s is dead: %w", mk.id, ErrNoSuchKernel)
 	}
@@ -217,8 +270,36 @@ func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
 			mk.lastActivity = time.Now()
 		}
 	}
+	h := mk.h
 	mk.mu.Unlock()
-	return mk.h.send(m)
+	return h.send(m)
+}
+
+// answerDeadLocked replies to a request sent to a dead kernel instead of dropping it: a `dead` status and
+// an error reply (nbclient's DeadKernelError), so a client waiting on its reply does not hang.
+func (mk *managedKernel) answerDeadLocked(c *wsConn, m *wireMsg) {
+	c.enqueue(0, mk.syntheticStatusLocked(StateDead))
+	base, ok := strings.CutSuffix(m.MsgType, "_request")
+	if !ok || (m.Channel != "shell" && m.Channel != "control") {
+		return
+	}
+	hint := "restart it: POST " + "/api/kernels/" + mk.id + "/restart"
+	if mk.external {
+		hint = "it belonged to an episode that ended"
+	}
+	content, _ := json.Marshal(map[string]any{"status": "error", "ename": "DeadKernelError",
+		"evalue": fmt.Sprintf("kernel %s is dead; %s", mk.id, hint), "traceback": []string{}})
+	header, _ := json.Marshal(map[string]string{
+		"msg_id": uuid.NewString(), "msg_type": base + "_reply", "session": mk.kernelSession, "username": "kernel",
+		"date": jupyterTime(time.Now()), "version": "5.3",
+	})
+	parent := m.Header
+	if len(parent) == 0 {
+		parent = emptyDict
+	}
+	reply := &wireMsg{Channel: m.Channel, Header: header, ParentHeader: parent, Metadata: emptyDict, Content: content,
+		MsgType: base + "_reply", Session: mk.kernelSession, ParentMsgID: m.MsgID}
+	mk.deliverLocked(c.session, newOutMsg(reply))
 }
 
 func (mk *managedKernel) compactPendingLocked() {
@@ -392,13 +473,33 @@ func (mk *managedKernel) detach(c *wsConn) {
 }
 
 // restart restarts the kernel, telling sockets restarting then idle; sockets stay open across it.
+// A dead kernel (killed, or stopped by a client's shutdown_request) is relaunched from its spec.
 func (mk *managedKernel) restart(ctx context.Context) error {
+	mk.life.Lock()
+	defer mk.life.Unlock()
 	mk.mu.Lock()
+	h := mk.h
+	dead := mk.st.state == StateDead || h.err() != nil
 	mk.restarting = true
 	mk.st.set(StateRestarting)
 	mk.broadcastLocked(mk.syntheticStatusLocked(StateRestarting))
 	mk.mu.Unlock()
-	err := mk.h.restart(ctx)
+	var err error
+	switch {
+	case !dead:
+		err = h.restart(ctx)
+	case mk.relaunch == nil:
+		err = fmt.Errorf("kernel is dead and was not started by the gateway: %w", h.err())
+	default:
+		var nh kernelHandle
+		if nh, err = mk.relaunch(ctx); err == nil {
+			mk.mu.Lock()
+			mk.h = nh
+			mk.mu.Unlock()
+			mk.follow(nh)
+			_ = h.shutdown(ctx) // already dead: this only releases what is left of it
+		}
+	}
 	mk.mu.Lock()
 	mk.restarting = false
 	mk.mu.Unlock()
@@ -413,8 +514,10 @@ func (mk *managedKernel) restart(ctx context.Context) error {
 	mk.mu.Lock()
 	mk.st.set(StateIdle)
 	mk.lastActivity = time.Now()
+	mk.upSince = time.Now()
 	mk.broadcastLocked(mk.syntheticStatusLocked(StateIdle))
 	mk.mu.Unlock()
+	// A restart that failed half-way (the old process gone, no new one) is noticed by the pump.
 	return nil
 }
 
@@ -431,9 +534,10 @@ func (mk *managedKernel) close(code int, reason string) {
 		conns = append(conns, c)
 	}
 	mk.conns = map[*wsConn]struct{}{}
+	cancel := mk.subCancel
 	mk.mu.Unlock()
-	if mk.subCancel != nil {
-		mk.subCancel()
+	if cancel != nil {
+		cancel()
 	}
 	for _, c := range conns {
 		c.closeWith(code, reason)

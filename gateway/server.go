@@ -35,11 +35,13 @@ type Config struct {
 	NoAuth        bool     // serve without authentication (only for trusted networks)
 	BaseURL       string   // path prefix, e.g. "/gw/"; default "/"
 	AllowOrigins  []string // extra origins allowed for CORS and the WebSocket upgrade ("*" = any)
+	AllowHosts    []string // Host names accepted besides IP literals and localhost ("*" = any): DNS rebinding guard
 	MaxKernels    int      // 0 = unlimited
 	CullIdle      time.Duration
 	CullInterval  time.Duration // default 60 s (or CullIdle/2 when shorter)
 	EnvAllow      []string      // environment names a client may set besides KERNEL_*
 	DefaultKernel string        // default kernelspec name; default "pyrualean", else "python3", else the first
+	AutoRestart   bool          // relaunch a kernel that died on its own (jupyter_server's restarter); off: it stays dead until POST …/restart
 
 	MaxMessageBytes int64 // largest client frame; default 32 MiB
 	ReplayMessages  int   // per-kernel replay ring length; default 1024
@@ -160,56 +162,110 @@ func (s *Server) BaseURL() string { return s.cfg.BaseURL }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// routes maps each endpoint to its handler; the method is part of the pattern, so a wrong method
+// gets the mux's 405 (with Allow), which dispatch answers in JSON like every other error.
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("/api", s.handleAPI)
-	m.HandleFunc("/api/", s.notFound)
-	m.HandleFunc("/api/status", s.handleStatus)
-	m.HandleFunc("/api/kernelspecs", s.handleSpecs)
-	m.HandleFunc("/api/kernelspecs/{name}", s.handleSpec)
-	m.HandleFunc("/kernelspecs/{name}/{file}", s.handleSpecFile)
-	m.HandleFunc("/api/kernels", s.handleKernels)
-	m.HandleFunc("/api/kernels/{id}", s.handleKernel)
-	m.HandleFunc("/api/kernels/{id}/interrupt", s.handleInterrupt)
-	m.HandleFunc("/api/kernels/{id}/restart", s.handleRestart)
-	m.HandleFunc("/api/kernels/{id}/channels", s.handleChannels)
-	m.HandleFunc("/api/sessions", s.handleSessions)
-	m.HandleFunc("/api/sessions/{id}", s.handleSession)
-	m.HandleFunc("/api/episodes", s.handleEpisodes)
-	m.HandleFunc("/api/episodes/{id}", s.handleEpisode)
-	m.HandleFunc("/api/episodes/{id}/{action}", s.handleEpisodeAction)
-	m.HandleFunc("/", s.notFound)
+	m.HandleFunc("GET /api", s.handleAPI)
+	m.HandleFunc("GET /api/status", s.handleStatus)
+	m.HandleFunc("GET /api/kernelspecs", s.handleSpecs)
+	m.HandleFunc("GET /api/kernelspecs/{name}", s.handleSpec)
+	m.HandleFunc("GET /kernelspecs/{name}/{file}", s.handleSpecFile)
+	m.HandleFunc("GET /api/kernels", s.handleListKernels)
+	m.HandleFunc("POST /api/kernels", s.handleStartKernel)
+	m.HandleFunc("GET /api/kernels/{id}", s.handleGetKernel)
+	m.HandleFunc("DELETE /api/kernels/{id}", s.handleDeleteKernel)
+	m.HandleFunc("POST /api/kernels/{id}/interrupt", s.handleInterrupt)
+	m.HandleFunc("POST /api/kernels/{id}/restart", s.handleRestart)
+	m.HandleFunc("GET /api/kernels/{id}/channels", s.handleChannels)
+	m.HandleFunc("GET /api/sessions", s.handleListSessions)
+	m.HandleFunc("POST /api/sessions", s.handleCreateSession)
+	m.HandleFunc("GET /api/sessions/{id}", s.handleGetSession)
+	m.HandleFunc("PATCH /api/sessions/{id}", s.handlePatchSession)
+	m.HandleFunc("DELETE /api/sessions/{id}", s.handleDeleteSession)
+	m.HandleFunc("GET /api/episodes", s.handleEpisodes)
+	m.HandleFunc("GET /api/episodes/{id}", s.handleEpisode)
+	m.HandleFunc("POST /api/episodes/{id}/{action}", s.handleEpisodeAction)
 	s.mux = m
-	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil && v != http.ErrAbortHandler {
-				s.log.Error("handler panic", "path", r.URL.Path, "panic", v)
-				writeError(w, http.StatusInternalServerError, fmt.Sprint(v))
-			}
-		}()
-		s.cors(w, r)
-		if r.Method == http.MethodOptions {
-			w.WriteHeader(http.StatusNoContent)
+	s.handler = http.HandlerFunc(s.dispatch)
+}
+
+// dispatch is what every request goes through: panic guard, CORS, Host check, base URL, auth, route.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil && v != http.ErrAbortHandler {
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", v)
+			writeError(w, http.StatusInternalServerError, fmt.Sprint(v))
+		}
+	}()
+	if !s.hostAllowed(r.Host) {
+		// DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends Host: evil.example.
+		writeError(w, http.StatusForbidden, fmt.Sprintf("host %q not allowed (see --allow-host)", r.Host))
+		return
+	}
+	s.cors(w, r)
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if s.cfg.BaseURL != "/" {
+		rest, ok := strings.CutPrefix(r.URL.Path, strings.TrimSuffix(s.cfg.BaseURL, "/"))
+		if !ok || (rest != "" && rest[0] != '/') {
+			s.notFound(w, r)
 			return
 		}
-		p := r.URL.Path
-		if s.cfg.BaseURL != "/" {
-			rest, ok := strings.CutPrefix(p, strings.TrimSuffix(s.cfg.BaseURL, "/"))
-			if !ok || (rest != "" && rest[0] != '/') {
-				s.notFound(w, r)
-				return
-			}
-			r2 := r.Clone(r.Context())
-			r2.URL.Path = "/" + strings.TrimPrefix(rest, "/")
-			r2.URL.RawPath = ""
-			r = r2
-		}
-		if !s.authorized(r) {
-			writeError(w, http.StatusUnauthorized, "missing or wrong token: send 'Authorization: token <token>' or ?token=<token>")
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + strings.TrimPrefix(rest, "/")
+		r2.URL.RawPath = ""
+		r = r2
+	}
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "missing or wrong token: send 'Authorization: token <token>' or ?token=<token>")
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route: the mux would answer 404, or 405 when another method matches; say it in JSON.
+		rec := &allowRecorder{header: http.Header{}}
+		h, _ := s.mux.Handler(r)
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); rec.code == http.StatusMethodNotAllowed && allow != "" {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s not allowed here; use %s", r.Method, allow))
 			return
 		}
-		m.ServeHTTP(w, r)
-	})
+		s.notFound(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// allowRecorder captures the status and Allow header of the mux's own not-found/not-allowed answer.
+type allowRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (a *allowRecorder) Header() http.Header         { return a.header }
+func (a *allowRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (a *allowRecorder) WriteHeader(code int)        { a.code = code }
+
+// hostAllowed is jupyter_server's check_host: IP literals (a rebinding page cannot send one for another
+// site), localhost and configured names pass; "*" turns the check off.
+func (s *Server) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" || net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	for _, a := range s.cfg.AllowHosts {
+		if a == "*" || strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
 }
 
 // authorized checks the token from the Authorization header (token or Bearer) or ?token=.
@@ -295,16 +351,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
-func methodNotAllowed(w http.ResponseWriter, r *http.Request, allowed ...string) {
-	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s not allowed here; use %s", r.Method, strings.Join(allowed, " or ")))
-}
-
 func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
 	// jupyter_server's API version: clients compare it, so report the one whose API we serve.
 	writeJSON(w, 200, map[string]string{"version": "2.14.0", "gateway": "pyrualean"})
 }
@@ -393,10 +440,6 @@ func (s *Server) findSpec(name string) (specInfo, error) {
 }
 
 func (s *Server) handleSpecs(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
 	specs, err := s.cfg.specs()
 	if err != nil {
 		writeError(w, 500, "listing kernelspecs: "+err.Error())
@@ -410,10 +453,6 @@ func (s *Server) handleSpecs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleSpec(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
 	sp, err := s.findSpec(r.PathValue("name"))
 	if err != nil {
 		s.specError(w, err)
@@ -433,10 +472,6 @@ func (s *Server) specError(w http.ResponseWriter, err error) {
 var resourceNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 func (s *Server) handleSpecFile(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
 	sp, err := s.findSpec(r.PathValue("name"))
 	if err != nil {
 		s.specError(w, err)
@@ -496,33 +531,37 @@ type startRequest struct {
 	Path     string         `json:"path"`
 }
 
-func (s *Server) handleKernels(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet:
-		writeJSON(w, 200, s.listKernels())
-	case http.MethodPost:
-		var req startRequest
-		if err := decodeBody(r, &req); err != nil {
-			writeError(w, 400, err.Error())
-			return
-		}
-		mk, err := s.StartKernel(r.Context(), req.Name, req.Env, req.KernelID)
-		if err != nil {
-			s.kernelError(w, err)
-			return
-		}
-		w.Header().Set("Location", s.cfg.BaseURL+"api/kernels/"+mk.id)
-		writeJSON(w, http.StatusCreated, mk.model())
-	default:
-		methodNotAllowed(w, r, "GET", "POST")
-	}
+func (s *Server) handleListKernels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, s.listKernels())
 }
+
+func (s *Server) handleStartKernel(w http.ResponseWriter, r *http.Request) {
+	var req startRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeBodyError(w, err)
+		return
+	}
+	mk, err := s.StartKernel(r.Context(), req.Name, req.Env, req.KernelID)
+	if err != nil {
+		s.kernelError(w, err)
+		return
+	}
+	w.Header().Set("Location", s.cfg.BaseURL+"api/kernels/"+mk.id)
+	writeJSON(w, http.StatusCreated, mk.model())
+}
+
+// maxBodyBytes bounds a REST request body (they are small JSON objects).
+const maxBodyBytes = 1 << 20
 
 // decodeBody reads an optional JSON object body; an empty body is an empty request.
 func decodeBody(r *http.Request, into any) error {
-	body := http.MaxBytesReader(nil, r.Body, 1<<20)
+	body := http.MaxBytesReader(nil, r.Body, maxBodyBytes)
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(into); err != nil && !errors.Is(err, errEOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("%w: request body over %d bytes", errTooLarge, mbe.Limit)
+		}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			return fmt.Errorf("request field %q must be a JSON %s", ute.Field, jsonKind(ute.Type.Kind().String()))
@@ -530,6 +569,15 @@ func decodeBody(r *http.Request, into any) error {
 		return fmt.Errorf("request body is not valid JSON: %v", err)
 	}
 	return nil
+}
+
+// writeBodyError answers a body decodeBody refused: 413 when too large, else 400.
+func writeBodyError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errTooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	}
+	writeError(w, http.StatusBadRequest, err.Error())
 }
 
 func jsonKind(k string) string {
@@ -562,6 +610,7 @@ func (s *Server) kernelError(w http.ResponseWriter, err error) {
 var (
 	errBadRequest = errors.New("bad request")
 	errConflict   = errors.New("conflict")
+	errTooLarge   = errors.New("request body too large")
 )
 
 // StartKernel launches a kernel of the named spec (default spec when empty) with a filtered client
@@ -635,7 +684,8 @@ func (s *Server) StartKernel(ctx context.Context, name string, reqEnv map[string
 	if kernelID == "" {
 		kernelID = uuid.NewString()
 	}
-	return s.register(ctx, kernelID, spec.Name, h, false), nil
+	relaunch := func(ctx context.Context) (kernelHandle, error) { return s.cfg.launch(ctx, spec, env, dir) }
+	return s.register(ctx, kernelID, spec.Name, h, relaunch), nil
 }
 
 // onlyInformational: the env carries nothing a pre-started kernel would lack (the gateway client always
@@ -649,8 +699,12 @@ func onlyInformational(env map[string]string) bool {
 	return true
 }
 
-func (s *Server) register(ctx context.Context, id, name string, h kernelHandle, external bool) *managedKernel {
+// register serves h under id. relaunch (nil for an added kernel, which is not the gateway's) starts
+// a replacement process when the kernel is dead.
+func (s *Server) register(ctx context.Context, id, name string, h kernelHandle, relaunch func(context.Context) (kernelHandle, error)) *managedKernel {
+	external := relaunch == nil
 	mk := newManagedKernel(id, name, h, external, s.log, s.cfg.ReplayMessages, s.cfg.ReplayBytes)
+	mk.relaunch, mk.autoRestart = relaunch, s.cfg.AutoRestart
 	mk.start(ctx)
 	s.mu.Lock()
 	s.kernels[id] = mk
@@ -659,25 +713,21 @@ func (s *Server) register(ctx context.Context, id, name string, h kernelHandle, 
 	return mk
 }
 
-func (s *Server) handleKernel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	switch r.Method {
-	case http.MethodGet:
-		mk, err := s.kernel(id)
-		if err != nil {
-			s.kernelError(w, err)
-			return
-		}
-		writeJSON(w, 200, mk.model())
-	case http.MethodDelete:
-		if err := s.ShutdownKernel(r.Context(), id); err != nil {
-			s.kernelError(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	default:
-		methodNotAllowed(w, r, "GET", "DELETE")
+func (s *Server) handleGetKernel(w http.ResponseWriter, r *http.Request) {
+	mk, err := s.kernel(r.PathValue("id"))
+	if err != nil {
+		s.kernelError(w, err)
+		return
 	}
+	writeJSON(w, 200, mk.model())
+}
+
+func (s *Server) handleDeleteKernel(w http.ResponseWriter, r *http.Request) {
+	if err := s.ShutdownKernel(r.Context(), r.PathValue("id")); err != nil {
+		s.kernelError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // ShutdownKernel stops serving a kernel the gateway started and shuts its process down.
@@ -703,7 +753,7 @@ func (s *Server) ShutdownKernel(ctx context.Context, id string) error {
 	mk.close(websocket.CloseNormalClosure, "kernel shut down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	if err := mk.h.shutdown(sctx); err != nil {
+	if err := mk.handle().shutdown(sctx); err != nil {
 		s.log.Warn("kernel shutdown", "id", id, "err", err)
 	}
 	s.log.Info("kernel shut down", "id", id)
@@ -711,16 +761,12 @@ func (s *Server) ShutdownKernel(ctx context.Context, id string) error {
 }
 
 func (s *Server) handleInterrupt(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, r, "POST")
-		return
-	}
 	mk, err := s.kernel(r.PathValue("id"))
 	if err != nil {
 		s.kernelError(w, err)
 		return
 	}
-	if err := mk.h.interrupt(r.Context()); err != nil {
+	if err := mk.handle().interrupt(r.Context()); err != nil {
 		writeError(w, 500, fmt.Sprintf("interrupting kernel %s: %v", mk.id, err))
 		return
 	}
@@ -728,10 +774,6 @@ func (s *Server) handleInterrupt(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, r, "POST")
-		return
-	}
 	mk, err := s.kernel(r.PathValue("id"))
 	if err != nil {
 		s.kernelError(w, err)
@@ -789,7 +831,7 @@ func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
 // restarts or shuts it down; the caller does (and calls RemoveKernel).
 func (s *Server) AddKernel(k KernelLike, name string) string {
 	id := uuid.NewString()
-	s.register(s.ctx, id, name, adaptKernel(k), true)
+	s.register(s.ctx, id, name, adaptKernel(k), nil)
 	return id
 }
 
