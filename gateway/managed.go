@@ -71,8 +71,8 @@ type managedKernel struct {
 	lastActivity  time.Time
 	kernelSession string                // header.session of the kernel, reused for synthetic status
 	conns         map[*wsConn]struct{}  // live sockets (several may share a client session id)
-	cursors       map[string]cursor     // where each disconnected session stopped, kept for replayAge
-	ring          *replayRing           // recent messages for reconnecting sessions
+	cursors       map[string]cursor     // where each disconnected session stopped, kept for backlogAge
+	ring          *backlog              // recent messages for reconnecting sessions
 	pending       map[pendingKey]string // (request session, msg id) → client session id
 	pendingOrder  []pendingKey
 	closed        bool
@@ -93,7 +93,7 @@ func newManagedKernel(id, name string, h kernelHandle, external bool, log *slog.
 		id: id, name: name, h: h, external: external, log: log.With("kernel", id),
 		ringMax: [2]int{ringCount, ringBytes},
 		st:      newExecState(), lastActivity: time.Now(),
-		conns: map[*wsConn]struct{}{}, cursors: map[string]cursor{}, ring: newReplayRing(ringCount, ringBytes),
+		conns: map[*wsConn]struct{}{}, cursors: map[string]cursor{}, ring: newBacklog(ringCount, ringBytes),
 		pending: map[pendingKey]string{}, upSince: time.Now(),
 	}
 	return mk
@@ -314,7 +314,7 @@ func (mk *managedKernel) compactPendingLocked() {
 	mk.pendingOrder = kept
 }
 
-// broadcastLocked records an IOPub message for replay and queues it on every socket.
+// broadcastLocked records an IOPub message in the backlog and queues it on every socket.
 func (mk *managedKernel) broadcastLocked(o *outMsg) {
 	seq := mk.ring.add("", o)
 	for c := range mk.conns {
@@ -323,8 +323,8 @@ func (mk *managedKernel) broadcastLocked(o *outMsg) {
 	mk.trimLocked()
 }
 
-// replayAge is how long a disconnected session can come back and still get what it missed.
-const replayAge = 15 * time.Minute
+// backlogAge is how long a disconnected session can come back and still get what it missed.
+const backlogAge = 15 * time.Minute
 
 type cursor struct {
 	seq  uint64
@@ -332,12 +332,12 @@ type cursor struct {
 }
 
 // trimLocked drops what no one can still need: messages every live socket has written, unless a
-// disconnected session (seen within replayAge) has not got them. An unwatched kernel keeps nothing.
+// disconnected session (seen within backlogAge) has not got them. An unwatched kernel keeps nothing.
 func (mk *managedKernel) trimLocked() {
 	now := time.Now()
 	low := mk.ring.last()
 	for s, c := range mk.cursors {
-		if now.Sub(c.left) > replayAge {
+		if now.Sub(c.left) > backlogAge {
 			delete(mk.cursors, s)
 			continue
 		}

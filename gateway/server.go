@@ -1,7 +1,7 @@
 // Package gateway serves running kernels over Jupyter Server's kernel HTTP + WebSocket API, so that
 // `jupyter server|lab --gateway-url`, JupyterLab and raw clients attach to the kernels an agent drives.
 // One kernel client per kernel is fanned out to every socket; replies go to the socket that asked,
-// IOPub to all, and a bounded per-kernel buffer replays what a reconnecting session_id missed.
+// IOPub to all, and a bounded per-kernel backlog (backlog.go) resends what a reconnecting session_id has not acknowledged.
 package gateway
 
 import (
@@ -29,7 +29,7 @@ import (
 )
 
 // Config configures a Server. The zero value is usable: token auth with a random token, listing on,
-// 32 MiB messages, replay of the last 1024 messages or 16 MiB per kernel.
+// 32 MiB messages, a backlog of at most 1024 messages or 16 MiB per kernel.
 type Config struct {
 	Token         string   // required token; empty with NoAuth false → a random one (see Server.Token)
 	NoAuth        bool     // serve without authentication (only for trusted networks)
@@ -44,9 +44,9 @@ type Config struct {
 	AutoRestart   bool          // relaunch a kernel that died on its own (jupyter_server's restarter); off: it stays dead until POST …/restart
 
 	MaxMessageBytes int64 // largest client frame; default 32 MiB
-	ReplayMessages  int   // per-kernel replay ring length; default 1024
-	ReplayBytes     int   // per-kernel replay ring size; default 16 MiB
-	SocketQueue     int   // frames queued per socket before a slow client is dropped; default ReplayMessages+256
+	BacklogMessages int   // per-kernel reconnect backlog length; default 1024
+	BacklogBytes    int   // per-kernel reconnect backlog size; default 16 MiB
+	SocketQueue     int   // frames queued per socket before a slow client is dropped; default BacklogMessages+256
 
 	Logger *slog.Logger
 
@@ -99,14 +99,14 @@ func New(cfg Config) *Server {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 32 << 20
 	}
-	if cfg.ReplayMessages <= 0 {
-		cfg.ReplayMessages = 1024
+	if cfg.BacklogMessages <= 0 {
+		cfg.BacklogMessages = 1024
 	}
-	if cfg.ReplayBytes <= 0 {
-		cfg.ReplayBytes = 16 << 20
+	if cfg.BacklogBytes <= 0 {
+		cfg.BacklogBytes = 16 << 20
 	}
 	if cfg.SocketQueue <= 0 {
-		cfg.SocketQueue = cfg.ReplayMessages + 256
+		cfg.SocketQueue = cfg.BacklogMessages + 256
 	}
 	if cfg.CullInterval <= 0 {
 		cfg.CullInterval = 60 * time.Second
@@ -703,7 +703,7 @@ func onlyInformational(env map[string]string) bool {
 // a replacement process when the kernel is dead.
 func (s *Server) register(ctx context.Context, id, name string, h kernelHandle, relaunch func(context.Context) (kernelHandle, error)) *managedKernel {
 	external := relaunch == nil
-	mk := newManagedKernel(id, name, h, external, s.log, s.cfg.ReplayMessages, s.cfg.ReplayBytes)
+	mk := newManagedKernel(id, name, h, external, s.log, s.cfg.BacklogMessages, s.cfg.BacklogBytes)
 	mk.relaunch, mk.autoRestart = relaunch, s.cfg.AutoRestart
 	mk.start(ctx)
 	s.mu.Lock()
@@ -814,7 +814,7 @@ func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
 	}
 	session := r.URL.Query().Get("session_id")
 	if session == "" {
-		session = uuid.NewString() // no replay for anonymous clients
+		session = uuid.NewString() // no resume for anonymous clients
 	}
 	v1 := ws.Subprotocol() == ProtocolV1
 	c := newWSConn(ws, session, v1, s.cfg.SocketQueue, s.log.With("kernel", mk.id))

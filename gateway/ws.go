@@ -56,7 +56,7 @@ func (c *wsConn) enqueue(seq uint64, o *outMsg) {
 	select {
 	case c.out <- queued{seq, o}:
 	default:
-		c.closeWith(websocket.CloseTryAgainLater, "client too slow: reconnect with the same session_id to replay")
+		c.closeWith(websocket.CloseTryAgainLater, "client too slow: reconnect with the same session_id to resume")
 	}
 }
 
