@@ -59,12 +59,12 @@ type managedKernel struct {
 	ringMax  [2]int
 	// relaunch starts a replacement process when the kernel is dead (nil: not ours to relaunch);
 	// autoRestart does so by itself when it dies, as jupyter_server's restarter.
-	relaunch    func(context.Context) (kernelHandle, error)
+	relaunch    func(context.Context) (Kernel, error)
 	autoRestart bool
 	life        sync.Mutex // serialises restarts
 
 	mu            sync.Mutex
-	h             kernelHandle // the current process; replaced when a dead kernel is relaunched
+	h             Kernel // the current process; replaced when a dead kernel is relaunched
 	upSince       time.Time
 	autoRestarts  int // automatic restarts in a row, each after less than stableStart up
 	st            *execState
@@ -88,7 +88,7 @@ const (
 	stableStart  = 10 * time.Second
 )
 
-func newManagedKernel(id, name string, h kernelHandle, external bool, log *slog.Logger, ringCount, ringBytes int) *managedKernel {
+func newManagedKernel(id, name string, h Kernel, external bool, log *slog.Logger, ringCount, ringBytes int) *managedKernel {
 	mk := &managedKernel{
 		id: id, name: name, h: h, external: external, log: log.With("kernel", id),
 		ringMax: [2]int{ringCount, ringBytes},
@@ -111,15 +111,15 @@ func (mk *managedKernel) start(ctx context.Context) {
 }
 
 // handle is the current kernel process.
-func (mk *managedKernel) handle() kernelHandle {
+func (mk *managedKernel) handle() Kernel {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
 	return mk.h
 }
 
 // follow subscribes to h's client and routes what it receives until h is replaced or closed.
-func (mk *managedKernel) follow(h kernelHandle) {
-	sub, cancel := h.subscribe(1024)
+func (mk *managedKernel) follow(h Kernel) {
+	sub, cancel := subscribe(h, 1024)
 	mk.mu.Lock()
 	prev := mk.subCancel
 	mk.subCancel = cancel
@@ -133,7 +133,7 @@ func (mk *managedKernel) follow(h kernelHandle) {
 func (mk *managedKernel) learnSession(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	s, err := mk.handle().kernelSession(ctx)
+	s, err := kernelSession(ctx, mk.handle())
 	if err != nil {
 		mk.log.Warn("kernel_info for the kernel session failed", "err", err)
 		return
@@ -144,15 +144,15 @@ func (mk *managedKernel) learnSession(ctx context.Context) {
 }
 
 // pump reads everything the kernel client receives and routes it; it also notices kernel death.
-func (mk *managedKernel) pump(h kernelHandle, sub <-chan *wireMsg) {
-	done := h.done()
+func (mk *managedKernel) pump(h Kernel, sub <-chan *wireMsg) {
+	done := h.Done()
 	for {
 		select {
 		case m, ok := <-sub:
 			if !ok {
 				// The kernel client closes subscriptions when the kernel dies (done is closed first).
 				select {
-				case <-h.done():
+				case <-h.Done():
 					mk.markDead(h)
 				default:
 				}
@@ -167,13 +167,13 @@ func (mk *managedKernel) pump(h kernelHandle, sub <-chan *wireMsg) {
 }
 
 // markDead tells every socket that process h died; with autoRestart a replacement is started.
-func (mk *managedKernel) markDead(h kernelHandle) {
+func (mk *managedKernel) markDead(h Kernel) {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
 	if mk.closed || mk.h != h || mk.st.state == StateDead || mk.restarting {
 		return
 	}
-	err := h.err()
+	err := h.Err()
 	if errors.Is(err, kernel.ErrShutdown) {
 		mk.log.Info("kernel shut down by its owner")
 	} else {
@@ -272,7 +272,7 @@ func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
 	}
 	h := mk.h
 	mk.mu.Unlock()
-	return h.send(m)
+	return send(h, m)
 }
 
 // answerDeadLocked replies to a request sent to a dead kernel instead of dropping it: a `dead` status and
@@ -479,7 +479,7 @@ func (mk *managedKernel) restart(ctx context.Context) error {
 	defer mk.life.Unlock()
 	mk.mu.Lock()
 	h := mk.h
-	dead := mk.st.state == StateDead || h.err() != nil
+	dead := mk.st.state == StateDead || h.Err() != nil
 	mk.restarting = true
 	mk.st.set(StateRestarting)
 	mk.broadcastLocked(mk.syntheticStatusLocked(StateRestarting))
@@ -487,17 +487,17 @@ func (mk *managedKernel) restart(ctx context.Context) error {
 	var err error
 	switch {
 	case !dead:
-		err = h.restart(ctx)
+		err = h.Restart(ctx)
 	case mk.relaunch == nil:
-		err = fmt.Errorf("kernel is dead and was not started by the gateway: %w", h.err())
+		err = fmt.Errorf("kernel is dead and was not started by the gateway: %w", h.Err())
 	default:
-		var nh kernelHandle
+		var nh Kernel
 		if nh, err = mk.relaunch(ctx); err == nil {
 			mk.mu.Lock()
 			mk.h = nh
 			mk.mu.Unlock()
 			mk.follow(nh)
-			_ = h.shutdown(ctx) // already dead: this only releases what is left of it
+			_ = h.Shutdown(ctx) // already dead: this only releases what is left of it
 		}
 	}
 	mk.mu.Lock()

@@ -28,7 +28,7 @@ func TestDeadKernelComesBack(t *testing.T) {
 		kill func()
 	}{
 		{"SIGKILL", func() {
-			if err := syscall.Kill(mk.handle().pid(), syscall.SIGKILL); err != nil {
+			if err := syscall.Kill(mk.handle().Pid(), syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -78,7 +78,7 @@ func TestAutoRestart(t *testing.T) {
 	}
 	c.until(10*time.Second, "initial status", func(m *wireMsg) bool { return m.MsgType == "status" })
 	mk, _ := srv.kernel(km.ID)
-	old := mk.handle().pid()
+	old := mk.handle().Pid()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestAutoRestart(t *testing.T) {
 	c.until(60*time.Second, "idle after the automatic restart", func(m *wireMsg) bool {
 		return m.MsgType == "status" && statusOf(m) == "idle" && m.ParentMsgID == ""
 	})
-	if mk.handle().pid() == old {
+	if mk.handle().Pid() == old {
 		t.Fatal("same process after an automatic restart")
 	}
 	id, msgs := c.runCell("print('back')", 30*time.Second)

@@ -541,7 +541,7 @@ func (s *Server) handleStartKernel(w http.ResponseWriter, r *http.Request) {
 		writeBodyError(w, err)
 		return
 	}
-	mk, err := s.StartKernel(r.Context(), req.Name, req.Env, req.KernelID)
+	mk, err := s.startKernel(r.Context(), req.Name, req.Env, req.KernelID)
 	if err != nil {
 		s.kernelError(w, err)
 		return
@@ -614,9 +614,17 @@ var (
 )
 
 // StartKernel launches a kernel of the named spec (default spec when empty) with a filtered client
-// environment and starts serving it. kernelID, when set, must be an unused UUID (jupyter_server allows
-// client-supplied ids).
-func (s *Server) StartKernel(ctx context.Context, name string, reqEnv map[string]any, kernelID string) (*managedKernel, error) {
+// environment, starts serving it and returns its id. kernelID, when set, must be an unused UUID
+// (jupyter_server allows client-supplied ids).
+func (s *Server) StartKernel(ctx context.Context, name string, reqEnv map[string]any, kernelID string) (string, error) {
+	mk, err := s.startKernel(ctx, name, reqEnv, kernelID)
+	if err != nil {
+		return "", err
+	}
+	return mk.id, nil
+}
+
+func (s *Server) startKernel(ctx context.Context, name string, reqEnv map[string]any, kernelID string) (*managedKernel, error) {
 	specs, err := s.cfg.specs()
 	if err != nil {
 		return nil, fmt.Errorf("listing kernelspecs: %w", err)
@@ -668,7 +676,7 @@ func (s *Server) StartKernel(ctx context.Context, name string, reqEnv map[string
 			dir = d
 		}
 	}
-	var h kernelHandle
+	var h Kernel
 	if pool != nil && pool.spec == spec.Name && onlyInformational(env) && dir == "" {
 		h = pool.take()
 	}
@@ -684,7 +692,7 @@ func (s *Server) StartKernel(ctx context.Context, name string, reqEnv map[string
 	if kernelID == "" {
 		kernelID = uuid.NewString()
 	}
-	relaunch := func(ctx context.Context) (kernelHandle, error) { return s.cfg.launch(ctx, spec, env, dir) }
+	relaunch := func(ctx context.Context) (Kernel, error) { return s.cfg.launch(ctx, spec, env, dir) }
 	return s.register(ctx, kernelID, spec.Name, h, relaunch), nil
 }
 
@@ -701,7 +709,7 @@ func onlyInformational(env map[string]string) bool {
 
 // register serves h under id. relaunch (nil for an added kernel, which is not the gateway's) starts
 // a replacement process when the kernel is dead.
-func (s *Server) register(ctx context.Context, id, name string, h kernelHandle, relaunch func(context.Context) (kernelHandle, error)) *managedKernel {
+func (s *Server) register(ctx context.Context, id, name string, h Kernel, relaunch func(context.Context) (Kernel, error)) *managedKernel {
 	external := relaunch == nil
 	mk := newManagedKernel(id, name, h, external, s.log, s.cfg.BacklogMessages, s.cfg.BacklogBytes)
 	mk.relaunch, mk.autoRestart = relaunch, s.cfg.AutoRestart
@@ -709,7 +717,7 @@ func (s *Server) register(ctx context.Context, id, name string, h kernelHandle, 
 	s.mu.Lock()
 	s.kernels[id] = mk
 	s.mu.Unlock()
-	s.log.Info("kernel serving", "id", id, "name", name, "pid", h.pid(), "external", external)
+	s.log.Info("kernel serving", "id", id, "name", name, "pid", h.Pid(), "external", external)
 	return mk
 }
 
@@ -753,7 +761,7 @@ func (s *Server) ShutdownKernel(ctx context.Context, id string) error {
 	mk.close(websocket.CloseNormalClosure, "kernel shut down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	if err := mk.handle().shutdown(sctx); err != nil {
+	if err := mk.handle().Shutdown(sctx); err != nil {
 		s.log.Warn("kernel shutdown", "id", id, "err", err)
 	}
 	s.log.Info("kernel shut down", "id", id)
@@ -766,7 +774,7 @@ func (s *Server) handleInterrupt(w http.ResponseWriter, r *http.Request) {
 		s.kernelError(w, err)
 		return
 	}
-	if err := mk.handle().interrupt(r.Context()); err != nil {
+	if err := mk.handle().Interrupt(r.Context()); err != nil {
 		writeError(w, 500, fmt.Sprintf("interrupting kernel %s: %v", mk.id, err))
 		return
 	}
@@ -829,9 +837,9 @@ func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
 
 // AddKernel serves a kernel started elsewhere (a live episode's) under a fresh id. The gateway never
 // restarts or shuts it down; the caller does (and calls RemoveKernel).
-func (s *Server) AddKernel(k KernelLike, name string) string {
+func (s *Server) AddKernel(k Kernel, name string) string {
 	id := uuid.NewString()
-	s.register(s.ctx, id, name, adaptKernel(k), nil)
+	s.register(s.ctx, id, name, k, nil)
 	return id
 }
 

@@ -94,7 +94,7 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		if req.Kernel != nil {
 			name = req.Kernel.Name
 		}
-		mk, err := s.StartKernel(r.Context(), name, nil, "")
+		mk, err := s.startKernel(r.Context(), name, nil, "")
 		if err != nil {
 			if isNoSuchSpec(err) {
 				writeError(w, http.StatusNotImplemented, err.Error()) // jupyter_server answers 501 here
