@@ -16,15 +16,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 )
 
@@ -74,9 +69,9 @@ type Server struct {
 	handler  http.Handler
 	upgrader websocket.Upgrader
 
-	mu       sync.Mutex
-	kernels  map[string]*managedKernel
-	starting int // kernels being launched, counted against MaxKernels
+	kernels *kernelRegistry
+
+	mu       sync.Mutex // guards sessions, episodes, pool
 	sessions map[string]*sessionModel
 	episodes map[string]*episodeEntry
 	pool     *prespawnPool
@@ -125,7 +120,7 @@ func New(cfg Config) *Server {
 		cfg.specs = findSpecs
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, env: newEnvPolicy(cfg.EnvAllow),
-		kernels: map[string]*managedKernel{}, sessions: map[string]*sessionModel{}, episodes: map[string]*episodeEntry{}}
+		kernels: newKernelRegistry(cfg.MaxKernels), sessions: map[string]*sessionModel{}, episodes: map[string]*episodeEntry{}}
 	if !cfg.NoAuth {
 		s.token = cfg.Token
 		if s.token == "" {
@@ -320,16 +315,6 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) {
 	h.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, OPTIONS")
 }
 
-// ---- models and errors
-
-type kernelModel struct {
-	ID             string `json:"id"`
-	Name           string `json:"name"`
-	LastActivity   string `json:"last_activity"`
-	ExecutionState string `json:"execution_state"`
-	Connections    int    `json:"connections"`
-}
-
 type errorBody struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
@@ -357,12 +342,7 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	ks := make([]*managedKernel, 0, len(s.kernels))
-	for _, k := range s.kernels {
-		ks = append(ks, k)
-	}
-	s.mu.Unlock()
+	ks := s.kernels.all()
 	conns, last := 0, time.Time{}
 	for _, k := range ks {
 		k.mu.Lock()
@@ -374,180 +354,6 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, 200, map[string]any{"started": jupyterTime(time.Now()), "last_activity": jupyterTime(last),
 		"connections": conns, "kernels": len(ks)})
-}
-
-// ---- kernelspecs
-
-func (s *Server) defaultSpec(specs []specInfo) string {
-	names := map[string]bool{}
-	for _, sp := range specs {
-		names[sp.Name] = true
-	}
-	for _, n := range []string{s.cfg.DefaultKernel, "pyrualean", "python3"} {
-		if n != "" && names[n] {
-			return n
-		}
-	}
-	if len(specs) > 0 {
-		return specs[0].Name
-	}
-	return s.cfg.DefaultKernel
-}
-
-func (s *Server) specModel(sp specInfo) map[string]any {
-	env := sp.Env
-	if env == nil {
-		env = map[string]string{}
-	}
-	meta := sp.Metadata
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	interrupt := sp.InterruptMode
-	if interrupt == "" {
-		interrupt = "signal"
-	}
-	resources := map[string]string{}
-	if entries, err := os.ReadDir(sp.ResourceDir); err == nil {
-		for _, e := range entries {
-			n := e.Name()
-			if e.IsDir() || n == "kernel.json" {
-				continue
-			}
-			key := strings.TrimSuffix(n, filepath.Ext(n))
-			resources[key] = s.cfg.BaseURL + "kernelspecs/" + url.PathEscape(sp.Name) + "/" + url.PathEscape(n)
-		}
-	}
-	return map[string]any{
-		"name": sp.Name,
-		"spec": map[string]any{"argv": sp.Argv, "env": env, "display_name": sp.DisplayName, "language": sp.Language,
-			"interrupt_mode": interrupt, "metadata": meta},
-		"resources": resources,
-	}
-}
-
-func (s *Server) findSpec(name string) (specInfo, error) {
-	specs, err := s.cfg.specs()
-	if err != nil {
-		return specInfo{}, err
-	}
-	for _, sp := range specs {
-		if strings.EqualFold(sp.Name, name) {
-			return sp, nil
-		}
-	}
-	return specInfo{}, fmt.Errorf("%w: %q", ErrNoSuchSpec, name)
-}
-
-func (s *Server) handleSpecs(w http.ResponseWriter, r *http.Request) {
-	specs, err := s.cfg.specs()
-	if err != nil {
-		writeError(w, 500, "listing kernelspecs: "+err.Error())
-		return
-	}
-	all := map[string]any{}
-	for _, sp := range specs {
-		all[sp.Name] = s.specModel(sp)
-	}
-	writeJSON(w, 200, map[string]any{"default": s.defaultSpec(specs), "kernelspecs": all})
-}
-
-func (s *Server) handleSpec(w http.ResponseWriter, r *http.Request) {
-	sp, err := s.findSpec(r.PathValue("name"))
-	if err != nil {
-		s.specError(w, err)
-		return
-	}
-	writeJSON(w, 200, s.specModel(sp))
-}
-
-func (s *Server) specError(w http.ResponseWriter, err error) {
-	if errors.Is(err, ErrNoSuchSpec) {
-		writeError(w, 404, "kernelspec not found: "+err.Error())
-		return
-	}
-	writeError(w, 500, err.Error())
-}
-
-var resourceNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
-func (s *Server) handleSpecFile(w http.ResponseWriter, r *http.Request) {
-	sp, err := s.findSpec(r.PathValue("name"))
-	if err != nil {
-		s.specError(w, err)
-		return
-	}
-	file := r.PathValue("file")
-	if !resourceNameRE.MatchString(file) {
-		writeError(w, 404, "no such kernelspec resource")
-		return
-	}
-	f, err := os.Open(filepath.Join(sp.ResourceDir, file))
-	if err != nil {
-		writeError(w, 404, fmt.Sprintf("kernelspec %s has no resource %s", sp.Name, file))
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.IsDir() {
-		writeError(w, 404, fmt.Sprintf("kernelspec %s has no resource %s", sp.Name, file))
-		return
-	}
-	http.ServeContent(w, r, file, st.ModTime(), f)
-}
-
-// ---- kernels
-
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
-func (s *Server) kernel(id string) (*managedKernel, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if mk := s.kernels[id]; mk != nil {
-		return mk, nil
-	}
-	return nil, fmt.Errorf("%w: %s", ErrNoSuchKernel, id)
-}
-
-func (s *Server) listKernels() []kernelModel {
-	s.mu.Lock()
-	ks := make([]*managedKernel, 0, len(s.kernels))
-	for _, k := range s.kernels {
-		ks = append(ks, k)
-	}
-	s.mu.Unlock()
-	out := make([]kernelModel, 0, len(ks))
-	for _, k := range ks {
-		out = append(out, k.model())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-type startRequest struct {
-	Name     string         `json:"name"`
-	Env      map[string]any `json:"env"`
-	KernelID string         `json:"kernel_id"`
-	Path     string         `json:"path"`
-}
-
-func (s *Server) handleListKernels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, s.listKernels())
-}
-
-func (s *Server) handleStartKernel(w http.ResponseWriter, r *http.Request) {
-	var req startRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeBodyError(w, err)
-		return
-	}
-	mk, err := s.startKernel(r.Context(), req.Name, req.Env, req.KernelID)
-	if err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	w.Header().Set("Location", s.cfg.BaseURL+"api/kernels/"+mk.id)
-	writeJSON(w, http.StatusCreated, mk.model())
 }
 
 // maxBodyBytes bounds a REST request body (they are small JSON objects).
@@ -613,265 +419,19 @@ var (
 	errTooLarge   = errors.New("request body too large")
 )
 
-// StartKernel launches a kernel of the named spec (default spec when empty) with a filtered client
-// environment, starts serving it and returns its id. kernelID, when set, must be an unused UUID
-// (jupyter_server allows client-supplied ids).
-func (s *Server) StartKernel(ctx context.Context, name string, reqEnv map[string]any, kernelID string) (string, error) {
-	mk, err := s.startKernel(ctx, name, reqEnv, kernelID)
-	if err != nil {
-		return "", err
-	}
-	return mk.id, nil
-}
-
-func (s *Server) startKernel(ctx context.Context, name string, reqEnv map[string]any, kernelID string) (*managedKernel, error) {
-	specs, err := s.cfg.specs()
-	if err != nil {
-		return nil, fmt.Errorf("listing kernelspecs: %w", err)
-	}
-	if name == "" {
-		name = s.defaultSpec(specs)
-	}
-	var spec specInfo
-	found := false
-	for _, sp := range specs {
-		if strings.EqualFold(sp.Name, name) {
-			spec, found = sp, true
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("%w: %q", ErrNoSuchSpec, name)
-	}
-	env, dropped, err := s.env.filter(reqEnv)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadRequest, err)
-	}
-	if len(dropped) > 0 {
-		s.log.Debug("ignoring environment names outside the allow-list", "names", dropped)
-	}
-	if kernelID != "" && !uuidRE.MatchString(kernelID) {
-		return nil, fmt.Errorf("%w: kernel_id %q is not a UUID", errBadRequest, kernelID)
-	}
-	s.mu.Lock()
-	if kernelID != "" && s.kernels[kernelID] != nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: kernel %s already exists", errConflict, kernelID)
-	}
-	if s.cfg.MaxKernels > 0 && len(s.kernels)+s.starting >= s.cfg.MaxKernels {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w (%d): shut one down first", ErrTooManyKernel, s.cfg.MaxKernels)
-	}
-	s.starting++
-	pool := s.pool
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.starting--
-		s.mu.Unlock()
-	}()
-
-	dir := ""
-	if d := env["KERNEL_WORKING_DIR"]; d != "" {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			dir = d
-		}
-	}
-	var h Kernel
-	if pool != nil && pool.spec == spec.Name && onlyInformational(env) && dir == "" {
-		h = pool.take()
-	}
-	if h == nil {
-		// Launch under the server's context so a client that hangs up does not orphan a half-started kernel.
-		lctx, cancel := context.WithTimeout(s.ctx, 60*time.Second)
-		h, err = s.cfg.launch(lctx, spec, env, dir)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("starting kernel %s: %w", spec.Name, err)
-		}
-	}
-	if kernelID == "" {
-		kernelID = uuid.NewString()
-	}
-	relaunch := func(ctx context.Context) (Kernel, error) { return s.cfg.launch(ctx, spec, env, dir) }
-	return s.register(ctx, kernelID, spec.Name, h, relaunch), nil
-}
-
-// onlyInformational: the env carries nothing a pre-started kernel would lack (the gateway client always
-// sends KERNEL_USERNAME and KERNEL_LAUNCH_TIMEOUT, which only inform launchers).
-func onlyInformational(env map[string]string) bool {
-	for k := range env {
-		if k != "KERNEL_USERNAME" && k != "KERNEL_LAUNCH_TIMEOUT" {
-			return false
-		}
-	}
-	return true
-}
-
-// register serves h under id. relaunch (nil for an added kernel, which is not the gateway's) starts
-// a replacement process when the kernel is dead.
-func (s *Server) register(ctx context.Context, id, name string, h Kernel, relaunch func(context.Context) (Kernel, error)) *managedKernel {
-	external := relaunch == nil
-	mk := newManagedKernel(id, name, h, external, s.log, s.cfg.BacklogMessages, s.cfg.BacklogBytes)
-	mk.relaunch, mk.autoRestart = relaunch, s.cfg.AutoRestart
-	mk.start(ctx)
-	s.mu.Lock()
-	s.kernels[id] = mk
-	s.mu.Unlock()
-	s.log.Info("kernel serving", "id", id, "name", name, "pid", h.Pid(), "external", external)
-	return mk
-}
-
-func (s *Server) handleGetKernel(w http.ResponseWriter, r *http.Request) {
-	mk, err := s.kernel(r.PathValue("id"))
-	if err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	writeJSON(w, 200, mk.model())
-}
-
-func (s *Server) handleDeleteKernel(w http.ResponseWriter, r *http.Request) {
-	if err := s.ShutdownKernel(r.Context(), r.PathValue("id")); err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// ShutdownKernel stops serving a kernel the gateway started and shuts its process down.
-func (s *Server) ShutdownKernel(ctx context.Context, id string) error {
-	mk, err := s.kernel(id)
-	if err != nil {
-		return err
-	}
-	if mk.external {
-		// A person closing JupyterLab (or its server shutting down) must not kill an agent's kernel:
-		// the request succeeds, the kernel stays (the episode removes it with RemoveKernel).
-		s.log.Info("not shutting down a live episode's kernel", "id", id)
-		return nil
-	}
-	s.mu.Lock()
-	delete(s.kernels, id)
-	for sid, sess := range s.sessions {
-		if sess.kernelID == id {
-			delete(s.sessions, sid)
-		}
-	}
-	s.mu.Unlock()
-	mk.close(websocket.CloseNormalClosure, "kernel shut down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	if err := mk.handle().Shutdown(sctx); err != nil {
-		s.log.Warn("kernel shutdown", "id", id, "err", err)
-	}
-	s.log.Info("kernel shut down", "id", id)
-	return nil
-}
-
-func (s *Server) handleInterrupt(w http.ResponseWriter, r *http.Request) {
-	mk, err := s.kernel(r.PathValue("id"))
-	if err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	if err := mk.handle().Interrupt(r.Context()); err != nil {
-		writeError(w, 500, fmt.Sprintf("interrupting kernel %s: %v", mk.id, err))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
-	mk, err := s.kernel(r.PathValue("id"))
-	if err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	if mk.external {
-		s.kernelError(w, fmt.Errorf("%w: kernel %s belongs to a live episode; restarting it would lose the robot", ErrForbidden, mk.id))
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 60*time.Second)
-	defer cancel()
-	if err := mk.restart(ctx); err != nil {
-		writeError(w, 500, err.Error())
-		return
-	}
-	writeJSON(w, 200, mk.model())
-}
-
-// handleChannels upgrades to the kernel's WebSocket. Auth and origin are checked before the upgrade,
-// so a refused client gets an HTTP error with a JSON body, not a dropped connection.
-func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
-	mk, err := s.kernel(r.PathValue("id"))
-	if err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	if !websocket.IsWebSocketUpgrade(r) {
-		writeError(w, 400, "this endpoint is a WebSocket: send an Upgrade request")
-		return
-	}
-	if !s.originAllowed(r) {
-		writeError(w, 403, fmt.Sprintf("origin %q not allowed (see --allow-origin)", r.Header.Get("Origin")))
-		return
-	}
-	ws, err := s.upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return // the upgrader already answered
-	}
-	session := r.URL.Query().Get("session_id")
-	if session == "" {
-		session = uuid.NewString() // no resume for anonymous clients
-	}
-	v1 := ws.Subprotocol() == ProtocolV1
-	c := newWSConn(ws, session, v1, s.cfg.SocketQueue, s.log.With("kernel", mk.id))
-	go c.writeLoop()
-	mk.attach(c)
-	s.log.Info("websocket open", "kernel", mk.id, "session", session, "v1", v1)
-	c.readLoop(mk, s.cfg.MaxMessageBytes)
-	mk.detach(c)
-	close(c.gone)
-	s.log.Info("websocket closed", "kernel", mk.id, "session", session)
-}
-
-// AddKernel serves a kernel started elsewhere (a live episode's) under a fresh id. The gateway never
-// restarts or shuts it down; the caller does (and calls RemoveKernel).
-func (s *Server) AddKernel(k Kernel, name string) string {
-	id := uuid.NewString()
-	s.register(s.ctx, id, name, k, nil)
-	return id
-}
-
-// RemoveKernel stops serving a kernel added with AddKernel (sockets are told it is dead).
-func (s *Server) RemoveKernel(id string) {
-	s.mu.Lock()
-	mk := s.kernels[id]
-	delete(s.kernels, id)
-	s.mu.Unlock()
-	if mk != nil {
-		mk.mu.Lock()
-		mk.st.set(StateDead)
-		mk.broadcastLocked(mk.syntheticStatusLocked(StateDead))
-		mk.mu.Unlock()
-		mk.close(websocket.CloseNormalClosure, "kernel removed")
-	}
-}
-
 // Close shuts down every kernel the gateway started (not added ones) and closes all sockets.
 func (s *Server) Close() error {
 	s.cancel()
-	s.mu.Lock()
 	var ids []string
 	var added []*managedKernel
-	for id, mk := range s.kernels {
+	for _, mk := range s.kernels.all() {
 		if mk.external {
-			added = append(added, mk)
-			delete(s.kernels, id)
+			added = append(added, s.kernels.remove(mk.id))
 		} else {
-			ids = append(ids, id)
+			ids = append(ids, mk.id)
 		}
 	}
+	s.mu.Lock()
 	pool := s.pool
 	s.pool = nil
 	s.mu.Unlock()
@@ -922,30 +482,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	return s.Close()
-}
-
-func (s *Server) cullLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.CullInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case now := <-t.C:
-			s.mu.Lock()
-			ks := make([]*managedKernel, 0, len(s.kernels))
-			for _, k := range s.kernels {
-				ks = append(ks, k)
-			}
-			s.mu.Unlock()
-			for _, mk := range ks {
-				idle, cullable := mk.idleFor(now)
-				if cullable && idle > s.cfg.CullIdle {
-					s.log.Info("culling idle kernel", "id", mk.id, "idle", idle.Round(time.Second))
-					_ = s.ShutdownKernel(s.ctx, mk.id)
-				}
-			}
-		}
-	}
 }
