@@ -43,7 +43,7 @@ func (t *cellsToolkit) Tools() []ToolSpec {
 }
 
 func (t *cellsToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	name = stripToolPrefix(name)
+	name = StripToolPrefix(name)
 	switch name {
 	case "finish":
 		return t.e.callFinish(args)
@@ -73,7 +73,7 @@ func (t *toolsToolkit) Tools() []ToolSpec {
 }
 
 func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	name = stripToolPrefix(name)
+	name = StripToolPrefix(name)
 	if name == "finish" {
 		return t.e.callFinish(args)
 	}
@@ -101,16 +101,6 @@ func (t *toolsToolkit) Call(ctx context.Context, name string, args json.RawMessa
 		return t.e.refuse(fmt.Sprintf("malformed arguments for %s: %v", name, err)), nil
 	}
 	return t.e.runCell(ctx, code, name, notebooks.AuthorTool, map[string]any{"args": a})
-}
-
-// stripToolPrefix removes MCP-style prefixes (mcp__server__tool).
-func stripToolPrefix(name string) string {
-	if strings.HasPrefix(name, "mcp__") {
-		if i := strings.LastIndex(name, "__"); i > 4 {
-			return name[i+2:]
-		}
-	}
-	return name
 }
 
 // strictJSON decodes a JSON object, keeping numbers exact and rejecting trailing data.
@@ -240,6 +230,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		}
 		outs = append(outs, notebooks.Output{OutputType: notebooks.OutputError, Ename: errorType(cause), Evalue: cause.Error(), Traceback: []string{errorType(cause) + ": " + cause.Error()}})
 		meta["status"] = "aborted"
+		_ = appendToolTurn(e.cfg.Out, i, tool, "aborted", elapsed, nil)
 		_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: outs}, meta)
 		e.mu.Lock()
 		e.res.ToolTurns = e.turns
@@ -281,6 +272,9 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, extraM
 		e.log.Warn("trace", "err", err)
 	}
 	e.applyDisplayUpdates(res.DisplayUpdates)
+	if err := appendToolTurn(e.cfg.Out, i, tool, res.Status, elapsed, report); err != nil {
+		e.log.Warn(ToolTurnsFile, "err", err)
+	}
 	if success, changed := e.absorbReport(report); changed {
 		// Keep the trace's verdict current, so a trace cut short by a kill still says it.
 		_ = e.trace.SetEpisodeMeta(map[string]any{"success": success, "environment_success": success})

@@ -35,6 +35,7 @@ type EpisodeConfig struct {
 	MaxEnvSteps        int           // simulator step budget (default 10000)
 	VLAEndpoint        string        // VLA server for the learned primitives (make(vla_endpoint=...))
 	EnvEndpoint        string        // running env server of a remote robot (make(env_url=...))
+	SAM3Endpoint       string        // SAM 3 server for LIBERO's segment (make(sam3_endpoint=...))
 	Out                string        // run folder
 	Model, Runtime     string        // recorded in result.json
 	ReasoningEffort    string
@@ -197,6 +198,9 @@ func StartEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode, error) {
 		return nil, e.bootFail(fmt.Errorf("calls.jsonl: %w", err))
 	}
 	if err := e.boot(ctx); err != nil {
+		if ctx.Err() != nil { // SIGINT/SIGTERM while booting: the episode was interrupted, boot did not fail
+			err = fmt.Errorf("%w: %w (%v)", errBootInterrupted, context.Cause(ctx), err)
+		}
 		return nil, e.bootFail(err)
 	}
 	e.startup = time.Since(e.createdAt)
@@ -237,19 +241,26 @@ func (e *Episode) baseResult() Result {
 	return r
 }
 
-// bootFail records a boot_error and releases what was started.
+// errBootInterrupted marks a boot cut short by the caller's context: status interrupted.
+var errBootInterrupted = errors.New("interrupted while booting")
+
+// bootFail records a boot_error (or interrupted) and releases what was started.
 func (e *Episode) bootFail(err error) error {
+	status, typ := StatusBootError, "BootError"
+	if errors.Is(err, errBootInterrupted) {
+		status, typ = StatusInterrupted, "Interrupted"
+	}
 	e.log.Error("episode boot failed", "err", err)
 	e.mu.Lock()
-	e.res.Status = StatusBootError
-	e.res.Error = &ErrorField{Type: "BootError", Message: err.Error()}
+	e.res.Status = status
+	e.res.Error = &ErrorField{Type: typ, Message: err.Error()}
 	e.res.FinishedAt = time.Now().UTC().Format(time.RFC3339)
 	e.res.TotalWallS = round3(time.Since(e.createdAt).Seconds())
 	e.res.PID = 0
 	e.mu.Unlock()
 	_ = e.saveResult()
 	if e.trace != nil {
-		_ = e.trace.SetEpisodeMeta(map[string]any{"status": StatusBootError, "error": err.Error()})
+		_ = e.trace.SetEpisodeMeta(map[string]any{"status": status, "error": err.Error()})
 		_ = e.trace.Close()
 	}
 	if e.kern != nil {
@@ -377,7 +388,7 @@ func setupCode(c EpisodeConfig, workspace string) string {
 	return robotapi.SetupCode(robotapi.SetupOptions{
 		Robot: c.Robot, Task: c.Task, Seed: c.Seed, Workspace: workspace, Images: c.Images,
 		Primitives: c.Primitives, Suite: c.Suite, MaxEnvSteps: c.MaxEnvSteps,
-		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint,
+		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint, Sam3Endpoint: c.SAM3Endpoint,
 	}) + "\nimport math, time\nimport numpy as np\nlog = print"
 }
 

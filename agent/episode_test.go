@@ -16,6 +16,8 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/agent/runs"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
@@ -64,8 +66,8 @@ func episodeConfig(t *testing.T, mod func(*agent.EpisodeConfig)) agent.EpisodeCo
 	return cfg
 }
 
-func openaiConfig(srv *openaitest.Server, mod func(*agent.OpenAIConfig)) agent.OpenAIConfig {
-	c := agent.OpenAIConfig{
+func openaiConfig(srv *openaitest.Server, mod func(*runtimes.OpenAIConfig)) runtimes.OpenAIConfig {
+	c := runtimes.OpenAIConfig{
 		BaseURL: srv.BaseURL(), APIKey: "test-key", Model: "scripted",
 		Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, PlannerRetryWait: 5 * time.Millisecond,
 	}
@@ -76,7 +78,7 @@ func openaiConfig(srv *openaitest.Server, mod func(*agent.OpenAIConfig)) agent.O
 }
 
 // playEpisode runs one whole episode against the scripted server, the way `pyrualean play` does.
-func playEpisode(t *testing.T, cfg agent.EpisodeConfig, oc agent.OpenAIConfig, during func(*agent.Episode)) (*agent.Result, *agent.Episode) {
+func playEpisode(t *testing.T, cfg agent.EpisodeConfig, oc runtimes.OpenAIConfig, during func(*agent.Episode)) (*agent.Result, *agent.Episode) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -89,7 +91,7 @@ func playEpisode(t *testing.T, cfg agent.EpisodeConfig, oc agent.OpenAIConfig, d
 		during(ep)
 	}
 	pctx, pcancel := ep.Context(ctx)
-	runErr := agent.RunOpenAI(pctx, ep, oc)
+	runErr := runtimes.RunOpenAI(pctx, ep, oc)
 	if runErr != nil && pctx.Err() != nil {
 		if cause := context.Cause(pctx); cause != nil {
 			runErr = cause
@@ -197,7 +199,7 @@ func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
 		c.Prices = agent.PriceTable{"scripted": {Input: 1, CachedInput: 0.1, Output: 4}}
 		c.MaxTurns = 10
 	})
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) {
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) {
 		c.Temperature = &temp
 		c.ExtraBody = map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": false}}
 		c.Prices = cfg.Prices
@@ -489,7 +491,7 @@ func TestProviderErrorsRetried(t *testing.T) {
 	)
 	defer srv.Close()
 	cfg := episodeConfig(t, nil)
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) {
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) {
 		c.HTTPAttempts = 6
 		c.RequestTimeout = 1500 * time.Millisecond
 	}), nil)
@@ -513,7 +515,7 @@ func TestPlannerErrors(t *testing.T) {
 	)
 	defer srv.Close()
 	cfg := episodeConfig(t, nil)
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) { c.HTTPAttempts = 2 }), nil)
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) { c.HTTPAttempts = 2 }), nil)
 	if res.Status != agent.StatusPlannerError || res.PlannerAttempts != 2 {
 		t.Fatalf("status %s planner_attempts %d, want planner_error/2", res.Status, res.PlannerAttempts)
 	}
@@ -541,7 +543,7 @@ func TestImagePolicies(t *testing.T) {
 			srv := openaitest.New(call(py(tc.code)), call(finish("failure", "x")))
 			defer srv.Close()
 			cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Images = tc.images })
-			res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *agent.OpenAIConfig) { c.TextOnly = tc.textOnly }), nil)
+			res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) { c.TextOnly = tc.textOnly }), nil)
 			if res.Status != agent.StatusCompleted {
 				t.Fatalf("status %s %+v", res.Status, res.Error)
 			}
@@ -759,7 +761,7 @@ func TestBootErrors(t *testing.T) {
 			if err := json.Unmarshal(b, &res); err != nil || res.Status != agent.StatusBootError || res.Error == nil || !strings.Contains(res.Error.Message, tc.want) {
 				t.Errorf("result.json: %+v (%v)", res, err)
 			}
-			if rows, _ := agent.LoadRuns([]string{cfg.Out}); len(rows) != 1 || rows[0].Status != agent.StatusBootError {
+			if rows, _ := runs.LoadRuns([]string{cfg.Out}); len(rows) != 1 || rows[0].Status != agent.StatusBootError {
 				t.Errorf("summarize sees %+v", rows)
 			}
 		})

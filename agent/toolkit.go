@@ -3,13 +3,14 @@
 // finish), executes what the model asks for as notebook cells, and records everything in a run folder
 // (result.json, prompt.txt, turns.jsonl, calls.jsonl, trace.ipynb), incrementally.
 //
-// Runtimes drive a Toolkit: RunOpenAI (any OpenAI-compatible endpoint), RunReplay (fixed actions, no
-// model); the MCP server and the codex/claude runtimes serve the same Toolkit.
+// Runtimes (package agent/runtimes) drive an Episode through Driver and its Toolkit; the MCP server
+// (agent/mcp) serves the same Toolkit to outside clients.
 package agent
 
 import (
 	"context"
 	"encoding/json"
+	"strings"
 )
 
 // Toolkit is one live episode's tools: the cells arm (python, finish) or the tools arm (primitives, finish).
@@ -18,6 +19,21 @@ type Toolkit interface {
 	// Call runs one tool. The error is for infrastructure failures only (the kernel died, the context
 	// ended); everything the model did wrong comes back as a ToolResult with IsError set.
 	Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error)
+}
+
+// StripToolPrefix turns a client-qualified tool name into ours: "mcp__pyrualean__python" -> "python"
+// (Claude Code's mcp__<server>__<tool>). It cuts at the last "__": a client's server name may hold
+// "__" (Claude Code turns every character outside [A-Za-z0-9_-] into "_"), our tool names never do.
+// "mcp__python" (no server part) is left alone.
+func StripToolPrefix(name string) string {
+	rest, ok := strings.CutPrefix(name, "mcp__")
+	if !ok {
+		return name
+	}
+	if i := strings.LastIndex(rest, "__"); i >= 0 {
+		return rest[i+2:]
+	}
+	return name
 }
 
 // ToolSpec describes one tool: its name, what the model reads about it, and its JSON Schema.

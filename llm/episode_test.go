@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
@@ -44,7 +45,7 @@ func TestLocalEpisode(t *testing.T) {
 	}
 	temp := 0.0 // greedy: the tiny model's cells stay reproducible
 	pctx, pcancel := ep.Context(ctx)
-	runErr := agent.RunOpenAI(pctx, ep, agent.OpenAIConfig{
+	runErr := runtimes.RunOpenAI(pctx, ep, runtimes.OpenAIConfig{
 		BaseURL: srv.BaseURL, APIKey: "local", Model: srv.Model, ToolChoice: "required", Temperature: &temp,
 		MaxTokens: 300, TextOnly: true,
 		// A 135M model loops on one token inside a long string; the penalty keeps its cells short.

@@ -18,9 +18,58 @@ import (
 	"strings"
 )
 
-// Robots lists the registered robot names; tabletop is the embedded default, the others are adapters.
-func Robots() []string {
-	return []string{"tabletop", "libero", "robotwin", "robocasa", "robodojo_xpl_rgb"}
+// RobotInfo is one registered robot, as the Python registry (pyrualean_robot.robots) describes it: the one
+// home of robot names, default seeds, suites and which robots drive a remote env server.
+type RobotInfo struct {
+	Name        string   `json:"name"`
+	Default     bool     `json:"default"`      // the embedded robot used when none is named
+	DefaultSeed int      `json:"default_seed"` // make()'s seed when none is given
+	Remote      bool     `json:"remote"`       // it drives an RPent env server (--env-endpoint applies)
+	Suites      []string `json:"suites"`       // benchmark suites; a suite implies its robot
+	Needs       string   `json:"needs"`        // what installs it
+	Available   bool     `json:"available"`    // its module imports here
+	Error       string   `json:"error"`        // why not, when !Available
+}
+
+// Robots lists the registered robots (no simulator boot), in registry order.
+func Robots(ctx context.Context) ([]RobotInfo, error) {
+	out, err := runPython(ctx, "pyrualean_robot.robots", "--json")
+	if err != nil {
+		return nil, err
+	}
+	var robots []RobotInfo
+	if err := json.Unmarshal(out, &robots); err != nil {
+		return nil, fmt.Errorf("robotapi: robot registry: %w", err)
+	}
+	return robots, nil
+}
+
+// RobotNames are the registered robot names, in registry order.
+func RobotNames(robots []RobotInfo) []string {
+	names := make([]string, len(robots))
+	for i, r := range robots {
+		names[i] = r.Name
+	}
+	return names
+}
+
+// RobotForSuite is the robot a benchmark suite belongs to (libero_spatial_swap -> libero); an unknown suite
+// is an ErrBadArgument that names the known ones.
+func RobotForSuite(ctx context.Context, suite string) (string, error) {
+	robots, err := Robots(ctx)
+	if err != nil {
+		return "", err
+	}
+	var known []string
+	for _, r := range robots {
+		for _, s := range r.Suites {
+			if s == suite {
+				return r.Name, nil
+			}
+		}
+		known = append(known, r.Suites...)
+	}
+	return "", fmt.Errorf("%w: unknown suite %q (suites: %s)", ErrBadArgument, suite, strings.Join(known, ", "))
 }
 
 // DefaultRobot is the embedded MuJoCo tabletop.
@@ -28,6 +77,9 @@ const DefaultRobot = "tabletop"
 
 // DefaultSeed is a robot's seed when none is given (make()'s per-robot default): RoboTwin's first
 // verified demo_randomized scene, RoboCasa's first evaluation seed, 0 elsewhere.
+//
+// Deprecated: RobotInfo.DefaultSeed (from Robots) is read from the robot class itself; this copy stays
+// until its one caller (episode flags) asks the registry.
 func DefaultSeed(robot string) int {
 	switch robot {
 	case "robotwin":
@@ -215,6 +267,10 @@ type SetupOptions struct {
 	VLAEndpoint string
 	EnvEndpoint string // remote robots' env server (env_url)
 	MaxEnvSteps int
+	// LIBERO only: RPent's SAM 3 server for segment() (else the simulator's masks), and the seed's
+	// --libero-type (standard | pro).
+	Sam3Endpoint string
+	LiberoType   string
 }
 
 // pyStr renders a Python string literal (JSON string syntax is valid Python for str).
@@ -255,6 +311,12 @@ func SetupCode(opts SetupOptions) string {
 	}
 	if opts.MaxEnvSteps > 0 {
 		args = append(args, "max_env_steps="+strconv.Itoa(opts.MaxEnvSteps))
+	}
+	if opts.Sam3Endpoint != "" {
+		args = append(args, "sam3_endpoint="+pyStr(opts.Sam3Endpoint))
+	}
+	if opts.LiberoType != "" {
+		args = append(args, "libero_type="+pyStr(opts.LiberoType))
 	}
 	return "from pyrualean_robot import make; robo = make(" + strings.Join(args, ", ") + ")"
 }

@@ -29,6 +29,9 @@ func TestSetupCode(t *testing.T) {
 		{"defaults", SetupOptions{}, `from pyrualean_robot import make; robo = make("tabletop", seed=0)`},
 		{"task and seed", SetupOptions{Task: "stack_blocks", Seed: 3},
 			`from pyrualean_robot import make; robo = make("tabletop", task="stack_blocks", seed=3)`},
+		{"libero seed options", SetupOptions{Robot: "libero", Task: "7", Suite: "libero_spatial_swap", Seed: 2,
+			Sam3Endpoint: "http://127.0.0.1:8114", LiberoType: "pro"},
+			`from pyrualean_robot import make; robo = make("libero", task="7", seed=2, suite="libero_spatial_swap", sam3_endpoint="http://127.0.0.1:8114", libero_type="pro")`},
 		{"all options", SetupOptions{Robot: "libero", Task: "libero_spatial/0", Seed: 1, Workspace: `/tmp/a "b"`,
 			Images: "on-demand", Primitives: "no-vla", Suite: "libero_spatial_swap", VLAEndpoint: "http://x/act", EnvEndpoint: "socket://h:1", MaxEnvSteps: 500},
 			`from pyrualean_robot import make; robo = make("libero", task="libero_spatial/0", seed=1, workspace="/tmp/a \"b\"", images="on-demand", primitives="no-vla", suite="libero_spatial_swap", vla_endpoint="http://x/act", env_url="socket://h:1", max_env_steps=500)`},
@@ -212,5 +215,57 @@ func TestShowInKernel(t *testing.T) {
 	}
 	if ue.Status != "ok" || len(rep.Calls) != 1 || rep.Calls[0].Tool != "show" || rep.Moved {
 		t.Errorf("cell report = %s", res.UserExpressions["pyrualean"])
+	}
+}
+
+func TestRobotsComeFromThePythonRegistry(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	robots, err := Robots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]RobotInfo{}
+	for _, r := range robots {
+		byName[r.Name] = r
+	}
+	want := []struct {
+		name   string
+		seed   int
+		remote bool
+	}{{"tabletop", 0, false}, {"libero", 0, false}, {"robotwin", 100000, true}, {"robocasa", 1, true},
+		{"robodojo_xpl_rgb", 0, true}}
+	for _, w := range want {
+		r, ok := byName[w.name]
+		if !ok {
+			t.Fatalf("robot %s missing from %v", w.name, RobotNames(robots))
+		}
+		if r.DefaultSeed != w.seed || r.Remote != w.remote || !r.Available {
+			t.Errorf("%s = %+v, want default_seed %d remote %v available", w.name, r, w.seed, w.remote)
+		}
+		// the Go copy of the default seed must agree with the class until it is gone
+		if DefaultSeed(w.name) != r.DefaultSeed {
+			t.Errorf("DefaultSeed(%s) = %d, registry says %d", w.name, DefaultSeed(w.name), r.DefaultSeed)
+		}
+	}
+	if !byName[DefaultRobot].Default {
+		t.Errorf("%s is not the registry's default", DefaultRobot)
+	}
+}
+
+func TestRobotForSuite(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	cases := []struct{ suite, robot string }{
+		{"libero_spatial_swap", "libero"}, {"libero_10", "libero"}, {"demo_clean", "robotwin"},
+		{"composite_seen", "robocasa"}, {"robodojo_sim", "robodojo_xpl_rgb"},
+	}
+	for _, c := range cases {
+		got, err := RobotForSuite(ctx, c.suite)
+		if err != nil || got != c.robot {
+			t.Errorf("RobotForSuite(%q) = %q, %v; want %q", c.suite, got, err, c.robot)
+		}
+	}
+	_, err := RobotForSuite(ctx, "libero_nowhere")
+	if !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), "libero_spatial_swap") {
+		t.Errorf("unknown suite: err = %v, want ErrBadArgument naming the suites", err)
 	}
 }

@@ -311,7 +311,7 @@ func (st *claudeStream) line(b []byte) {
 		for _, c := range ev.Message.Content {
 			switch c.Type {
 			case "tool_use":
-				t.ToolCalls = append(t.ToolCalls, mcp.StripPrefix(c.Name))
+				t.ToolCalls = append(t.ToolCalls, agent.StripToolPrefix(c.Name))
 			case "text":
 				t.Content += c.Text
 			}

@@ -26,12 +26,7 @@ import (
 )
 
 // Driver is what a CLI runtime needs from a live episode. *agent.Episode implements it.
-type Driver interface {
-	agent.Driver
-	Dir() string                                    // the run folder
-	SetCLI(agent.CLIInfo)                           // result.json "cli"
-	SetUsageTotals(u agent.Usage, costUSD *float64) // authoritative totals from the CLI's own summary
-}
+type Driver = agent.Driver
 
 // Info describes the agent CLI that drove an episode: cli.json in the run folder (result.json "cli"
 // holds the agent.CLIInfo part).
@@ -67,6 +62,7 @@ type Config struct {
 	ReasoningEffort string // codex model_reasoning_effort; claude --effort
 	BaseURL         string // codex: model provider base_url (wire_api "responses"); claude: ANTHROPIC_BASE_URL
 	APIKeyEnv       string // env var holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)
+	Home            string // codex: CODEX_HOME to use (its login, config); default a fresh <run>/codex_home
 
 	Budget   time.Duration // wall clock for the CLI run; the process group is ended when it is used up
 	MaxTurns int           // claude --max-turns is MaxTurns+5 (seed); the Toolkit enforces MaxTurns itself
@@ -112,17 +108,6 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-}
-
-// Run dispatches on the runtime name: "codex" or "claude".
-func Run(ctx context.Context, runtime string, ep Driver, cfg Config) error {
-	switch runtime {
-	case "codex":
-		return RunCodex(ctx, ep, cfg)
-	case "claude":
-		return RunClaude(ctx, ep, cfg)
-	}
-	return fmt.Errorf("cli: unknown runtime %q (want codex or claude)", runtime)
 }
 
 // ErrNotInstalled means the CLI binary was not found.

@@ -98,7 +98,11 @@ func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []script
 	}
 	promptImages := len(ep.Prompt().Images)
 	start := time.Now()
-	runErr := cli.Run(ctx, runtime, ep, ccfg)
+	run := cli.RunCodex
+	if runtime == "claude" {
+		run = cli.RunClaude
+	}
+	runErr := run(ctx, ep, ccfg)
 	wall := time.Since(start)
 	res, err := ep.Finish(ctx, "", runErr)
 	if err != nil {

@@ -118,8 +118,10 @@ func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
 		return err
 	}
 	bin, key, home, dir, info := setup.bin, setup.key, setup.home, ep.Dir(), setup.info
-	defer pruneCodexHome(home)
-	images, err := writePromptImages(filepath.Join(home, "prompt_images"), ep.Prompt().Images)
+	if cfg.Home == "" { // a home of its own in the run folder: keep only what is worth keeping
+		defer pruneCodexHome(home)
+	}
+	images, err := writePromptImages(filepath.Join(dir, CodexHome, "prompt_images"), ep.Prompt().Images)
 	if err != nil {
 		return err
 	}
@@ -328,7 +330,7 @@ func parseRollout(r io.Reader) []agent.Turn {
 		p := line.Payload
 		switch {
 		case line.Type == "response_item" && (p.Type == "function_call" || p.Type == "custom_tool_call"):
-			cur.ToolCalls = append(cur.ToolCalls, mcp.StripPrefix(p.Name))
+			cur.ToolCalls = append(cur.ToolCalls, agent.StripToolPrefix(p.Name))
 		case line.Type == "response_item" && p.Type == "message" && p.Role == "assistant":
 			var parts []struct {
 				Text string `json:"text"`

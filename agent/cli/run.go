@@ -80,6 +80,9 @@ func prepare(ctx context.Context, ep Driver, cfg Config, name, eventsName, stder
 	}
 	publish(ep, s.info)
 	s.home = filepath.Join(ep.Dir(), homeName)
+	if cfg.Home != "" && name == "codex" {
+		s.home = cfg.Home
+	}
 	if err := os.MkdirAll(s.home, 0o755); err != nil {
 		return s, fmt.Errorf("cli: %w", err)
 	}

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -152,22 +151,12 @@ func (h *handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		if !ok || r.Params == nil {
 			return next(ctx, method, req)
 		}
-		r.Params.Name = StripPrefix(r.Params.Name)
+		r.Params.Name = agent.StripToolPrefix(r.Params.Name)
 		if !h.known[r.Params.Name] {
 			return h.call(ctx, r)
 		}
 		return next(ctx, method, req)
 	}
-}
-
-// StripPrefix turns a client-qualified tool name such as "mcp__pyrualean__python" into "python".
-func StripPrefix(name string) string {
-	if rest, ok := strings.CutPrefix(name, "mcp__"); ok {
-		if i := strings.Index(rest, "__"); i >= 0 {
-			return rest[i+2:]
-		}
-	}
-	return name
 }
 
 func (h *handler) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {

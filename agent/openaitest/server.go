@@ -7,16 +7,15 @@ package openaitest
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/pyrualean/pyrualean/agent/tokencount"
 )
 
 // ToolCall is one function call the scripted model makes.
@@ -308,82 +307,16 @@ func (s *Server) countImage(b []byte) int {
 	if s.Counter != nil {
 		return s.Counter.CountImage(b)
 	}
-	return ImageTokens(b)
+	return tokencount.ImageTokens(b)
 }
 
-// promptTokens counts the request's input: every message (text parts and images, plus 4 tokens of
-// framing each) and the tool schemas. Cached tokens model a prefix cache: the messages identical to
-// the start of the previous request.
+// promptTokens counts the request's input (tokencount.ChatRequest) against the previous request.
 func (s *Server) promptTokens(body map[string]any) (total, cached int, cur []string) {
-	msgs, _ := body["messages"].([]any)
-	prefix := true
-	for i, m := range msgs {
-		mm, _ := m.(map[string]any)
-		b, _ := json.Marshal(mm)
-		cur = append(cur, string(b))
-		t := 4 + s.messageTokens(mm)
-		if prefix && i < len(s.prevMsgs) && s.prevMsgs[i] == string(b) {
-			cached += t
-		} else {
-			prefix = false
-		}
-		total += t
-	}
-	if tools, ok := body["tools"]; ok {
-		b, _ := json.Marshal(tools)
-		tt := s.count(string(b))
-		total += tt
-		if len(s.prevMsgs) > 0 && cached > 0 {
-			cached += tt // tools precede messages in the rendered prompt
-		}
-	}
-	return total, cached, cur
+	return tokencount.ChatRequest(serverCounter{s}, body, s.prevMsgs)
 }
 
-func (s *Server) messageTokens(m map[string]any) int {
-	n := 0
-	switch c := m["content"].(type) {
-	case string:
-		n += s.count(c)
-	case []any:
-		for _, p := range c {
-			pm, _ := p.(map[string]any)
-			switch pm["type"] {
-			case "text":
-				t, _ := pm["text"].(string)
-				n += s.count(t)
-			case "image_url":
-				iu, _ := pm["image_url"].(map[string]any)
-				u, _ := iu["url"].(string)
-				if _, data, ok := strings.Cut(u, ";base64,"); ok {
-					if b, err := base64.StdEncoding.DecodeString(data); err == nil {
-						n += s.countImage(b)
-					}
-				}
-			}
-		}
-	}
-	if tcs, ok := m["tool_calls"].([]any); ok {
-		b, _ := json.Marshal(tcs)
-		n += s.count(string(b))
-	}
-	return n
-}
+// serverCounter counts with the Server's Counter, or ~4 characters per token without one.
+type serverCounter struct{ s *Server }
 
-// ImageTokens is OpenAI's published cost of one high-detail image: fit in 2048x2048, scale the
-// shortest side to 768, then 170 tokens per 512-pixel tile plus 85.
-func ImageTokens(pngBytes []byte) int {
-	cfg, err := png.DecodeConfig(bytes.NewReader(pngBytes))
-	if err != nil {
-		return 85
-	}
-	w, h := float64(cfg.Width), float64(cfg.Height)
-	if m := max(w, h); m > 2048 {
-		w, h = w*2048/m, h*2048/m
-	}
-	if m := min(w, h); m > 768 {
-		w, h = w*768/m, h*768/m
-	}
-	tiles := int((w+511)/512) * int((h+511)/512)
-	return 85 + 170*tiles
-}
+func (c serverCounter) Count(text string) int          { return c.s.count(text) }
+func (c serverCounter) CountImage(pngBytes []byte) int { return c.s.countImage(pngBytes) }

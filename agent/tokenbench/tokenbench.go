@@ -1,8 +1,8 @@
 // Package tokenbench measures what the two arms cost in input tokens on the same solutions: each
 // task's reference solution is replayed through the cells arm (one python call per solution cell) and
 // through the tools arm (one tool call per primitive call that solution made, from its ledger), both
-// driven by the production OpenAI runtime against the scripted server, which counts every request's
-// input tokens with a real BPE tokenizer.
+// driven by the production OpenAI runtime against a scripted endpoint (endpoint.go), which counts every
+// request's input tokens with a real BPE tokenizer.
 package tokenbench
 
 import (
@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/agent/tokencount"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
@@ -120,9 +120,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
-func toolCall(name string, args any) openaitest.Step {
+func call(name string, args any) toolCall {
 	b, _ := json.Marshal(args)
-	return openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: name, Arguments: string(b)}}}}
+	return toolCall{Name: name, Arguments: string(b)}
 }
 
 func runTask(ctx context.Context, o Options, counter *tokencount.Counter, task string) (*TaskResult, error) {
@@ -130,11 +130,11 @@ func runTask(ctx context.Context, o Options, counter *tokencount.Counter, task s
 	if err != nil {
 		return nil, err
 	}
-	var steps []openaitest.Step
+	var steps []toolCall
 	for _, c := range cells {
-		steps = append(steps, toolCall("python", map[string]string{"code": c}))
+		steps = append(steps, call("python", map[string]string{"code": c}))
 	}
-	steps = append(steps, toolCall("finish", map[string]string{"status": "success", "summary": "reference solution"}))
+	steps = append(steps, call("finish", map[string]string{"status": "success", "summary": "reference solution"}))
 	cellsDir := filepath.Join(o.Out, task+"-cells")
 	cres, err := runArm(ctx, o, counter, task, agent.ArmCells, cellsDir, steps)
 	if err != nil {
@@ -146,9 +146,9 @@ func runTask(ctx context.Context, o Options, counter *tokencount.Counter, task s
 	}
 	steps = nil
 	for _, rec := range ledger {
-		steps = append(steps, toolCall(rec.Tool, rec.Kwargs))
+		steps = append(steps, call(rec.Tool, rec.Kwargs))
 	}
-	steps = append(steps, toolCall("finish", map[string]string{"status": "success", "summary": "reference solution"}))
+	steps = append(steps, call("finish", map[string]string{"status": "success", "summary": "reference solution"}))
 	tres, err := runArm(ctx, o, counter, task, agent.ArmTools, filepath.Join(o.Out, task+"-tools"), steps)
 	if err != nil {
 		return nil, err
@@ -167,10 +167,12 @@ func runTask(ctx context.Context, o Options, counter *tokencount.Counter, task s
 
 func solved(r *agent.Result) bool { return r.EnvironmentSuccess != nil && *r.EnvironmentSuccess }
 
-func runArm(ctx context.Context, o Options, counter *tokencount.Counter, task, arm, out string, steps []openaitest.Step) (*agent.Result, error) {
-	srv := openaitest.New(steps...)
-	srv.Counter = counter
-	defer srv.Close()
+func runArm(ctx context.Context, o Options, counter *tokencount.Counter, task, arm, out string, steps []toolCall) (*agent.Result, error) {
+	srv, err := startEndpoint(counter, steps)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.close()
 	ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{
 		Robot: o.Robot, Task: task, Seed: o.Seed, Arm: arm, Images: o.Images, Out: out,
 		Model: "scripted-" + o.Encoding, Runtime: "openai", Logger: o.Logger,
@@ -178,8 +180,8 @@ func runArm(ctx context.Context, o Options, counter *tokencount.Counter, task, a
 	if err != nil {
 		return nil, err
 	}
-	runErr := agent.RunOpenAI(ctx, ep, agent.OpenAIConfig{
-		BaseURL: srv.BaseURL(), APIKey: "bench", Model: "scripted-" + o.Encoding, Logger: o.Logger,
+	runErr := runtimes.RunOpenAI(ctx, ep, runtimes.OpenAIConfig{
+		BaseURL: srv.baseURL(), APIKey: "bench", Model: "scripted-" + o.Encoding, Logger: o.Logger,
 		Backoff: 10 * time.Millisecond, PlannerRetryWait: 10 * time.Millisecond,
 	})
 	res, err := ep.Finish(ctx, "", runErr)

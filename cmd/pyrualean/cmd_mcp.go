@@ -36,7 +36,8 @@ func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error)
 			"logs go to stderr) or streamable HTTP at http://ADDR/mcp with --http. The episode ends when the\n"+
 			"client disconnects (stdio), shortly after finish (http), at --budget-s, or on SIGINT/SIGTERM;\n"+
 			"the run folder then holds result.json and trace.ipynb as for play. $PYRUALEAN_ROOT names the\n"+
-			"repository when neither the working directory nor the executable lies inside it.")
+			"repository when neither the working directory nor the executable lies inside it.\n"+
+			"Exit status: 0, 1 interrupted, 2 boot_error or error (as the seed), 64 bad usage.")
 		fs.PrintDefaults()
 	}
 	f.register(fs)
@@ -62,7 +63,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-			return 2
+			return exitUsage
 		}
 		return 0
 	}
@@ -74,7 +75,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out, err := filepath.Abs(f.episode.Out)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	cfg := f.episode
 	cfg.Out, cfg.Model, cfg.Runtime, cfg.Logger = out, f.model, "mcp", logger
@@ -84,7 +85,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ep, err := agent.StartEpisode(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-		return 2
+		return exitEpisodeError
 	}
 	// The episode's context ends at the wall-clock budget or when the kernel dies.
 	life, stop := ep.Context(ctx)
@@ -113,7 +114,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			ep.Finish(ctx, agent.StatusError, err)
 			fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-			return 2
+			return exitEpisodeError
 		}
 		fmt.Fprintf(stderr, "pyrualean mcp: serving %s (run folder %s)\n", hs.URL, out)
 		select {
@@ -149,10 +150,7 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintln(stdout, string(line))
 	}
-	if res.Status == agent.StatusBootError || res.Status == agent.StatusError {
-		return 2
-	}
-	return 0
+	return statusExit(res.Status)
 }
 
 type nopWriteCloser struct{ io.Writer }

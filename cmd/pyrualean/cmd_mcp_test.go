@@ -39,8 +39,8 @@ func TestCmdMCPBadFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := cmdMCP(context.Background(), tc.args, &stdout, &stderr)
-			if code != 2 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout.String(), stderr.String(), tc.want)
+			if code != exitUsage || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout.String(), stderr.String(), exitUsage, tc.want)
 			}
 		})
 	}

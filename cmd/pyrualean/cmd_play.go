@@ -12,13 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/agent/cli"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/gateway"
-	"github.com/pyrualean/pyrualean/llm"
 )
 
 // playFlags are `pyrualean play`'s flags (the seed's, plus the openai runtime's).
@@ -37,11 +35,20 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	f := &playFlags{episodeFlags: episodeFlags{cmd: "play"}}
 	fs := flag.NewFlagSet("play", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: pyrualean play [--robot R | --suite S] [--task T] [--seed N] [--arm cells|tools] [--runtime NAME] [--model M] [flags]\n\n"+
+			"Runs one episode and prints one JSON line (arm, status, environment_success, finish, ...).\n"+
+			"Exit status: 0 the episode ran (solved or not), 1 planner_error or interrupted, 2 boot_error or\n"+
+			"error (as the seed), 64 bad usage (a flag or value refused before anything started).\n"+
+			"Environment: PYRUALEAN_RUNTIME (default --runtime), PYRUALEAN_MODEL, PYRUALEAN_PRIMITIVES,\n"+
+			"PYRUALEAN_CODEX_HOME (CODEX_HOME for --runtime codex), OPENAI_BASE_URL, OPENAI_API_KEY.")
+		fs.PrintDefaults()
+	}
 	f.register(fs)
 	fs.StringVar(&f.model, "model", "", "model name sent to the endpoint (default $PYRUALEAN_MODEL, else gpt-6-astra)")
 	fs.StringVar(&f.reasoning, "reasoning", "", "reasoning effort recorded in result.json (and sent as reasoning_effort when set)")
 	fs.StringVar(&f.cudaDevice, "cuda-device", "", "CUDA_VISIBLE_DEVICES for the kernel")
-	fs.StringVar(&f.runtime, "runtime", "", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model); default: openai when --base-url or $OPENAI_BASE_URL is set, else local")
+	fs.StringVar(&f.runtime, "runtime", "", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model); default: $PYRUALEAN_RUNTIME, else openai when --base-url or $OPENAI_BASE_URL is set, else local")
 	fs.StringVar(&f.from, "from", "", "replay: a trace (.ipynb) or a percent-format script (.py) of agent cells")
 	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL; --runtime openai without either: https://api.openai.com/v1)")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY; claude: ANTHROPIC_API_KEY)")
@@ -64,15 +71,13 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 
 // playSetup is a validated play invocation.
 type playSetup struct {
-	episode agent.EpisodeConfig
-	openai  agent.OpenAIConfig
-	cli     cli.Config  // codex, claude
-	local   llm.Options // local
-	actions []agent.Action
-	runtime string
-	serve   string // gateway address; "" = none
-	token   string
-	stderr  io.Writer
+	episode  agent.EpisodeConfig
+	runtime  string // the table's name for it
+	rt       runtimes.Runtime
+	settings runtimes.Settings
+	serve    string // gateway address; "" = none
+	token    string
+	stderr   io.Writer
 }
 
 // parsePlay validates every flag before anything starts; the error is one line for the user.
@@ -84,35 +89,26 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	// With no runtime named, an endpoint given means openai; none means the embedded local model, so
-	// play runs with no network and no API key.
 	implied := f.runtime == ""
 	if implied {
-		f.runtime = "local"
-		if f.baseURL != "" || os.Getenv("OPENAI_BASE_URL") != "" {
-			f.runtime = "openai"
-		}
+		f.runtime = runtimes.Default(f.baseURL)
 	}
-	if err := oneOf("runtime", f.runtime, "openai", "replay", "local", "codex", "claude"); err != nil {
-		return nil, err
+	entry, err := runtimes.Lookup(f.runtime)
+	if err != nil && implied {
+		return nil, fmt.Errorf("$PYRUALEAN_RUNTIME: %w (fix or unset it, or pass --runtime)", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("--runtime: %w", err)
 	}
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	if err := oneOf("openai-tool-choice", f.toolChoice, "", "auto", "required", "none"); err != nil {
-		return nil, err
-	}
 	switch {
-	case f.maxImages < 0:
-		return nil, fmt.Errorf("--openai-max-images %d: must be >= 0", f.maxImages)
-	case f.maxTokens < 0:
-		return nil, fmt.Errorf("--openai-max-tokens %d: must be >= 0", f.maxTokens)
-	case f.runtime == "replay" && f.from == "":
+	case entry.Name == "replay" && f.from == "":
 		return nil, errors.New("--runtime replay needs --from TRACE.ipynb|CELLS.py")
-	case f.runtime != "replay" && f.from != "":
-		return nil, errors.New("--from is only for --runtime replay")
+	case entry.Name != "replay" && f.from != "":
+		return nil, fmt.Errorf("--from is only for --runtime replay (the runtime is %s)", entry.Name)
 	}
-	s := &playSetup{runtime: f.runtime, serve: f.serve, token: f.serveToken, stderr: stderr}
+	s := &playSetup{runtime: entry.Name, serve: f.serve, token: f.serveToken, stderr: stderr}
 	if s.serve != "" {
 		if _, _, err := net.SplitHostPort(s.serve); err != nil {
 			return nil, fmt.Errorf("--serve %q: want HOST:PORT: %v", s.serve, err)
@@ -120,21 +116,6 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		if s.token == "" {
 			s.token = os.Getenv("PYRUALEAN_TOKEN")
 		}
-	}
-	model := f.model
-	if model == "" && (f.runtime == "openai" || f.runtime == "codex") {
-		model = os.Getenv("PYRUALEAN_MODEL")
-		if model == "" {
-			model = "gpt-6-astra"
-		}
-	}
-	if f.runtime == "replay" {
-		model = "replay"
-		acts, err := agent.LoadActions(f.from, f.arm)
-		if err != nil {
-			return nil, fmt.Errorf("--from: %w", err)
-		}
-		s.actions = acts
 	}
 	prices := agent.PriceTable{}
 	if f.prices != "" {
@@ -144,6 +125,42 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		}
 		prices = t
 	}
+	extra := map[string]any{}
+	if f.extraBody != "" {
+		if err := json.Unmarshal([]byte(f.extraBody), &extra); err != nil || extra == nil {
+			return nil, fmt.Errorf("--openai-extra-body: want a JSON object: %v", errOr(err, "null"))
+		}
+	}
+	var temp *float64
+	if f.temperature != "" {
+		t, err := strconv.ParseFloat(f.temperature, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--openai-temperature %q: want a number in [0, 2]", f.temperature)
+		}
+		temp = &t
+	}
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	s.episode = f.config(now)
+	s.episode.Logger = logger
+	s.settings = runtimes.Settings{Logger: logger,
+		Model: f.model, Reasoning: f.reasoning, BaseURL: f.baseURL, APIKeyEnv: f.apiKeyEnv, Arm: f.arm, From: f.from,
+		MaxTurns: f.maxTurns, Budget: s.episode.Budget, Prices: prices, CodexHome: os.Getenv("PYRUALEAN_CODEX_HOME"),
+		OpenAI: runtimes.OpenAIOptions{MaxTokens: f.maxTokens, ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra,
+			ImagesInTool: f.imagesInTool, MaxImages: f.maxImages, TextOnly: f.textOnly},
+	}
+	rt, err := runtimes.New(s.runtime, s.settings)
+	if err != nil {
+		if s.runtime == "local" && implied {
+			err = fmt.Errorf("%w; no --base-url or $OPENAI_BASE_URL, so the local runtime was chosen (name one with --runtime)", err)
+		}
+		return nil, err
+	}
+	s.rt = rt
+	model := rt.Model()
 	if f.priceIn >= 0 || f.priceOut >= 0 || f.priceCached >= 0 {
 		if f.priceIn < 0 || f.priceOut < 0 {
 			return nil, errors.New("--price-input and --price-output go together")
@@ -154,73 +171,8 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		}
 		prices[model] = agent.Price{Input: f.priceIn, CachedInput: cached, Output: f.priceOut}
 	}
-	s.episode = f.config(now)
-	s.episode.Model, s.episode.Runtime, s.episode.ReasoningEffort = model, f.runtime, f.reasoning
+	s.episode.Model, s.episode.Runtime, s.episode.ReasoningEffort = model, s.runtime, f.reasoning
 	s.episode.CUDADevice, s.episode.Prices = f.cudaDevice, prices
-	if f.runtime == "codex" || f.runtime == "claude" {
-		if f.runtime == "claude" && f.model == "" {
-			model = ""
-		}
-		s.cli = cli.Config{Model: model, ReasoningEffort: f.reasoning, BaseURL: f.baseURL, APIKeyEnv: f.apiKeyEnv,
-			Budget: s.episode.Budget, MaxTurns: f.maxTurns}
-		if model == "" {
-			s.episode.Model = f.runtime
-		}
-	}
-	if f.runtime == "local" {
-		s.local = llm.Options{Model: f.model}
-		if _, err := llm.Lookup(f.model); err != nil {
-			hint := "see pyrualean models"
-			if implied {
-				hint += "; no --base-url or $OPENAI_BASE_URL, so the local runtime was chosen"
-			}
-			return nil, fmt.Errorf("--model: %w (%s)", err, hint)
-		}
-	}
-	if f.runtime == "openai" || f.runtime == "local" {
-		extra := map[string]any{}
-		if f.extraBody != "" {
-			if err := json.Unmarshal([]byte(f.extraBody), &extra); err != nil || extra == nil {
-				return nil, fmt.Errorf("--openai-extra-body: want a JSON object: %v", errOr(err, "null"))
-			}
-		}
-		if f.reasoning != "" {
-			if _, set := extra["reasoning_effort"]; !set {
-				extra["reasoning_effort"] = f.reasoning
-			}
-		}
-		var temp *float64
-		if f.temperature != "" {
-			t, err := strconv.ParseFloat(f.temperature, 64)
-			if err != nil || t < 0 || t > 2 {
-				return nil, fmt.Errorf("--openai-temperature %q: want a number in [0, 2]", f.temperature)
-			}
-			temp = &t
-		}
-		base := f.baseURL
-		if base == "" {
-			base = os.Getenv("OPENAI_BASE_URL")
-		}
-		if base == "" {
-			base = "https://api.openai.com/v1"
-		}
-		if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-			return nil, fmt.Errorf("--base-url %q: want an http(s) URL", base)
-		}
-		keyEnv := f.apiKeyEnv
-		if keyEnv == "" {
-			keyEnv = "OPENAI_API_KEY"
-		}
-		maxCalls := 0
-		if f.maxTurns > 0 {
-			maxCalls = f.maxTurns + 10
-		}
-		s.openai = agent.OpenAIConfig{
-			BaseURL: base, APIKey: os.Getenv(keyEnv), Model: model, MaxTokens: f.maxTokens,
-			ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra, ImagesInToolMessages: f.imagesInTool, TextOnly: f.textOnly, MaxImages: f.maxImages,
-			MaxLLMCalls: maxCalls, Prices: prices,
-		}
-	}
 	return s, nil
 }
 
@@ -252,23 +204,17 @@ func cmdPlay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "pyrualean play: %v\n", err)
-			return 2
+			return exitUsage
 		}
 		return 0
 	}
-	level := slog.LevelWarn
-	if hasFlag(args, "v") {
-		level = slog.LevelInfo
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	s.episode.Logger = logger
-	s.openai.Logger = logger
-	s.cli.Logger = logger
-	s.local.Logger = logger
 	res, err := playEpisode(ctx, s)
-	if res == nil {
+	if res == nil { // nothing was recorded: the runtime could not start
 		fmt.Fprintf(stderr, "pyrualean play: %v\n", err)
-		return 1
+		if ctx.Err() != nil {
+			return exitFailed
+		}
+		return exitEpisodeError
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean play: %v\n", err)
@@ -281,36 +227,30 @@ func cmdPlay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	b, _ := json.Marshal(line)
 	fmt.Fprintln(stdout, string(b))
-	switch res.Status {
-	case agent.StatusBootError, agent.StatusError, agent.StatusPlannerError, agent.StatusInterrupted:
-		return 1
-	}
-	return 0
+	return statusExit(res.Status)
 }
 
-func hasFlag(args []string, name string) bool {
-	for _, a := range args {
-		if a == "-"+name || a == "--"+name {
-			return true
-		}
+// statusExit is an episode command's exit status for the episode's status: 2 for boot_error and
+// error (as the seed), 1 for the other ways the work failed, 0 otherwise.
+func statusExit(status string) int {
+	switch status {
+	case agent.StatusBootError, agent.StatusError:
+		return exitEpisodeError
+	case agent.StatusPlannerError, agent.StatusInterrupted:
+		return exitFailed
 	}
-	return false
+	return 0
 }
 
 // playEpisode boots the episode, runs the runtime and finishes. A boot failure returns the
 // boot_error result written to result.json.
 func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
-	if s.runtime == "local" {
-		// The model loads before the episode starts, so its load time is not policy time.
-		srv, err := llm.Start(ctx, s.local)
-		if err != nil {
-			return nil, fmt.Errorf("local model: %w", err)
-		}
-		defer srv.Stop()
-		s.openai.BaseURL, s.openai.Model, s.openai.APIKey = srv.BaseURL, srv.Model, "local"
-		s.openai.TextOnly = true // the embedded models are text models
-		s.episode.Model = srv.Model
+	// The runtime starts before the episode, so a model's load time is not policy time.
+	if err := s.rt.Start(ctx); err != nil {
+		return nil, err
 	}
+	defer s.rt.Close()
+	s.episode.Model = s.rt.Model()
 	ep, err := agent.StartEpisode(ctx, s.episode)
 	if err != nil {
 		if errors.Is(err, agent.ErrBoot) {
@@ -328,24 +268,7 @@ func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
 		}
 		defer stopServe()
 	}
-	pctx, cancel := ep.Context(ctx)
-	var runErr error
-	switch s.runtime {
-	case "replay":
-		runErr = agent.RunReplay(pctx, ep, s.actions)
-	case "codex", "claude":
-		runErr = cli.Run(pctx, s.runtime, ep, s.cli)
-	default:
-		runErr = agent.RunOpenAI(pctx, ep, s.openai)
-	}
-	if runErr != nil && pctx.Err() != nil && ctx.Err() == nil {
-		// The policy context ended first: say why (budget or kernel death), not just "canceled".
-		if cause := context.Cause(pctx); cause != nil && !errors.Is(runErr, cause) {
-			runErr = fmt.Errorf("%w: %w", cause, runErr)
-		}
-	}
-	cancel()
-	return ep.Finish(context.WithoutCancel(ctx), "", runErr)
+	return runtimes.Play(ctx, s.rt, ep)
 }
 
 // serveEpisode runs the gateway in-process with the episode's kernel and its /api/episodes entry, so a

@@ -16,6 +16,8 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/agent/runs"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
@@ -51,8 +53,8 @@ func TestPlayBadFlags(t *testing.T) {
 	for _, args := range cases {
 		var out, errb bytes.Buffer
 		code := cmdPlay(context.Background(), args, &out, &errb)
-		if code != 2 {
-			t.Errorf("%v: exit %d, want 2", args, code)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (usage)", args, code, exitUsage)
 		}
 		if out.Len() != 0 {
 			t.Errorf("%v: wrote stdout %q", args, out.String())
@@ -98,14 +100,14 @@ func TestPlayRuntimeDefault(t *testing.T) {
 			if s.runtime != c.runtime || s.episode.Runtime != c.runtime {
 				t.Errorf("runtime %q (episode %q), want %q", s.runtime, s.episode.Runtime, c.runtime)
 			}
-			if c.runtime == "openai" && s.openai.BaseURL != c.baseURL {
-				t.Errorf("base URL %q, want %q", s.openai.BaseURL, c.baseURL)
+			if oc, err := runtimes.OpenAIConfigFor(s.settings); c.runtime == "openai" && (err != nil || oc.BaseURL != c.baseURL) {
+				t.Errorf("base URL %q (%v), want %q", oc.BaseURL, err, c.baseURL)
 			}
 			if s.episode.Model != c.model {
 				t.Errorf("model %q, want %q", s.episode.Model, c.model)
 			}
-			if c.runtime == "local" && s.local.Model != c.model {
-				t.Errorf("local model %q, want %q", s.local.Model, c.model)
+			if c.runtime == "local" && s.settings.Model != c.model {
+				t.Errorf("local model %q, want %q", s.settings.Model, c.model)
 			}
 		})
 	}
@@ -149,6 +151,20 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 			t.Errorf("run folder lacks %s", f)
 		}
 	}
+	// tool_turns.json: the seed's rows, one per python call, beside turns.jsonl.
+	var toolTurns []map[string]any
+	if b, err := os.ReadFile(filepath.Join(out, agent.ToolTurnsFile)); err != nil || json.Unmarshal(b, &toolTurns) != nil || len(toolTurns) != pl.ToolTurns {
+		t.Errorf("tool_turns.json: %d rows (%v), want %d", len(toolTurns), err, pl.ToolTurns)
+	} else {
+		for _, k := range []string{"index", "tool", "elapsed_s", "ok", "moved", "env_steps", "terminated", "sandbox_flags"} {
+			if _, ok := toolTurns[0][k]; !ok {
+				t.Errorf("tool_turns.json row lacks %q: %v", k, toolTurns[0])
+			}
+		}
+		if last := toolTurns[len(toolTurns)-1]; last["terminated"] != true || last["tool"] != "python" || toolTurns[0]["index"] != 1.0 {
+			t.Errorf("tool_turns.json rows %v", toolTurns)
+		}
+	}
 	// The trace replays: its agent cells and its finish, in a fresh episode.
 	again := filepath.Join(dir, "runs", "again")
 	stdout.Reset()
@@ -169,7 +185,7 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 	}
 	var sum struct {
 		Episodes []map[string]any `json:"episodes"`
-		Summary  agent.Summary    `json:"summary"`
+		Summary  runs.Summary     `json:"summary"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 		t.Fatal(err)
@@ -189,11 +205,11 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 	if code := cmdCompare(context.Background(), []string{out, out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "jointly solved 1") {
 		t.Errorf("compare exit %d: %s", code, stdout.String())
 	}
-	if code := cmdCompare(context.Background(), []string{out}, &stdout, &stderr); code != 2 {
-		t.Errorf("compare with one path: exit %d", code)
+	if code := cmdCompare(context.Background(), []string{out}, &stdout, &stderr); code != exitUsage {
+		t.Errorf("compare with one path: exit %d, want %d (usage)", code, exitUsage)
 	}
-	if code := cmdSummarize(context.Background(), nil, &stdout, &stderr); code != 2 {
-		t.Errorf("summarize without paths: exit %d", code)
+	if code := cmdSummarize(context.Background(), nil, &stdout, &stderr); code != exitUsage {
+		t.Errorf("summarize without paths: exit %d, want %d (usage)", code, exitUsage)
 	}
 }
 
@@ -301,12 +317,13 @@ func TestPlaySIGKILL(t *testing.T) {
 	if res.KernelPID > 0 && bytes.Contains(env, []byte("PYRUALEAN_WORKSPACE="+filepath.Join(out, "workspace")+"\x00")) {
 		syscall.Kill(-res.KernelPID, syscall.SIGKILL)
 	}
-	rows, errs := agent.LoadRuns([]string{out})
+	rows, errs := runs.LoadRuns([]string{out})
 	if len(errs) != 0 || len(rows) != 1 || rows[0].Status != agent.StatusInterrupted || rows[0].Turns != 1 || rows[0].LLMCalls != 1 {
 		t.Fatalf("rows %+v errs %v", rows, errs)
 	}
-	if r, err := readResult(out); err != nil || r.Status != agent.StatusInterrupted {
-		t.Errorf("result.json after summarize: %v (%v)", r.Status, err)
+	// Reading never writes (issue 20): result.json still says running; summarize reports interrupted.
+	if r, err := readResult(out); err != nil || r.Status != agent.StatusRunning {
+		t.Errorf("result.json after LoadRuns: %v (%v), want it left as running", r.Status, err)
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "turns.jsonl"))
 	if strings.Count(string(b), "\n") != 1 {

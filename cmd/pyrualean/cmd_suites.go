@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -26,14 +27,11 @@ type suiteRow struct {
 	Missing  []string `json:"missing"`
 }
 
-// adapterRobots are listed by pyrualean_robot.robots.suites; tabletop comes from robotapi.Tasks.
-var adapterRobots = []string{"libero", "robotwin", "robocasa", "robodojo_xpl_rgb"}
-
 // cmdSuites lists robots, suites and task counts, and for each whether it can run on this machine.
 func cmdSuites(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("suites", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	robot := fs.String("robot", "", "only this robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb)")
+	robot := fs.String("robot", "", "only this robot (see `pyrualean suites`)")
 	asJSON := fs.Bool("json", false, "print a JSON list of {robot, suite, tasks, runnable, missing}")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "pyrualean suites: %v (usage: pyrualean suites [--robot NAME] [--json])\n", err)
@@ -43,13 +41,20 @@ func cmdSuites(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "pyrualean suites: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *robot != "" && *robot != "tabletop" && !suitesContains(adapterRobots, *robot) {
-		fmt.Fprintf(stderr, "pyrualean suites: unknown robot %q (robots: tabletop, %s)\n", *robot,
-			strings.Join(adapterRobots, ", "))
+	robots, err := robotapi.Robots(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean suites: %v\n", err)
+		return 1
+	}
+	names := robotapi.RobotNames(robots)
+	if *robot != "" && !slices.Contains(names, *robot) {
+		fmt.Fprintf(stderr, "pyrualean suites: unknown robot %q (robots: %s)\n", *robot, strings.Join(names, ", "))
 		return 2
 	}
+	// The embedded default robot's rows come from its tasks; the adapters' from pyrualean_robot.robots.suites.
+	embedded := robotapi.DefaultRobot
 	var rows []suiteRow
-	if *robot == "" || *robot == "tabletop" {
+	if *robot == "" || *robot == embedded {
 		r, err := tabletopRows(ctx)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyrualean suites: %v\n", err)
@@ -57,7 +62,7 @@ func cmdSuites(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		rows = append(rows, r...)
 	}
-	if *robot != "tabletop" {
+	if *robot != embedded {
 		r, err := adapterRows(ctx, *robot)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyrualean suites: %v\n", err)
@@ -150,13 +155,4 @@ func adapterRows(ctx context.Context, robot string) ([]suiteRow, error) {
 		}
 	}
 	return rows, nil
-}
-
-func suitesContains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

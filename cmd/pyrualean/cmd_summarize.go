@@ -8,46 +8,60 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runs"
 )
 
 // cmdSummarize tabulates run folders: the seed's columns plus LLM calls and cost, then aggregates.
-// Missing or corrupt folders are reported by name; the others are still summarised.
+// Missing or corrupt folders are reported by name; the others are still summarised. Reading never
+// writes: a killed play's folder is reported as interrupted and left as it is.
 func cmdSummarize(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("summarize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: pyrualean summarize [--json] [--strict] PATH...\n\n"+
+			"Tabulates run folders (PATH: a run folder or any folder above run folders). Exit status: 0,\n"+
+			"1 when no run folder could be read (or, with --strict, when any could not), 64 on bad usage.")
+		fs.PrintDefaults()
+	}
 	asJSON := fs.Bool("json", false, `print {"episodes":[...], "summary":{...}, "errors":[...]}`)
+	strict := fs.Bool("strict", false, "exit 1 when any path is missing or any result.json is corrupt")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(stderr, "pyrualean summarize: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "pyrualean summarize: give one or more run folders (or folders holding them)")
-		return 2
+		return exitUsage
 	}
-	rows, errs := agent.LoadRuns(fs.Args())
+	rows, errs := runs.LoadRuns(fs.Args())
 	for _, e := range errs {
 		fmt.Fprintf(stderr, "pyrualean summarize: %s: %s\n", e.Path, e.Err)
 	}
-	sum := agent.Summarize(rows)
+	sum := runs.Summarize(rows)
 	if *asJSON {
 		if rows == nil {
-			rows = []agent.Row{}
+			rows = []runs.Row{}
 		}
 		if errs == nil {
-			errs = []agent.LoadError{}
+			errs = []runs.LoadError{}
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(map[string]any{"episodes": rows, "summary": sum, "errors": errs})
 	} else {
-		agent.WriteSummaryTable(stdout, rows, sum)
+		runs.WriteSummaryTable(stdout, rows, sum)
 	}
-	if len(rows) == 0 {
-		return 1
+	switch {
+	case len(rows) == 0:
+		return exitFailed
+	case len(errs) > 0 && *strict:
+		fmt.Fprintf(stderr, "pyrualean summarize: %d path(s) could not be read (--strict)\n", len(errs))
+		return exitFailed
+	case len(errs) > 0:
+		fmt.Fprintf(stderr, "pyrualean summarize: %d path(s) could not be read; the table leaves them out (--strict makes this exit 1)\n", len(errs))
 	}
 	return 0
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 type episodeFlags struct {
 	cmd                                                                                  string
 	robot, arm, suite, task, out, images, feedback, primitives, vlaEndpoint, envEndpoint string
+	liberoType, sam3Endpoint                                                             string
 	seed, maxTurns, maxEnvSteps                                                          int
 	budgetS, cellTimeoutS                                                                float64
 	guides, seedSet                                                                      bool
@@ -32,10 +35,10 @@ func (f *episodeFlags) register(fs *flag.FlagSet) {
 		guidesHelp = "add the robot's guides to the workspace"
 		outHelp = "run folder (default runs/<time>-mcp-<robot>-<task>-<arm>)"
 	}
-	fs.StringVar(&f.robot, "robot", "tabletop", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb)")
+	fs.StringVar(&f.robot, "robot", "", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb; default: the robot owning --suite, else tabletop)")
 	fs.StringVar(&f.arm, "arm", agent.ArmCells, "cells (python + finish) or tools (one tool per primitive + finish)")
-	fs.StringVar(&f.suite, "suite", "", "benchmark suite")
-	fs.StringVar(&f.task, "task", "", "task name (default: the robot's first task)")
+	fs.StringVar(&f.suite, "suite", "", "benchmark suite (see pyrualean suites); it implies its robot")
+	fs.StringVar(&f.task, "task", "", "task name or index, or SUITE/INDEX (default: the robot's first task)")
 	fs.Func("seed", "episode seed (default: the robot's own; 0, robotwin 100000, robocasa 1)", func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -52,13 +55,22 @@ func (f *episodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.images, "images", agent.ImagesOnMotion, "on-motion, on-demand or none")
 	fs.StringVar(&f.feedback, "feedback", agent.FeedbackRich, "pure or rich")
 	fs.BoolVar(&f.guides, "guides", false, guidesHelp)
-	fs.StringVar(&f.primitives, "primitives", agent.PrimitivesFull, "full or no-vla")
+	fs.StringVar(&f.primitives, "primitives", envOr("PYRUALEAN_PRIMITIVES", agent.PrimitivesFull), "full or no-vla (default $PYRUALEAN_PRIMITIVES, else full)")
 	fs.StringVar(&f.vlaEndpoint, "vla-endpoint", "", "VLA server for the learned primitives ([ws|http|socket]://host:port; default $PYRUALEAN_VLA_ENDPOINT)")
+	fs.StringVar(&f.liberoType, "libero-type", "", "LIBERO variant, as the seed: pro (LIBERO-PRO, whose suites this build runs)")
+	fs.StringVar(&f.sam3Endpoint, "sam3-endpoint", "", "SAM 3 server for LIBERO's segment (http://host:port; make(sam3_endpoint=...))")
 	fs.StringVar(&f.envEndpoint, "env-endpoint", "", "running RPent env server for robotwin/robocasa (http://host:port or socket://host:port; default $PYRUALEAN_ENV_SERVER)")
 }
 
-// validate checks the choices, then the ranges; the error is one line for the user.
+// validate resolves the robot (a suite implies its robot), then checks the choices and the ranges;
+// the error is one line for the user, naming the fix.
 func (f *episodeFlags) validate() error {
+	if err := f.resolveRobot(); err != nil {
+		return err
+	}
+	if f.primitives != agent.PrimitivesFull && f.primitives != agent.PrimitivesNoVLA && os.Getenv("PYRUALEAN_PRIMITIVES") == f.primitives {
+		return fmt.Errorf("$PYRUALEAN_PRIMITIVES %q: want full or no-vla (or unset it)", f.primitives)
+	}
 	for _, err := range []error{
 		oneOf("arm", f.arm, agent.ArmCells, agent.ArmTools),
 		oneOf("images", f.images, agent.ImagesOnMotion, agent.ImagesOnDemand, agent.ImagesNone),
@@ -70,8 +82,12 @@ func (f *episodeFlags) validate() error {
 		}
 	}
 	switch {
-	case f.robot == "":
-		return errors.New("--robot: empty")
+	case f.liberoType != "" && f.liberoType != "pro":
+		return fmt.Errorf("--libero-type %q: this build runs LIBERO-PRO's suites only (--libero-type pro, or leave it out)", f.liberoType)
+	case (f.liberoType != "" || f.sam3Endpoint != "") && f.robot != "libero":
+		return fmt.Errorf("--libero-type and --sam3-endpoint are LIBERO's: add --robot libero or a LIBERO --suite (robot is %s)", f.robot)
+	case f.sam3Endpoint != "" && !strings.HasPrefix(f.sam3Endpoint, "http://") && !strings.HasPrefix(f.sam3Endpoint, "https://"):
+		return fmt.Errorf("--sam3-endpoint %q: want http://host:port", f.sam3Endpoint)
 	case f.seed < 0:
 		return fmt.Errorf("--seed %d: must be >= 0", f.seed)
 	case f.maxTurns < 0:
@@ -111,11 +127,54 @@ func (f *episodeFlags) config(now time.Time) agent.EpisodeConfig {
 		seed = robotapi.DefaultSeed(f.robot)
 	}
 	return agent.EpisodeConfig{
-		Robot: f.robot, Suite: f.suite, Task: f.task, Seed: seed, Arm: f.arm, Images: f.images,
+		Robot: f.robot, Suite: f.suite, Task: f.task, SAM3Endpoint: f.sam3Endpoint, Seed: seed, Arm: f.arm, Images: f.images,
 		Feedback: f.feedback, Primitives: f.primitives, Guides: f.guides, MaxTurns: f.maxTurns,
 		Budget: time.Duration(f.budgetS * float64(time.Second)), CellTimeout: time.Duration(f.cellTimeoutS * float64(time.Second)),
 		MaxEnvSteps: f.maxEnvSteps, Out: out, VLAEndpoint: f.vlaEndpoint, EnvEndpoint: f.envEndpoint,
 	}
+}
+
+// resolveRobot fills in the robot: the one owning --suite (the suite may also come as --task
+// SUITE/INDEX), else tabletop. --task SUITE/INDEX becomes --suite SUITE --task INDEX, so result.json
+// names an episode one way however it was asked for.
+func (f *episodeFlags) resolveRobot() error {
+	if s, t, ok := strings.Cut(f.task, "/"); ok && s != "" && t != "" {
+		if f.suite != "" && f.suite != s {
+			return fmt.Errorf("--task %q names suite %s but --suite is %s: drop one", f.task, s, f.suite)
+		}
+		f.suite, f.task = s, t
+	}
+	if f.robot != "" {
+		return nil
+	}
+	if f.suite == "" {
+		f.robot = robotapi.DefaultRobot
+		return nil
+	}
+	robot, err := suiteRobot(f.suite)
+	if err != nil {
+		return fmt.Errorf("--suite %s: %w", f.suite, err)
+	}
+	f.robot = robot
+	return nil
+}
+
+// suiteRobot asks the robot package's registry which robot owns a suite.
+func suiteRobot(suite string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	robot, err := robotapi.RobotForSuite(ctx, suite)
+	if err != nil {
+		return "", fmt.Errorf("%w; see pyrualean suites, or name the robot with --robot", err)
+	}
+	return robot, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // oneOf checks that flag --name's value v is one of allowed.

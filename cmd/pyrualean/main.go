@@ -2,7 +2,9 @@
 //
 // Each subcommand lives in its own file (cmd_<name>.go) and has the signature
 // func(ctx context.Context, args []string, stdout, stderr io.Writer) int, returning the exit status:
-// 0 ok, 1 the work itself failed (a cell raised, an episode diverged, ...), 2 bad usage.
+// 0 ok, 1 the work itself failed (a cell raised, an episode diverged, ...), 2 bad usage. The episode
+// commands (play, mcp) and compare follow the seed instead: 2 means an episode ended in boot_error or
+// error (compare: unmatched or duplicate keys), and bad usage is 64 (EX_USAGE), so the two differ.
 package main
 
 import (
@@ -13,6 +15,13 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+)
+
+// Exit statuses of the episode commands (play, mcp), summarize and compare.
+const (
+	exitFailed       = 1  // planner_error, interrupted; summarize --strict: unreadable run folders
+	exitEpisodeError = 2  // boot_error or error, as the seed; compare: unmatched or duplicate keys
+	exitUsage        = 64 // a bad flag or value (sysexits EX_USAGE)
 )
 
 type command struct {
@@ -52,11 +61,13 @@ func usage(w io.Writer) {
 	}
 }
 
-func main() {
+func main() { os.Exit(runWithSignals(os.Args[1:])) }
+
+// runWithSignals runs a command whose context ends on SIGINT or SIGTERM.
+func runWithSignals(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	defer stop()
+	return run(ctx, args, os.Stdout, os.Stderr)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

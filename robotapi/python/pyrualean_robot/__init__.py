@@ -14,6 +14,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from .base import Robot, TaskInfo, tool
 from .errors import EpisodeFinished, SandboxError, ToolError
+from . import notebook
 from .notebook import cell_report, display, episode_card
 from .robots import REGISTRY, RobotUnavailable, robot_class
 
@@ -27,14 +28,17 @@ def make(robot: str = "tabletop", *, task: Optional[str] = None, seed: Optional[
          vla_endpoint: Optional[str] = None, max_env_steps: int = 10000, **extra: Any) -> Robot:
     """Create a robot and make it the kernel's active robot (hooks, cell_report, episode_card).
 
-    robot: "tabletop" (embedded MuJoCo, default), "libero", "robotwin", "robocasa", "robodojo_xpl_rgb".
+    robot: a name of ``REGISTRY`` (``python -m pyrualean_robot.robots``); "tabletop" (embedded MuJoCo) is the default.
     task: the task name (`pyrualean tasks --robot R`); seed: layout seed (same task+seed+cells = same run;
     default: the robot's own, e.g. 0 for tabletop/libero, 100000 for RoboTwin's verified demo_randomized scene).
     workspace: folder for calls.jsonl and the files policy code may open (default: the current directory).
     images: "on-motion" | "on-demand" | "none"; primitives: "full" | "no-vla".
+    extra: the robot's own options (e.g. libero's sam3_endpoint and libero_type, env_url of remote robots).
     """
     cls = robot_class(robot)
     if seed is not None:
         extra["seed"] = seed
-    return cls(task=task, workspace=workspace, images=images, primitives=primitives, suite=suite,
+    robo = cls(task=task, workspace=workspace, images=images, primitives=primitives, suite=suite,
                vla_endpoint=vla_endpoint, max_env_steps=max_env_steps, **extra)
+    notebook.attach(robo)  # here, not in each robot: every robot made gets the kernel's hooks the same way
+    return robo

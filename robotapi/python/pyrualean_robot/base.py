@@ -1,8 +1,13 @@
 """The base every robot (`robo`) derives from: options, the call ledger, the episode guard, images for the
 notebook, and the per-cell report. Concrete robots (tabletop, libero, ...) implement the primitives.
 
+Import direction: this module uses only errors, images and results; it never imports the notebook (make()
+attaches a robot to the kernel session, see notebook.attach) or the sandbox.
+
 Writing a robot (for adapter authors):
 
+* add one :class:`~pyrualean_robot.robots.RobotEntry` to ``robots/__init__.py`` (the one list of robot names;
+  the Go side asks it) and write ``robots/<name>.py``;
 * subclass :class:`Robot`, set ``NAME``, ``CAMERAS``, ``ON_MOTION_IMAGES``, ``KNOWLEDGE`` (``KNOWLEDGE_NOVLA`` for
   no-vla runs) and the constants you document; implement ``_env_steps()``, ``_solved()``,
   ``_render_rgb(camera, size)``, ``state()`` and ``tasks()`` (a classmethod returning :class:`TaskInfo` rows, so
@@ -18,10 +23,10 @@ Writing a robot (for adapter authors):
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import inspect
-import io
 import json
 import math
 import os
@@ -32,6 +37,7 @@ from typing import Any, Callable, ClassVar, Optional
 import numpy as np
 
 from .errors import EpisodeFinished, ToolError
+from .images import display_png, png_bytes
 
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 PRIMITIVE_SETS = ("full", "no-vla")
@@ -104,19 +110,6 @@ def load_guide(robot: str, name: str) -> str:
         return f.read()
 
 
-def png_bytes(img: np.ndarray) -> bytes:
-    """Encode an (H, W, 3|4) uint8 or (H, W) array as PNG."""
-    from PIL import Image
-
-    arr = np.asarray(img)
-    if arr.dtype != np.uint8:
-        lo, hi = float(np.nanmin(arr)), float(np.nanmax(arr))
-        arr = np.nan_to_num((arr - lo) / (hi - lo + 1e-9) * 255).astype(np.uint8)
-    buf = io.BytesIO()
-    Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
 class Robot:
     """Base robot. Subclasses document their own conventions in their class docstring."""
 
@@ -160,6 +153,8 @@ class Robot:
         self._report_ledger_mark = 0
         self._report_steps_mark = 0
         self._shown: list[str] = []
+        # Where shown images go: make() points it at the notebook session (see notebook.attach).
+        self._image_sink: Optional[Callable[[bytes, dict], None]] = None
 
     # ----- hooks for subclasses -------------------------------------------------------------------------
     def _env_steps(self) -> int:
@@ -280,9 +275,11 @@ class Robot:
             raise ValueError(f"camera must be one of {self.CAMERAS}, not {camera!r}")
 
     def _emit_image(self, img: np.ndarray, name: str, source: str) -> None:
-        from . import notebook
-
-        notebook.emit_png(png_bytes(img), {"camera": name, "source": source})
+        png, meta = png_bytes(img), {"camera": name, "source": source}
+        if self._image_sink is not None:
+            self._image_sink(png, meta)
+        else:
+            display_png(png, meta)
 
     def _on_motion_images(self) -> list[tuple[str, np.ndarray]]:
         return [(c, self._render_rgb(c, 256)) for c in self.ON_MOTION_IMAGES]
@@ -322,8 +319,6 @@ class Robot:
         return {c: png_bytes(self._render_rgb(c, 256)) for c in self.CAMERAS}
 
     def _episode_card(self) -> dict:
-        import base64
-
         st = self._raw_state()
         return {
             "robot": self.NAME,

@@ -10,6 +10,9 @@ from typing import Any, Optional
 
 import numpy as np
 
+from . import sandbox
+from .images import display_png, ipython, png_bytes
+
 
 class JSONReport:
     """A value whose IPython representation is application/json (what user_expressions return)."""
@@ -41,16 +44,8 @@ class Session:
 _fallback = Session()
 
 
-def _ipython():
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython is in base.txt
-        return None
-    return get_ipython()
-
-
 def session() -> Session:
-    ip = _ipython()
+    ip = ipython()
     if ip is None:
         return _fallback
     s = getattr(ip, "_pyrualean_session", None)
@@ -61,21 +56,15 @@ def session() -> Session:
 
 
 def emit_png(png: bytes, meta: dict) -> None:
-    """Display a PNG now, as display_data with metadata {"pyrualean": meta}."""
-    ip = _ipython()
-    if ip is None:
+    """Display a PNG now, as display_data with metadata {"pyrualean": meta}; outside IPython keep it in
+    ``session().emitted``."""
+    if not display_png(png, meta):
         session().emitted.append((png, meta))
-        return
-    from IPython.display import display as ipy_display
-
-    ipy_display({"image/png": png}, raw=True, metadata={"image/png": {}, "pyrualean": meta})
 
 
 def display(obj: Any, name: Optional[str] = None) -> None:
     """Show an image in this cell's output: a numpy array (H,W[,3|4]) or a PIL image becomes a PNG;
     anything else goes to IPython's display()."""
-    from .base import png_bytes
-
     s = session()
     if isinstance(obj, np.ndarray) or type(obj).__module__.startswith("PIL."):
         arr = np.asarray(obj)
@@ -83,7 +72,7 @@ def display(obj: Any, name: Optional[str] = None) -> None:
         s.display_count += 1
         emit_png(png_bytes(arr), {"camera": label, "source": "display"})
         return
-    ip = _ipython()
+    ip = ipython()
     if ip is None:
         print(repr(obj))
         return
@@ -93,19 +82,20 @@ def display(obj: Any, name: Optional[str] = None) -> None:
 
 
 def attach(robot: Any) -> None:
-    """Make `robot` the active robot; inside IPython install the hooks and put `display` in the namespace."""
+    """Make `robot` the active robot (make() calls this): its shown images go to this session; inside IPython
+    install the hooks (sandbox, on-motion images) once and put `display` in the namespace."""
     s = session()
     s.robot = robot
+    robot._image_sink = emit_png
     s.steps_at_cell_start = robot._env_steps()
-    ip = _ipython()
+    ip = ipython()
     if ip is None:
         return
     ip.user_ns.setdefault("display", display)
     if not s.hooks_installed:
-        from . import sandbox
-
         # the sandbox's post_run_cell must run before ours: on-motion images are ours, not the agent's code
-        s.sandbox = sandbox.install(ip, robot.workspace)
+        s.sandbox = sandbox.install(ip, robot.workspace,
+                                    robot_names=lambda: sandbox.names_bound_to(session().robot, ip.user_ns))
         ip.events.register("pre_run_cell", _pre_run_cell)
         ip.events.register("post_run_cell", _post_run_cell)
         s.hooks_installed = True

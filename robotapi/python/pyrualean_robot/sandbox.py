@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 import threading
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from .errors import SandboxError
 
@@ -160,9 +160,10 @@ def refusal_message(refusals: list[str]) -> str:
 class Sandbox:
     """Installed once per kernel; switches on for sandboxed cells only."""
 
-    def __init__(self, shell: Any, workspace: str):
+    def __init__(self, shell: Any, workspace: str, robot_names: Callable[[], Iterable[str]] = tuple):
         self.shell = shell
         self.workspace = workspace
+        self._robot_names = robot_names
         self.active = False
         self.thread: Optional[int] = None
         self.flags: list[str] = []
@@ -189,24 +190,8 @@ class Sandbox:
         return bool(isinstance(p, dict) and p.get("sandbox"))
 
     def robot_names(self) -> set[str]:
-        """Namespace names bound to the active robot, directly or inside a list/tuple/dict (Out, _3, r = robo)."""
-        from . import notebook
-
-        robot = notebook.session().robot
-        names = {"robo"}
-        if robot is None:
-            return names
-        for k, v in list(getattr(self.shell, "user_ns", {}).items()):
-            try:
-                if v is robot:
-                    names.add(k)
-                elif isinstance(v, (list, tuple)) and any(x is robot for x in v[:1000]):
-                    names.add(k)
-                elif isinstance(v, dict) and any(x is robot for x in list(v.values())[:1000]):
-                    names.add(k)
-            except Exception:  # an exotic object in the namespace must not break the check
-                continue
-        return names
+        """The names bound to the active robot now (always including `robo`)."""
+        return {"robo", *self._robot_names()}
 
     # IPython ast transformer: refuse before anything runs.
     def visit(self, tree: ast.Module) -> ast.Module:
@@ -260,8 +245,28 @@ class Sandbox:
             raise SandboxError(f"{event} is not allowed in policy code")
 
 
-def install(shell: Any, workspace: str) -> Sandbox:
-    sb = Sandbox(shell, workspace)
+def names_bound_to(robot: Any, namespace: dict) -> set[str]:
+    """Namespace names bound to `robot`, directly or inside a list/tuple/dict (Out, _3, r = robo)."""
+    names: set[str] = set()
+    if robot is None:
+        return names
+    for k, v in list(namespace.items()):
+        try:
+            if v is robot:
+                names.add(k)
+            elif isinstance(v, (list, tuple)) and any(x is robot for x in v[:1000]):
+                names.add(k)
+            elif isinstance(v, dict) and any(x is robot for x in list(v.values())[:1000]):
+                names.add(k)
+        except Exception:  # an exotic object in the namespace must not break the check
+            continue
+    return names
+
+
+def install(shell: Any, workspace: str, robot_names: Callable[[], Iterable[str]] = tuple) -> Sandbox:
+    """Switch the sandbox on for this shell. robot_names: called before each sandboxed cell, the names that
+    refer to the robot (the caller knows the robot; the sandbox only checks code)."""
+    sb = Sandbox(shell, workspace, robot_names)
     transformer = _Transformer(sb)
     shell.ast_transformers.append(transformer)
     shell.events.register("pre_run_cell", sb.pre_run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import struct
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -208,7 +209,11 @@ def test_libero_in_a_real_ipython_kernel(tmp_path):
         assert reply["content"]["status"] == "ok", reply["content"]
         images = [o["content"] for o in outputs if o["msg_type"] == "display_data"]
         cams = [d["metadata"].get("pyrualean", {}).get("camera") for d in images]
-        assert cams == ["agentview", "wrist"] and all("image/png" in d["data"] for d in images)
+        # the seed's on-motion images (issue 14 item 12): both cameras at 1024 px, named as its artifacts
+        assert cams == ["agentview_high.png", "wrist_high.png"] and all("image/png" in d["data"] for d in images)
+        for d in images:
+            png = base64.b64decode(d["data"]["image/png"])
+            assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1024, 1024)
         results = [o["content"]["data"]["text/plain"] for o in outputs if o["msg_type"] == "execute_result"]
         assert results == ["True"]
         report = reply["content"]["user_expressions"]["pyrualean"]

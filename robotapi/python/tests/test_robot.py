@@ -214,3 +214,22 @@ def test_ledger_records_carry_stateful(make_robot):
         ("policy", True, "ToolError"), ("move_to", True, "ValueError"), ("set_gripper", True, "EpisodeFinished")]
     report = r._cell_report([])
     assert report["calls"] == lines and report["done"] and report["episode_finished"] == "cancelled"
+
+
+def test_make_attaches_the_robot_to_the_notebook_session(make_robot):
+    """make() (not each robot) attaches: the robot becomes the session's, and shown images reach the session
+    (kept in emitted outside IPython); a robot built without make() shows nowhere but still works."""
+    from pyrualean_robot import notebook
+    from pyrualean_robot.robots.tabletop import TabletopRobot
+
+    r = make_robot()
+    s = notebook.session()
+    assert s.robot is r
+    before = len(s.emitted)
+    r.show("wrist")
+    png, meta = s.emitted[-1]
+    assert len(s.emitted) == before + 1 and png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert meta == {"camera": "wrist", "source": "show"}
+    bare = TabletopRobot(task="stack_blocks", workspace=str(r.workspace) + "-bare", images="none")
+    bare.show("agentview")  # no session: the image is dropped, not an error
+    assert notebook.session().robot is r and len(s.emitted) == before + 1

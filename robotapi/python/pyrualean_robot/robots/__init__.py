@@ -1,17 +1,42 @@
-"""Robot registry: name -> (module, class), imported lazily so listing robots boots nothing."""
+"""The robot registry: the one list of robot names (the Go side asks it: ``python -m pyrualean_robot.robots
+--json``). Modules are imported lazily, so listing robots boots nothing.
+
+Add a robot: write ``robots/<name>.py`` (a :class:`~pyrualean_robot.base.Robot` subclass) and add one
+:class:`RobotEntry` here; ``make``, ``pyrualean tasks/suites/api`` and ``--suite`` lookups then know it."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import inspect
+from dataclasses import dataclass
+from typing import Any, Optional
 
-REGISTRY: dict[str, tuple[str, str, str]] = {
-    # name: (module, class, what installs it)
-    "tabletop": ("pyrualean_robot.robots.tabletop", "TabletopRobot", "the base install (MuJoCo + robosuite meshes)"),
-    "libero": ("pyrualean_robot.robots.libero", "LiberoRobot", "the LIBERO-PRO adapter (issue #7, requirements/libero.txt)"),
-    "robotwin": ("pyrualean_robot.robots.robotwin", "RobotwinRobot", "the RoboTwin 2.0 adapter (issue #7; needs a GPU/Vulkan env server)"),
-    "robocasa": ("pyrualean_robot.robots.robocasa", "RobocasaRobot", "the RoboCasa365 adapter (issue #7; ~10 GB of assets)"),
-    "robodojo_xpl_rgb": ("pyrualean_robot.robots.robodojo", "RoboDojoRobot", "the RoboDojo adapter (issue #7; Isaac Sim)"),
+
+@dataclass(frozen=True)
+class RobotEntry:
+    """Where a robot lives and what installs it. suites: ``"module:ATTR"`` naming its benchmark suite names
+    (a tuple, or a dict whose keys are the names), so a suite can imply its robot."""
+    module: str
+    cls: str
+    needs: str
+    suites: str = ""
+
+
+REGISTRY: dict[str, RobotEntry] = {
+    "tabletop": RobotEntry("pyrualean_robot.robots.tabletop", "TabletopRobot",
+                           "the base install (MuJoCo + robosuite meshes)"),
+    "libero": RobotEntry("pyrualean_robot.robots.libero", "LiberoRobot",
+                         "the LIBERO-PRO adapter (issue #7, requirements/libero.txt)",
+                         "pyrualean_robot.robots._libero_sim:SUITES"),
+    "robotwin": RobotEntry("pyrualean_robot.robots.robotwin", "RobotwinRobot",
+                           "the RoboTwin 2.0 adapter (issue #7; needs a GPU/Vulkan env server)",
+                           "pyrualean_robot.robots.robotwin:SUITES"),
+    "robocasa": RobotEntry("pyrualean_robot.robots.robocasa", "RobocasaRobot",
+                           "the RoboCasa365 adapter (issue #7; ~10 GB of assets)",
+                           "pyrualean_robot.robots.robocasa:SUITES"),
+    "robodojo_xpl_rgb": RobotEntry("pyrualean_robot.robots.robodojo", "RoboDojoRobot",
+                                   "the RoboDojo adapter (issue #7; Isaac Sim)",
+                                   "pyrualean_robot.robots.robodojo:SUITES"),
 }
 DEFAULT_ROBOT = "tabletop"
 
@@ -23,12 +48,53 @@ class RobotUnavailable(RuntimeError):
 def robot_class(name: str) -> Any:
     if name not in REGISTRY:
         raise ValueError(f"unknown robot {name!r}; robots: {', '.join(REGISTRY)}")
-    mod, cls, needs = REGISTRY[name]
+    e = REGISTRY[name]
     try:
-        module = importlib.import_module(mod)
-    except ImportError as e:
-        raise RobotUnavailable(f"robot {name!r} is registered but not available: {e}. It needs {needs}.") from e
+        module = importlib.import_module(e.module)
+    except ImportError as err:
+        raise RobotUnavailable(f"robot {name!r} is registered but not available: {err}. It needs {e.needs}.") from err
     try:
-        return getattr(module, cls)
+        return getattr(module, e.cls)
     except AttributeError:
-        raise RobotUnavailable(f"robot {name!r}: {mod} has no class {cls} yet; it needs {needs}.") from None
+        raise RobotUnavailable(f"robot {name!r}: {e.module} has no class {e.cls} yet; it needs {e.needs}.") from None
+
+
+def suite_names(name: str) -> tuple[str, ...]:
+    """The benchmark suites of a robot (empty: it has none). Imports the module holding them, not a simulator."""
+    spec = REGISTRY[name].suites
+    if not spec:
+        return ()
+    mod, attr = spec.split(":")
+    return tuple(getattr(importlib.import_module(mod), attr))
+
+
+def robot_for_suite(suite: str) -> str:
+    """The robot a suite belongs to (``libero_spatial_swap`` -> ``libero``); ValueError naming the suites."""
+    known: list[str] = []
+    for name in REGISTRY:
+        try:
+            names = suite_names(name)
+        except ImportError:
+            continue
+        if suite in names:
+            return name
+        known.extend(names)
+    raise ValueError(f"unknown suite {suite!r}; suites: {', '.join(known)}")
+
+
+def describe(name: str) -> dict:
+    """One robot for the Go side: name, default, default_seed and remote (from its class's ``__init__``: the
+    one home of both), suites, needs, and available/error when its module does not import."""
+    e = REGISTRY[name]
+    row: dict[str, Any] = {"name": name, "default": name == DEFAULT_ROBOT, "default_seed": 0, "remote": False,
+                           "suites": [], "needs": e.needs, "available": True, "error": ""}
+    try:
+        params = inspect.signature(robot_class(name).__init__).parameters
+        seed: Optional[inspect.Parameter] = params.get("seed")
+        if seed is not None and isinstance(seed.default, int):
+            row["default_seed"] = seed.default
+        row["remote"] = "env_url" in params  # it drives an RPent env server
+        row["suites"] = list(suite_names(name))
+    except (ImportError, RobotUnavailable) as err:
+        row.update(available=False, error=str(err).replace("\n", " "))
+    return row

@@ -43,11 +43,16 @@ def _floats(v: Any, n: int, name: str) -> tuple[float, ...]:
     return tuple(float(x) for x in _vec(v, n, name))
 
 
+def _int_in(v: Any, name: str, lo: int, hi: int) -> int:
+    """An int (not a bool) in lo..hi."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
+        raise ValueError(f"{name} must be an int in {lo}..{hi}, not {v!r}")
+    return int(v)
+
+
 def _positive_int(v: Any, name: str, most: int) -> int:
     """An int (not a bool) in 1..most."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 < int(v) <= most:
-        raise ValueError(f"{name} must be an int in 1..{most}, not {v!r}")
-    return int(v)
+    return _int_in(v, name, 1, most)
 
 
 def _pixel_pairs(pixels: Any, most: int) -> list[tuple[int, int]]:

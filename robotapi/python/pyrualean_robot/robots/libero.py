@@ -16,16 +16,19 @@ import numpy as np
 
 from ..base import Robot, TaskInfo, load_guide, tool
 from ..errors import ToolError
+from ..images import png_bytes
 from ..results import Gripper, Move, MovePose, Release, Rotation, State
 from . import _libero_sim as sim_mod
 from . import pi05
 from ._args import _bounded, _positive_int, _vec
 from ._libero_sim import LiberoUnavailable  # noqa: F401  (a RobotUnavailable; re-exported for callers)
+from .sam3 import Sam3Client
 
 Vec3 = tuple[float, float, float]
 XYZ = Union[Sequence[float], np.ndarray]
 
 HIGH_RES = 1024
+LIBERO_TYPES = ("standard", "pro")
 LOW_RES = 256
 ROT_SCALE = 0.5  # OSC_POSE rotation output limit (rad per unit action)
 VIEW_CACHE_SIZE = 6  # renders kept between simulator steps (a 1024 px world map is 12 MB)
@@ -88,7 +91,7 @@ class Segment:
 
     found: a mask was produced (check it before using world_xyz).
     world_xyz: per-axis median world point of the mask's pixels (the visible surface), or None.
-    score: mask confidence in [0, 1] (1.0 here: the simulator's own segmentation), None when not found.
+    score: mask confidence in [0, 1] (SAM 3's; 1.0 from the simulator's own segmentation), None when not found.
     box: mask bounding box (x0, y0, x1, y1) = (col_min, row_min, col_max, row_max) in image pixels, or None.
     camera / step: the image the mask was taken from (step = recorded step).
     overlay_artifact: name of the saved mask overlay PNG (``artifact(name)`` returns its bytes), or None.
@@ -207,7 +210,9 @@ class LiberoRobot(Robot):
     OPEN: ClassVar[float] = -1.0
     CLOSE: ClassVar[float] = 1.0
     CAMERAS: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
-    ON_MOTION_IMAGES: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
+    #: What a moving cell gets back, as the seed sends it: both cameras' current high-resolution views
+    #: (HIGH_RES square), named like their artifacts, so token counts compare with the paper's.
+    ON_MOTION_IMAGES: ClassVar[tuple[str, ...]] = ("agentview_high.png", "wrist_high.png")
     MAX_PLANAR_MOVE_M: ClassVar[float] = MAX_PLANAR_MOVE_M
     #: (camera, resolution) -> artifact name of a recorded image / world map (``artifact(name, step=...)``).
     IMAGE_ARTIFACTS: ClassVar[dict[tuple[str, str], str]] = {
@@ -237,8 +242,13 @@ class LiberoRobot(Robot):
 
     def __init__(self, *, suite: Optional[str] = None, task: Union[int, str, None] = 0, seed: int = 0,
                  workspace: Optional[str] = None, images: str = "on-motion", primitives: str = "full",
-                 vla_endpoint: Optional[str] = None, max_env_steps: int = 10000):
+                 vla_endpoint: Optional[str] = None, max_env_steps: int = 10000,
+                 sam3_endpoint: Optional[str] = None, libero_type: Optional[str] = None):
         suite, index = self._parse_task(suite, task)
+        self.libero_type = self._check_libero_type(libero_type, suite)
+        # segment()'s masks: RPent's SAM 3 server as in the seed, else (privileged) the simulator's own.
+        sam3_endpoint = sam3_endpoint or os.environ.get("PYRUALEAN_SAM3_ENDPOINT") or None
+        self._sam3 = Sam3Client(sam3_endpoint) if sam3_endpoint else None
         super().__init__(task=f"{suite}/{index}", seed=seed, workspace=workspace, images=images,
                          primitives=primitives, suite=suite, vla_endpoint=vla_endpoint, max_env_steps=max_env_steps)
         self.task_index = index
@@ -256,9 +266,21 @@ class LiberoRobot(Robot):
         self._views_at = -1
         # Step 0's high-resolution views are kept: the card shows them and agents map their pixels.
         self._step0 = {c: self._snapshot(c, HIGH_RES) for c in self.CAMERAS}
-        from .. import notebook
 
-        notebook.attach(self)  # the kernel's active robot: on-motion images, cell_report, episode_card
+    @staticmethod
+    def _check_libero_type(libero_type: Optional[str], suite: str) -> str:
+        """The seed's --libero-type (RPent's LIBERO_TYPE): "standard" runs the four LIBERO suites and libero_90,
+        "pro" adds LIBERO-PRO's perturbed ones; both come from the one bundled LIBERO-PRO package. Default:
+        what the suite needs."""
+        pro = suite not in sim_mod.BASE_SUITES + ("libero_90",)
+        if libero_type is None:
+            return "pro" if pro else "standard"
+        if libero_type not in LIBERO_TYPES:
+            raise ValueError(f"libero_type must be one of {LIBERO_TYPES}, not {libero_type!r} (LIBERO-Plus is not "
+                             "bundled)")
+        if pro and libero_type == "standard":
+            raise ValueError(f"suite {suite!r} is a LIBERO-PRO suite: pass libero_type='pro' (--libero-type pro)")
+        return libero_type
 
     @staticmethod
     def _parse_task(suite: Optional[str], task: Union[int, str, None]) -> tuple[str, int]:
@@ -302,7 +324,10 @@ class LiberoRobot(Robot):
 
     def _episode_facts(self) -> dict:
         pos, _, _, _ = self._sim.eef()
-        return {"suite": self.suite, "task_index": self.task_index, "task_name": self._sim.task_name,
+        return {"suite": self.suite, "libero_type": self.libero_type, "task_index": self.task_index,
+                "task_name": self._sim.task_name,
+                # Where segment()'s masks come from: "sam3" (the seed's) or "simulator-masks" (privileged).
+                "perception": "sam3" if self._sam3 is not None else "simulator-masks",
                 "init_state_index": self._sim.init_index, "fixtures": list(self._sim.fixture_names),
                 "cameras": list(self.CAMERAS), "image_resolutions": dict(self.RESOLUTIONS),
                 "suite_step_cap": sim_mod.SUITE_STEP_CAPS.get(self._base_suite()),
@@ -318,9 +343,11 @@ class LiberoRobot(Robot):
                 return b
         return self.suite or ""
 
-    def _card_images(self) -> dict[str, bytes]:
-        from ..base import png_bytes
+    def _on_motion_images(self) -> list[tuple[str, np.ndarray]]:
+        by_name = {self.IMAGE_ARTIFACTS[(c, "high")]: c for c in self.CAMERAS}
+        return [(n, self._view(by_name[n], HIGH_RES, -1, "rgb")) for n in self.ON_MOTION_IMAGES]
 
+    def _card_images(self) -> dict[str, bytes]:
         # The seed's card images (hosts/rpent_libero.py CARD_IMAGES): both cameras at step 0, 1024 px.
         return {f"{c}_high": png_bytes(self._step0[c]["rgb"]) for c in self.CAMERAS}
 
@@ -473,8 +500,6 @@ class LiberoRobot(Robot):
         res = HIGH_RES if high else LOW_RES
         if camera in self.CAMERAS and (kind, ext) in (("", "png"), ("world", "npz"), ("depth", "npz")):
             if ext == "png":
-                from ..base import png_bytes
-
                 return png_bytes(self._view(camera, res, step, "rgb"))
             import io
 
@@ -567,7 +592,9 @@ class LiberoRobot(Robot):
                 min_score: float = 0.2, resolution: Union[str, int] = "high", step: int = -1) -> Segment:
         """Locate an object in image(camera, resolution=..., step=...) and return its world position. Give
         `prompt` (words: "black bowl", "plate", or an exact name from state().object_names) and/or `point`, a
-        pixel (row, col) on it. Masks come from the simulator's segmentation (exact; score 1.0). world_xyz is
+        pixel (row, col) on it. Masks come from a SAM 3 server when the run has one (the words win over the
+        point; score is SAM 3's, min_score its threshold), else from the simulator's segmentation (exact;
+        score 1.0); the task card's facts say which ("perception"). world_xyz is
         the median of the visible surface (use its x/y; take z from the resting height or top_xyz); top_xyz
         is the centre of its highest visible points. When the words match several objects the one nearest
         `point` (else the first) is returned and also_matches names the others. Check found first; camera
@@ -578,21 +605,15 @@ class LiberoRobot(Robot):
             raise ValueError("give a prompt, a point (row, col), or both")
         if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
             raise ValueError(f"min_score must be in [0, 1], not {min_score!r}")
+        if self._sam3 is not None:
+            return self._segment_sam3(prompt, camera, point, self._res(resolution), step, float(min_score))
         return self._segment_impl(prompt, camera, point, self._res(resolution), step)
 
     def _segment_impl(self, prompt: Optional[str], camera: str, point: Optional[Sequence[int]], res: int,
                       step: int) -> Segment:
         seg = self._view(camera, res, step, "seg")
         idx = self._step_index(step)
-        pt = None
-        if point is not None:
-            try:
-                pr, pc = (int(v) for v in point)
-            except (TypeError, ValueError):
-                raise ValueError(f"point must be (row, col), not {point!r}") from None
-            if not (0 <= pr < res and 0 <= pc < res):
-                raise ValueError(f"point ({pr}, {pc}) is outside the {res}x{res} image")
-            pt = (pr, pc)
+        pt = self._point(point, res)
         if prompt is not None:
             cands = self._sim.match_names(prompt)
         else:
@@ -614,6 +635,40 @@ class LiberoRobot(Robot):
                            error=f"{', '.join(cands)} not visible from {camera}", name=cands[0])
         scored.sort(key=lambda x: x[0])
         _, name, m = scored[0]
+        return self._mask_segment(m, camera, res, step, 1.0, name=name, also=tuple(n for _, n, _ in scored[1:]))
+
+    def _segment_sam3(self, prompt: Optional[str], camera: str, point: Optional[Sequence[int]], res: int,
+                      step: int, min_score: float) -> Segment:
+        """The seed's perception: the image goes to the SAM 3 server, its top mask is back-projected here.
+        SAM 3 takes one prompt: the words when given, else the point."""
+        assert self._sam3 is not None
+        idx = self._step_index(step)
+        pt = self._point(point, res)
+        rgb = self._view(camera, res, step, "rgb")
+        text = prompt.strip() if prompt is not None else None
+        ans = self._sam3.segment(png_bytes(rgb), rgb.shape[:2], text_prompt=text,
+                                 point=None if text else pt, min_score=min_score)
+        if not ans.found or ans.mask is None:
+            return Segment(found=False, world_xyz=None, score=ans.score, box=None, camera=camera, step=idx,
+                           error=f"SAM 3: {ans.reason}")
+        return self._mask_segment(ans.mask, camera, res, step, float(ans.score if ans.score is not None else 0.0))
+
+    @staticmethod
+    def _point(point: Optional[Sequence[int]], res: int) -> Optional[tuple[int, int]]:
+        if point is None:
+            return None
+        try:
+            pr, pc = (int(v) for v in point)
+        except (TypeError, ValueError):
+            raise ValueError(f"point must be (row, col), not {point!r}") from None
+        if not (0 <= pr < res and 0 <= pc < res):
+            raise ValueError(f"point ({pr}, {pc}) is outside the {res}x{res} image")
+        return pr, pc
+
+    def _mask_segment(self, m: np.ndarray, camera: str, res: int, step: int, score: float, *, name: str = "",
+                      also: tuple[str, ...] = ()) -> Segment:
+        """A found mask as a Segment: back-projected through the world map, its overlay kept as an artifact."""
+        idx = self._step_index(step)
         wm = self._view(camera, res, step, "world")
         pts = wm[m]
         pts = pts[np.isfinite(pts).all(axis=1)]
@@ -621,18 +676,16 @@ class LiberoRobot(Robot):
         box = (int(cols.min()), int(rows.min()), int(cols.max()), int(rows.max()))
         overlay = self._overlay(camera, res, step, idx, m)
         if len(pts) < 10:  # RPent's _mask_to_world needs 10 valid depth pixels
-            return Segment(found=True, world_xyz=None, score=1.0, box=box, camera=camera, step=idx,
+            return Segment(found=True, world_xyz=None, score=score, box=box, camera=camera, step=idx,
                            overlay_artifact=overlay, error=f"too few valid depth pixels ({len(pts)})", name=name,
-                           n_pixels=int(m.sum()), also_matches=tuple(n for _, n, _ in scored[1:]))
+                           n_pixels=int(m.sum()), also_matches=also)
         top = pts[pts[:, 2] >= pts[:, 2].max() - 0.01]
-        return Segment(found=True, world_xyz=_t3(np.median(pts, axis=0)), score=1.0, box=box, camera=camera,
+        return Segment(found=True, world_xyz=_t3(np.median(pts, axis=0)), score=score, box=box, camera=camera,
                        step=idx, overlay_artifact=overlay, error=None, name=name, top_xyz=_t3(top.mean(axis=0)),
-                       n_pixels=int(m.sum()), also_matches=tuple(n for _, n, _ in scored[1:]))
+                       n_pixels=int(m.sum()), also_matches=also)
 
     def _overlay(self, camera: str, res: int, step: int, idx: int, mask: np.ndarray) -> str:
         """Keep the image with the mask tinted red as an artifact (RPent's segment_overlay_NN_II.png)."""
-        from ..base import png_bytes
-
         def build() -> bytes:  # made when asked for: most overlays are never looked at
             img = self._view(camera, res, idx, "rgb").astype(np.float32)
             img[mask] = 0.55 * img[mask] + 0.45 * np.array([255.0, 0.0, 0.0])

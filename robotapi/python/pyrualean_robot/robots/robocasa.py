@@ -44,7 +44,8 @@ from typing import Any, ClassVar, Optional, Sequence, Union
 
 import numpy as np
 
-from ..base import Robot, TaskInfo, load_guide, png_bytes, tool
+from ..base import Robot, TaskInfo, load_guide, tool
+from ..images import png_bytes
 from ..errors import EpisodeFinished, ToolError
 from ._args import _bounded, _floats, _num, _pixel_pairs, _positive_int
 from .rpent import (EnvMetaMismatch, EnvServerClient, EnvServerUnavailable, connect_env_server, is_unknown_method,
@@ -502,9 +503,6 @@ class RobocasaRobot(Robot):
         except BaseException:
             self.close()
             raise
-        from .. import notebook
-
-        notebook.attach(self)
 
     @property
     def task(self) -> str:

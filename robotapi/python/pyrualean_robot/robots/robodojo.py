@@ -26,6 +26,10 @@ from ..errors import ToolError
 from ._args import _bounded, _vec
 from .rpent import RemoteRobot
 
+#: RoboDojo's one benchmark suite (42 simulated tasks).
+SUITES = ("robodojo_sim",)
+
+
 @dataclass(frozen=True)
 class DojoArm:
     """One ARX X5 arm as RoboDojo reports it: 6 joint angles (rad), gripper in [0, 1] (1 = open),

@@ -43,7 +43,8 @@ from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
-from ..base import Robot, TaskInfo, load_guide, png_bytes, tool
+from ..base import Robot, TaskInfo, load_guide, tool
+from ..images import png_bytes
 from ..errors import ToolError
 from ._args import _bounded, _floats, _pixel_pairs
 from .rpent import EnvMetaMismatch, EnvServerUnavailable, connect_env_server, rpent_python, stop_env_server
@@ -611,9 +612,6 @@ class RobotwinRobot(Robot):
         except BaseException:
             self.close()
             raise
-        from .. import notebook
-
-        notebook.attach(self)
 
     @classmethod
     def tasks(cls) -> list[TaskInfo]:

@@ -364,9 +364,6 @@ class RemoteRobot(Robot):
         self._success = False
         self._obs: dict = {}
         self._absorb(obs, False, False, {})
-        from .. import notebook
-
-        notebook.attach(self)  # the kernel's active robot: on-motion images, cell_report, episode_card
 
     @classmethod
     def default_task(cls) -> str:

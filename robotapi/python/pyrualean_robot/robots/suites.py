@@ -1,5 +1,5 @@
 """``python -m pyrualean_robot.robots.suites [--robot NAME] [--json]``: the benchmark suites of the adapter
-robots (libero, robotwin, robocasa, robodojo_xpl_rgb), their task counts, and whether each can run on this
+robots (every registered robot but the embedded tabletop), their task counts, and whether each can run on this
 machine (and what is missing if not). Nothing boots a simulator. The embedded tabletop robot is added by
 `pyrualean suites` from robotapi's task list.
 
@@ -15,7 +15,10 @@ import os
 import sys
 from typing import Optional
 
-ADAPTER_ROBOTS = ("libero", "robotwin", "robocasa", "robodojo_xpl_rgb")
+from . import DEFAULT_ROBOT, REGISTRY
+
+# every registered robot but the embedded default (whose rows `pyrualean suites` builds from its tasks)
+ADAPTER_ROBOTS = tuple(n for n in REGISTRY if n != DEFAULT_ROBOT)
 
 
 def _gl_missing() -> list[str]:
@@ -63,11 +66,13 @@ def robocasa_rows() -> list[dict]:
 
 
 def robodojo_rows() -> list[dict]:
+    from .robodojo import SUITES
+
     missing = [] if os.environ.get("PYRUALEAN_ENV_SERVER") else [
         "RoboDojo (Isaac Sim 5.1 / Isaac Lab 2.3, NVIDIA GPU, ~90 GiB licence-restricted assets) driving the "
         "XPolicyLab policy dir robotapi/robodojo (PYRUALEAN_ENV_SERVER is set by it)"]
-    return [{"robot": "robodojo_xpl_rgb", "suite": "robodojo_sim", "tasks": 42, "runnable": not missing,
-             "missing": missing}]
+    return [{"robot": "robodojo_xpl_rgb", "suite": s, "tasks": 42, "runnable": not missing, "missing": missing}
+            for s in SUITES]
 
 
 ROWS = {"libero": libero_rows, "robotwin": robotwin_rows, "robocasa": robocasa_rows,
@@ -75,6 +80,9 @@ ROWS = {"libero": libero_rows, "robotwin": robotwin_rows, "robocasa": robocasa_r
 
 
 def rows(robot: Optional[str] = None) -> list[dict]:
+    missing_rows = set(ADAPTER_ROBOTS) - set(ROWS)
+    if missing_rows:  # a robot registered without telling `pyrualean suites` how to list its suites
+        raise RuntimeError(f"suites.py has no rows function for {', '.join(sorted(missing_rows))}")
     if robot is not None and robot not in ROWS:
         raise ValueError(f"unknown adapter robot {robot!r}; adapter robots: {', '.join(ADAPTER_ROBOTS)}")
     out: list[dict] = []

@@ -14,15 +14,17 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ..base import Robot, TaskInfo, png_bytes, tool
+from ..base import Robot, TaskInfo, tool
 from ..errors import ToolError
+from ..images import png_bytes
 from ..results import (BackProjection, Gripper, Move, MovePose, Pick, PolicyRun, Release, Rotation, Segment,
                        State)
 from . import tabletop_scene as scene
+from ._args import _bounded, _int_in, _vec
+from .tabletop_control import ArmControl, _ori_error, _wrap, target_rotation, yaw_pitch
 from . import tabletop_tasks as tasks
 
 CONTROL_HZ = 20
-SUBSTEPS = 25            # 25 x 2 ms physics = one 50 ms control step
 XYZ_MIN = (0.15, -0.55, 0.005)
 XYZ_MAX = (0.85, 0.55, 0.65)
 REACH_M = 0.88           # from the shoulder (0, 0, 0.333)
@@ -30,7 +32,6 @@ MAX_MOVE_M = 0.6
 PICKABLE = tasks.BLOCKS
 SEGMENTABLE = ("red_block", "green_block", "blue_block", "bowl", "plate", "cabinet", "drawer", "drawer_handle",
                "table", "robot")
-R0 = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # gripper down, fingers closing along y
 
 KNOWLEDGE = """\
 # Tabletop robot notes
@@ -46,35 +47,6 @@ KNOWLEDGE = """\
   back, or push it (gripper closed) toward +x to close.
 - A motion stops early when the task predicate fires; the next motion then raises EpisodeFinished.
 """
-
-
-def _rot_z(a: float) -> np.ndarray:
-    c, s = math.cos(a), math.sin(a)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
-
-def _rot_y(a: float) -> np.ndarray:
-    c, s = math.cos(a), math.sin(a)
-    return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
-
-
-def target_rotation(yaw: float, pitch: float = 0.0) -> np.ndarray:
-    """Gripper orientation: pointing down, rotated by `yaw` about z, tilted forward by `pitch`."""
-    return _rot_z(yaw) @ _rot_y(-pitch) @ R0
-
-
-def yaw_pitch(R: np.ndarray) -> tuple[float, float]:
-    yaw = math.atan2(-R[0, 0], R[1, 0])
-    pitch = math.atan2(R[0, 2] * math.cos(yaw) + R[1, 2] * math.sin(yaw), -R[2, 2])
-    return yaw, pitch
-
-
-def _wrap(a: float) -> float:
-    return (a + math.pi) % (2 * math.pi) - math.pi
-
-
-def _ori_error(R: np.ndarray, Rt: np.ndarray) -> np.ndarray:
-    return 0.5 * (np.cross(R[:, 0], Rt[:, 0]) + np.cross(R[:, 1], Rt[:, 1]) + np.cross(R[:, 2], Rt[:, 2]))
 
 
 @lru_cache(maxsize=1)
@@ -133,32 +105,6 @@ def warm() -> None:
     _shared_renderer(256, "rgb")
 
 
-def _vec(xyz: Any, name: str = "xyz") -> np.ndarray:
-    try:
-        v = np.asarray(xyz, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be three numbers (x, y, z), not {xyz!r}") from None
-    if v.shape != (3,) or not np.all(np.isfinite(v)):
-        raise ValueError(f"{name} must be three finite numbers (x, y, z), not {xyz!r}")
-    return v
-
-
-def _num(v: Any, name: str, lo: float, hi: float) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
-        raise ValueError(f"{name} must be a number, not {v!r}")
-    if not lo <= float(v) <= hi:
-        raise ValueError(f"{name} must be within [{lo}, {hi}], not {v}")
-    return float(v)
-
-
-def _int(v: Any, name: str, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise ValueError(f"{name} must be an int, not {v!r}")
-    if not lo <= int(v) <= hi:
-        raise ValueError(f"{name} must be within [{lo}, {hi}], not {v}")
-    return int(v)
-
-
 class _SimView:
     """What the task predicates read (simulator ground truth; never shown to the agent)."""
 
@@ -182,7 +128,7 @@ class _SimView:
         return float(self.r._data.qpos[self.r._drawer_qadr])
 
 
-class TabletopRobot(Robot):
+class TabletopRobot(ArmControl, Robot):
     """A Franka Panda arm (7 joints) with a parallel gripper on a table, simulated in MuJoCo.
 
     Conventions: metres and radians; x away from the robot, y to the robot's LEFT (right side of the agentview
@@ -233,9 +179,6 @@ class TabletopRobot(Robot):
         self._sim = _SimView(self)
         self._reset()
         self._renderer(256, "rgb")  # create the GL context now, not inside a (sandboxed) agent cell
-        from .. import notebook
-
-        notebook.attach(self)
 
     # ----- set-up -------------------------------------------------------------------------------------------
     def _geom_objects(self) -> list[str]:
@@ -287,12 +230,6 @@ class TabletopRobot(Robot):
             mj.mj_step(m, d)
         self._yaw_cmd, self._pitch_cmd = 0.0, 0.0
 
-    def _apply_ctrl(self) -> None:
-        w = 0.04 * (1.0 - self._grip) / 2.0
-        self._data.ctrl[:7] = self._q_cmd
-        self._data.ctrl[7] = w
-        self._data.ctrl[8] = -w
-
     # ----- base hooks ---------------------------------------------------------------------------------------
     def _env_steps(self) -> int:
         return self._steps
@@ -315,111 +252,6 @@ class TabletopRobot(Robot):
     def tasks(cls) -> list[TaskInfo]:
         """The tabletop tasks."""
         return [t.info() for t in tasks.TASKS.values()]
-
-    # ----- simulation core ----------------------------------------------------------------------------------
-    def _control_step(self) -> bool:
-        """One 50 ms control step; returns True when the episode ended during it."""
-        self._apply_ctrl()
-        for _ in range(SUBSTEPS):
-            self._mj.mj_step(self._model, self._data)
-        self._steps += 1
-        if not self._terminated and self._spec.success(self._sim, self._monitor, self._steps):
-            self._mark_terminated()
-        if self._steps >= self.max_env_steps and not self._terminated:
-            self._mark_truncated()
-        return self._terminated or self._truncated
-
-    def _eef(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._data.site_xpos[self._site].copy(), self._data.site_xmat[self._site].reshape(3, 3).copy()
-
-    def _fk_cmd(self) -> tuple[np.ndarray, np.ndarray]:
-        d = self._ik
-        d.qpos[self._arm_q] = self._q_cmd
-        self._mj.mj_kinematics(self._model, d)
-        self._mj.mj_comPos(self._model, d)
-        return d.site_xpos[self._site].copy(), d.site_xmat[self._site].reshape(3, 3).copy()
-
-    def _ik_toward(self, p: np.ndarray, Rt: np.ndarray, iters: int = 3) -> None:
-        """Damped least-squares IK on the commanded configuration (a scratch MjData), with a null-space pull
-        toward the home posture so the redundant joint does not drift."""
-        mj, m, d = self._mj, self._model, self._ik
-        jp, jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
-        lam2 = 0.03 ** 2
-        for _ in range(iters):
-            d.qpos[self._arm_q] = self._q_cmd
-            mj.mj_kinematics(m, d)
-            mj.mj_comPos(m, d)
-            cur = d.site_xpos[self._site]
-            R = d.site_xmat[self._site].reshape(3, 3)
-            e = np.concatenate([p - cur, _ori_error(R, Rt)])
-            mj.mj_jacSite(m, d, jp, jr, self._site)
-            J = np.vstack([jp[:, self._arm_v], jr[:, self._arm_v]])
-            JJt = J @ J.T + lam2 * np.eye(6)
-            Jpinv = J.T @ np.linalg.solve(JJt, np.eye(6))
-            dq = Jpinv @ e
-            dq += (np.eye(7) - Jpinv @ J) @ (0.2 * (self._home - self._q_cmd))
-            n = np.linalg.norm(dq)
-            if n > 0.25:
-                dq *= 0.25 / n
-            self._q_cmd = np.clip(self._q_cmd + dq, self._lo + 0.01, self._hi - 0.01)
-            if np.linalg.norm(e) < 1e-4:
-                break
-
-    def _servo(self, target: np.ndarray, yaw: float, pitch: float, gripper: Optional[float], tol: float,
-               ori_tol: float, step_clip: float, max_steps: int, ang_clip: float = 0.15) -> tuple[int, bool]:
-        """Move the eef to `target` with the given orientation; returns (steps used, reached)."""
-        if gripper is not None:
-            self._grip = gripper
-        Rt = target_rotation(yaw, pitch)
-        self._yaw_cmd, self._pitch_cmd = yaw, pitch
-        best, since_best, used = math.inf, 0, 0
-        for used in range(1, max_steps + 1):
-            cp, cR = self._fk_cmd()
-            delta = target - cp
-            n = np.linalg.norm(delta)
-            way = cp + (delta * (step_clip / n) if n > step_clip else delta)
-            # orientation: move at most ang_clip per step toward Rt
-            err = _ori_error(cR, Rt)
-            en = np.linalg.norm(err)
-            if en > ang_clip:
-                k = ang_clip / en
-                Rw = self._rotate(cR, err * k / max(1e-9, 1.0))
-            else:
-                Rw = Rt
-            self._ik_toward(way, Rw)
-            ended = self._control_step()
-            pos, R = self._eef()
-            dist = float(np.linalg.norm(target - pos))
-            oerr = float(np.linalg.norm(_ori_error(R, Rt)))
-            if dist <= tol and oerr <= ori_tol:
-                return used, True
-            if ended:
-                return used, False
-            if dist < best - 5e-4:
-                best, since_best = dist, 0
-            else:
-                since_best += 1
-                cmd_dist = float(np.linalg.norm(target - self._fk_cmd()[0]))
-                if since_best >= 10 and cmd_dist < 2e-3:
-                    return used, False  # stalled: the command arrived but the arm is blocked
-        return used, False
-
-    @staticmethod
-    def _rotate(R: np.ndarray, w: np.ndarray) -> np.ndarray:
-        th = np.linalg.norm(w)
-        if th < 1e-9:
-            return R
-        k = w / th
-        K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-        Rk = np.eye(3) + math.sin(th) * K + (1 - math.cos(th)) * K @ K
-        return Rk @ R
-
-    def _hold(self, steps: int) -> int:
-        used = 0
-        for used in range(1, steps + 1):
-            if self._control_step():
-                break
-        return used
 
     def _opening(self) -> float:
         return float(abs(self._data.qpos[self._f1]) + abs(self._data.qpos[self._f2]))
@@ -449,7 +281,7 @@ class TabletopRobot(Robot):
     def _gripper_arg(self, gripper: Any) -> Optional[float]:
         if gripper is None:
             return None
-        return _num(gripper, "gripper", -1.0, 1.0)
+        return _bounded(gripper, "gripper", -1.0, 1.0)
 
     # ----- rendering ----------------------------------------------------------------------------------------
     def _renderer(self, size: int, mode: str):
@@ -471,7 +303,7 @@ class TabletopRobot(Robot):
             return 256
         if resolution == "low":
             return 128
-        return _int(resolution, "resolution", 16, 512)
+        return _int_in(resolution, "resolution", 16, 512)
 
     def _camera_frame(self, camera: str) -> tuple[np.ndarray, np.ndarray, float]:
         cid = self._model.camera(camera).id
@@ -557,7 +389,7 @@ class TabletopRobot(Robot):
         """World point (x, y, z) seen at pixel (row, col) of the camera image at `resolution`."""
         self._check_camera(camera)
         size = self._resolution(resolution)
-        r, c = _int(row, "row", 0, size - 1), _int(col, "col", 0, size - 1)
+        r, c = _int_in(row, "row", 0, size - 1), _int_in(col, "col", 0, size - 1)
         world, depth = self._world_points(camera, size)
         p = world[r, c]
         if not np.all(np.isfinite(p)):
@@ -623,12 +455,12 @@ class TabletopRobot(Robot):
         metres per 50 ms control step (max 0.05). target_yaw: gripper yaw in radians (None keeps it).
         Returns Move(reached, final_dist_m, steps_used, ...); reached=False means it stalled or ran out of
         steps. Raises ValueError for targets outside the workspace or moves longer than MAX_MOVE_M."""
-        v = _vec(xyz)
+        v = _vec(xyz, 3, "xyz")
         g = self._gripper_arg(gripper)
-        tol = _num(tol, "tol", 0.001, 0.1)
-        step_clip = _num(step_clip, "step_clip", 0.001, 0.05)
-        max_steps = _int(max_steps, "max_steps", 1, 1000)
-        yaw = self._yaw_cmd if target_yaw is None else _wrap(_num(target_yaw, "target_yaw", -7.0, 7.0))
+        tol = _bounded(tol, "tol", 0.001, 0.1)
+        step_clip = _bounded(step_clip, "step_clip", 0.001, 0.05)
+        max_steps = _int_in(max_steps, "max_steps", 1, 1000)
+        yaw = self._yaw_cmd if target_yaw is None else _wrap(_bounded(target_yaw, "target_yaw", -7.0, 7.0))
         self._check_target(v)
         used, reached = self._servo(v, yaw, self._pitch_cmd, g, tol, 0.08, step_clip, max_steps)
         pos = self._eef()[0]
@@ -642,14 +474,14 @@ class TabletopRobot(Robot):
                   tol: float = 0.01, ori_tol: float = 0.05, max_steps: int = 150) -> MovePose:
         """Move to `xyz` and orient the gripper: target_pitch tilts the fingers forward (+, away from the robot)
         from straight down (0), within [-1.2, 1.2] rad; target_yaw turns about z. None keeps the current value."""
-        v = _vec(xyz)
+        v = _vec(xyz, 3, "xyz")
         g = self._gripper_arg(gripper)
-        pitch = self._pitch_cmd if target_pitch is None else _num(target_pitch, "target_pitch", -1.2, 1.2)
-        yaw = self._yaw_cmd if target_yaw is None else _wrap(_num(target_yaw, "target_yaw", -7.0, 7.0))
-        step_clip = _num(step_clip, "step_clip", 0.001, 0.05)
-        tol = _num(tol, "tol", 0.001, 0.1)
-        ori_tol = _num(ori_tol, "ori_tol", 0.005, 0.5)
-        max_steps = _int(max_steps, "max_steps", 1, 1000)
+        pitch = self._pitch_cmd if target_pitch is None else _bounded(target_pitch, "target_pitch", -1.2, 1.2)
+        yaw = self._yaw_cmd if target_yaw is None else _wrap(_bounded(target_yaw, "target_yaw", -7.0, 7.0))
+        step_clip = _bounded(step_clip, "step_clip", 0.001, 0.05)
+        tol = _bounded(tol, "tol", 0.001, 0.1)
+        ori_tol = _bounded(ori_tol, "ori_tol", 0.005, 0.5)
+        max_steps = _int_in(max_steps, "max_steps", 1, 1000)
         self._check_target(v)
         used, reached = self._servo(v, yaw, pitch, g, tol, ori_tol, step_clip, max_steps)
         pos, R = self._eef()
@@ -667,13 +499,13 @@ class TabletopRobot(Robot):
         if (target_yaw is None) == (delta_yaw is None):
             raise ValueError("give exactly one of target_yaw or delta_yaw")
         g = self._gripper_arg(gripper)
-        max_steps = _int(max_steps, "max_steps", 1, 500)
-        tol = _num(tol, "tol", 0.005, 0.5)
+        max_steps = _int_in(max_steps, "max_steps", 1, 500)
+        tol = _bounded(tol, "tol", 0.005, 0.5)
         start = yaw_pitch(self._eef()[1])[0]
         if target_yaw is not None:
-            tgt = _wrap(_num(target_yaw, "target_yaw", -7.0, 7.0))
+            tgt = _wrap(_bounded(target_yaw, "target_yaw", -7.0, 7.0))
         else:
-            tgt = _wrap(self._yaw_cmd + _num(delta_yaw, "delta_yaw", -7.0, 7.0))
+            tgt = _wrap(self._yaw_cmd + _bounded(delta_yaw, "delta_yaw", -7.0, 7.0))
         hold = self._fk_cmd()[0]
         used, _ = self._servo(hold, tgt, self._pitch_cmd, g, 0.02, tol, 0.02, max_steps)
         final = yaw_pitch(self._eef()[1])[0]
@@ -685,8 +517,8 @@ class TabletopRobot(Robot):
     def set_gripper(self, gripper: float, steps: int = 8) -> Gripper:
         """Command the gripper (OPEN = -1.0 ... CLOSE = +1.0) and hold the arm still for `steps` control steps.
         After closing on an object, gripper_opening tells whether something is held (> ~0.01)."""
-        g = _num(gripper, "gripper", -1.0, 1.0)
-        steps = _int(steps, "steps", 1, 100)
+        g = _bounded(gripper, "gripper", -1.0, 1.0)
+        steps = _int_in(steps, "steps", 1, 100)
         self._grip = g
         used = self._hold(steps)
         return Gripper(g, used, round(self._opening(), 4), self._terminated, self._truncated)
@@ -694,7 +526,7 @@ class TabletopRobot(Robot):
     @tool(stateful=True)
     def release(self, max_steps: int = 12) -> Release:
         """Open the gripper fully (drops what it holds) and wait until the fingers have opened."""
-        max_steps = _int(max_steps, "max_steps", 1, 100)
+        max_steps = _int_in(max_steps, "max_steps", 1, 100)
         start = self._opening()
         peak = start
         self._grip = self.OPEN
@@ -721,8 +553,8 @@ class TabletopRobot(Robot):
             raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}")
         if object not in self._spec.objects:
             raise ValueError(f"{object} is not in this task; objects: {self._spec.objects}")
-        lift = _num(lift, "lift", 0.02, 0.3)
-        max_steps = _int(max_steps, "max_steps", 40, 1000)
+        lift = _bounded(lift, "lift", 0.02, 0.3)
+        max_steps = _int_in(max_steps, "max_steps", 40, 1000)
         bid = self._body[object]
         p0 = self._data.xpos[bid].copy()
         R = self._data.xmat[bid].reshape(3, 3)
@@ -777,8 +609,8 @@ class TabletopRobot(Robot):
         text = self.task if instruction is None else instruction
         if not isinstance(text, str) or not text.strip():
             raise ValueError("instruction must be a non-empty string")
-        max_chunks = _int(max_chunks, "max_chunks", 1, 100)
-        timeout_s = _num(timeout_s, "timeout_s", 0.1, 600.0)
+        max_chunks = _int_in(max_chunks, "max_chunks", 1, 100)
+        timeout_s = _bounded(timeout_s, "timeout_s", 0.1, 600.0)
         if not self.vla_endpoint:
             raise ToolError("policy", "no VLA endpoint configured: pass make(..., vla_endpoint=URL) or set "
                                       "PYRUALEAN_VLA_ENDPOINT")

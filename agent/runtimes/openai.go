@@ -1,4 +1,4 @@
-package agent
+package runtimes
 
 import (
 	"context"
@@ -10,11 +10,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/pyrualean/pyrualean/agent"
 )
 
 // OpenAIConfig configures the openai runtime: any OpenAI-compatible chat completions endpoint.
@@ -43,7 +46,7 @@ type OpenAIConfig struct {
 	PlannerRetryWait time.Duration // wait between those attempts (default 15 s)
 	MaxLLMCalls      int           // safety ceiling on LLM calls (default max-turns+10, else 300)
 
-	Prices     PriceTable
+	Prices     agent.PriceTable
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 }
@@ -77,33 +80,11 @@ func (c *OpenAIConfig) defaults() {
 
 var errNoChoices = errors.New("provider returned no choices")
 
-// ErrPlanner marks a provider failure that ended an episode (status planner_error).
-var ErrPlanner = errors.New("planner error")
-
-// ErrNoToolCall marks a model that kept answering without calling a tool.
-var ErrNoToolCall = errors.New("the model stopped calling tools")
-
-// Turn is one LLM call, one line of turns.jsonl.
-type Turn struct {
-	Turn         int      `json:"turn"`
-	StartedAt    string   `json:"started_at"`
-	LatencyS     float64  `json:"latency_s"`
-	Attempts     int      `json:"attempts"`
-	Usage        Usage    `json:"usage"`
-	CostUSD      *float64 `json:"cost_usd"`
-	FinishReason string   `json:"finish_reason,omitempty"`
-	ToolCalls    []string `json:"tool_calls"`
-	Content      string   `json:"content,omitempty"`
-	Reasoning    string   `json:"reasoning,omitempty"`
-	Error        string   `json:"error,omitempty"`
-	Images       int      `json:"images_sent"`
-}
-
 // llmClient is the production go-openai client behind the provider doer.
 type llmClient struct {
 	cfg    OpenAIConfig
 	client *openai.Client
-	price  *Price
+	price  *agent.Price
 }
 
 func newLLMClient(cfg OpenAIConfig) *llmClient {
@@ -128,7 +109,7 @@ func newLLMClient(cfg OpenAIConfig) *llmClient {
 }
 
 // complete makes one chat completion and accounts for it.
-func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool) (openai.ChatCompletionMessage, Turn, error) {
+func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool) (openai.ChatCompletionMessage, agent.Turn, error) {
 	req := openai.ChatCompletionRequest{
 		Model: lc.cfg.Model, Messages: msgs, Tools: tools, MaxTokens: lc.cfg.MaxTokens,
 	}
@@ -138,7 +119,7 @@ func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionM
 	sink := &rawSink{}
 	start := time.Now()
 	resp, err := lc.client.CreateChatCompletion(withRawSink(ctx, sink), req)
-	t := Turn{StartedAt: start.UTC().Format(time.RFC3339Nano), LatencyS: round3(time.Since(start).Seconds()), Attempts: sink.Attempts, ToolCalls: []string{}}
+	t := agent.Turn{StartedAt: start.UTC().Format(time.RFC3339Nano), LatencyS: round3(time.Since(start).Seconds()), Attempts: sink.Attempts, ToolCalls: []string{}}
 	if err != nil {
 		t.Error = err.Error()
 		return openai.ChatCompletionMessage{}, t, err
@@ -150,7 +131,7 @@ func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionM
 	}
 	u, reasoning := parseRawCompletion(sink.Body)
 	if u.Calls == 0 { // raw bytes unreadable: fall back on go-openai's view
-		u = Usage{Calls: 1, InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
+		u = agent.Usage{Calls: 1, InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
 	}
 	t.Usage = u
 	if lc.price != nil {
@@ -170,7 +151,7 @@ func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionM
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 
 // toolDefs converts a toolkit's specs to OpenAI function tools.
-func toolDefs(specs []ToolSpec) []openai.Tool {
+func toolDefs(specs []agent.ToolSpec) []openai.Tool {
 	out := make([]openai.Tool, 0, len(specs))
 	for _, s := range specs {
 		params := s.Parameters
@@ -184,7 +165,7 @@ func toolDefs(specs []ToolSpec) []openai.Tool {
 	return out
 }
 
-func imageParts(images []Image) []openai.ChatMessagePart {
+func imageParts(images []agent.Image) []openai.ChatMessagePart {
 	parts := make([]openai.ChatMessagePart, 0, len(images))
 	for _, im := range images {
 		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{
@@ -195,32 +176,23 @@ func imageParts(images []Image) []openai.ChatMessagePart {
 }
 
 // firstUserMessage holds the prompt text and the task card's images.
-func firstUserMessage(p Prompt) openai.ChatCompletionMessage {
+func firstUserMessage(p agent.Prompt) openai.ChatCompletionMessage {
 	if len(p.Images) == 0 {
 		return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: p.Text}
 	}
 	parts := []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: p.Text}}
 	for _, im := range p.Images {
 		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: "Task card image: " + im.Name})
-		parts = append(parts, imageParts([]Image{im})...)
+		parts = append(parts, imageParts([]agent.Image{im})...)
 	}
 	return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, MultiContent: parts}
 }
 
-// Driver is what a runtime needs from a live episode. *Episode implements it.
-type Driver interface {
-	Toolkit() Toolkit
-	Prompt() Prompt
-	RecordTurn(Turn) error
-	Finished() bool
-	SetPlannerAttempts(n int)
-}
-
 // RunOpenAI drives an episode with a model behind an OpenAI-compatible endpoint until the model
 // calls finish, the episode ends, or ctx ends. It returns nil when the model finished (or stopped
-// on its own), an error wrapping ErrPlanner when the provider failed after the first tool call, or
+// on its own), an error wrapping agent.ErrPlanner when the provider failed after the first tool call, or
 // the context's error. The caller then calls Episode.Finish, which derives the status.
-func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
+func RunOpenAI(ctx context.Context, ep agent.Driver, cfg OpenAIConfig) error {
 	cfg.defaults()
 	lc := newLLMClient(cfg)
 	tk := ep.Toolkit()
@@ -263,7 +235,7 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 			if !providerFailure(err) {
 				// go-openai refused the request before sending it (e.g. a reasoning model that needs the
 				// Responses API): no retry will help.
-				return fmt.Errorf("%w: model %s: %w (pick a chat-completions model with --model, or another runtime)", ErrPlanner, cfg.Model, err)
+				return fmt.Errorf("%w: model %s: %w (pick a chat-completions model with --model, or --runtime codex, which speaks the Responses API)", agent.ErrPlanner, cfg.Model, err)
 			}
 			if toolCallsMade == 0 && plannerAttempts < cfg.PlannerAttempts {
 				plannerAttempts++
@@ -276,7 +248,7 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 				}
 				continue
 			}
-			return fmt.Errorf("%w: %w", ErrPlanner, err)
+			return fmt.Errorf("%w: %w", agent.ErrPlanner, err)
 		}
 		if ctx.Err() != nil { // the answer came back after the episode ended: do not act on it
 			rec.Error = fmt.Sprintf("%v (after the reply arrived)", context.Cause(ctx))
@@ -292,7 +264,7 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 		if len(msg.ToolCalls) == 0 {
 			noToolStreak++
 			if noToolStreak >= 3 {
-				return ErrNoToolCall
+				return agent.ErrNoToolCall
 			}
 			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser,
 				Content: "Continue by calling a tool: use the tools to act, and call `finish` when you are done."})
@@ -345,7 +317,7 @@ func RunOpenAI(ctx context.Context, ep Driver, cfg OpenAIConfig) error {
 			grace = 2
 		}
 	}
-	return fmt.Errorf("%w: reached the ceiling of %d LLM calls", ErrNoToolCall, maxCalls)
+	return fmt.Errorf("%w: reached the ceiling of %d LLM calls", agent.ErrNoToolCall, maxCalls)
 }
 
 // providerFailure says whether err came from the provider or the network (worth a planner retry),
@@ -395,3 +367,73 @@ func countImages(msgs []openai.ChatCompletionMessage) int {
 	}
 	return n
 }
+
+// openaiRuntime is the openai table entry: RunOpenAI with a fixed config.
+type openaiRuntime struct {
+	nothingToStart
+	cfg OpenAIConfig
+}
+
+func (r *openaiRuntime) Model() string { return r.cfg.Model }
+func (r *openaiRuntime) Run(ctx context.Context, ep agent.Driver) error {
+	return RunOpenAI(ctx, ep, r.cfg)
+}
+
+func newOpenAI(s Settings) (Runtime, error) {
+	cfg, err := openaiConfig(s, defaultModel(s))
+	if err != nil {
+		return nil, err
+	}
+	return &openaiRuntime{cfg: cfg}, nil
+}
+
+// openaiConfig turns settings into the client's config; errors name the flag to fix.
+func openaiConfig(s Settings, model string) (OpenAIConfig, error) {
+	o := s.OpenAI
+	switch o.ToolChoice {
+	case "", "auto", "required", "none":
+	default:
+		return OpenAIConfig{}, fmt.Errorf("--openai-tool-choice %q: want one of auto, required, none", o.ToolChoice)
+	}
+	switch {
+	case o.MaxImages < 0:
+		return OpenAIConfig{}, fmt.Errorf("--openai-max-images %d: must be >= 0", o.MaxImages)
+	case o.MaxTokens < 0:
+		return OpenAIConfig{}, fmt.Errorf("--openai-max-tokens %d: must be >= 0", o.MaxTokens)
+	case o.Temperature != nil && (*o.Temperature < 0 || *o.Temperature > 2):
+		return OpenAIConfig{}, fmt.Errorf("--openai-temperature %g: want a number in [0, 2]", *o.Temperature)
+	}
+	extra := map[string]any{}
+	for k, v := range o.ExtraBody {
+		extra[k] = v
+	}
+	if _, set := extra["reasoning_effort"]; s.Reasoning != "" && !set {
+		extra["reasoning_effort"] = s.Reasoning
+	}
+	base := s.BaseURL
+	if base == "" {
+		base = os.Getenv("OPENAI_BASE_URL")
+	}
+	if base == "" {
+		base = "https://api.openai.com/v1"
+	}
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return OpenAIConfig{}, fmt.Errorf("--base-url %q: want an http(s) URL", base)
+	}
+	keyEnv := s.APIKeyEnv
+	if keyEnv == "" {
+		keyEnv = "OPENAI_API_KEY"
+	}
+	maxCalls := 0
+	if s.MaxTurns > 0 {
+		maxCalls = s.MaxTurns + 10
+	}
+	return OpenAIConfig{
+		BaseURL: base, APIKey: os.Getenv(keyEnv), Model: model, MaxTokens: o.MaxTokens, ToolChoice: o.ToolChoice,
+		Temperature: o.Temperature, ExtraBody: extra, ImagesInToolMessages: o.ImagesInTool, TextOnly: o.TextOnly,
+		MaxImages: o.MaxImages, MaxLLMCalls: maxCalls, Prices: s.Prices, Logger: s.Logger,
+	}, nil
+}
+
+// OpenAIConfigFor is the config the openai runtime would run with under settings.
+func OpenAIConfigFor(s Settings) (OpenAIConfig, error) { return openaiConfig(s, defaultModel(s)) }

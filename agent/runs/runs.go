@@ -1,7 +1,9 @@
-package agent
+// Package runs reads run folders and reports on them: LoadRuns (result.json of each folder, read
+// only), Summarize (the seed's summarize table and aggregates) and Compare (two sets of runs paired by
+// robot, suite:task and seed, compared on jointly solved episodes).
+package runs
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/pyrualean/pyrualean/agent"
 )
 
 // Row is one episode as summarize and compare see it.
@@ -103,24 +107,23 @@ func errString(err error) string {
 }
 
 // LoadRun reads one run folder's result.json. A result still marked running whose play process is
-// gone is reported as interrupted.
+// gone is reported as interrupted; the file is left as it is.
 func LoadRun(dir string) (Row, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
 	if err != nil {
 		return Row{}, err
 	}
-	var res Result
+	var res agent.Result
 	if err := json.Unmarshal(b, &res); err != nil {
 		return Row{}, fmt.Errorf("result.json is corrupt: %w", err)
 	}
-	if res.Schema != "" && res.Schema != ResultSchema {
-		return Row{}, fmt.Errorf("result.json has schema %q, want %q", res.Schema, ResultSchema)
+	if res.Schema != "" && res.Schema != agent.ResultSchema {
+		return Row{}, fmt.Errorf("result.json has schema %q, want %q", res.Schema, agent.ResultSchema)
 	}
 	status := res.Status
 	host, _ := os.Hostname()
-	if status == StatusRunning && (res.Host == "" || res.Host == host) && !processAlive(res.PID) {
-		status = StatusInterrupted
-		markInterrupted(filepath.Join(dir, "result.json"), b)
+	if status == agent.StatusRunning && (res.Host == "" || res.Host == host) && !processAlive(res.PID) {
+		status = agent.StatusInterrupted // reported, not written: reading never changes a run folder
 	}
 	system := res.System
 	if system == "" {
@@ -129,10 +132,7 @@ func LoadRun(dir string) (Row, error) {
 	if res.Arm != "" {
 		system += ":" + res.Arm
 	}
-	task := res.Task
-	if res.Suite != "" {
-		task = res.Suite + ":" + res.Task
-	}
+	task := TaskKey(res.Suite, res.Task)
 	return Row{
 		Path: dir, System: system, Robot: res.Robot, Task: task, Seed: res.Seed,
 		OK: res.EnvironmentSuccess, Status: status, Turns: res.ToolTurns, Calls: res.Calls,
@@ -141,21 +141,6 @@ func LoadRun(dir string) (Row, error) {
 		LLMCalls: res.Generation.Turns, Cost: res.CostUSD, Stateful: res.StatefulCalls,
 		Reasoning: res.Generation.ReasoningOutputTokens,
 	}, nil
-}
-
-// markInterrupted rewrites a result.json whose play process is gone: status interrupted. Only those
-// keys change (other fields, known to us or not, stay as written); a read-only folder is left as is.
-func markInterrupted(path string, raw []byte) {
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(&m) != nil {
-		return
-	}
-	m["status"] = StatusInterrupted
-	m["reason"] = "the play process ended before finishing the episode"
-	delete(m, "pid")
-	_ = writeJSONAtomic(path, m)
 }
 
 // processAlive says whether pid runs on this machine (signal 0 probes without signalling).
@@ -213,7 +198,7 @@ func Summarize(rows []Row) Summary {
 	for _, r := range rows {
 		s.Statuses[r.Status]++
 		switch {
-		case r.Status == StatusPlannerError || r.Status == StatusInterrupted || r.Status == StatusRunning:
+		case r.Status == agent.StatusPlannerError || r.Status == agent.StatusInterrupted || r.Status == agent.StatusRunning:
 		case r.OK == nil:
 			s.UnknownOutcomeEpisodes++
 		default:
@@ -357,6 +342,19 @@ type PairRow struct {
 }
 
 func pairKey(r Row) string { return fmt.Sprintf("%s/%s/%d", r.Robot, r.Task, r.Seed) }
+
+// TaskKey is a task as summarize shows it and compare pairs it: "suite:task", or the task alone for a
+// robot without suites. `--suite S --task 0` and `--task S/0` name the same episode and give the same
+// key "S:0".
+func TaskKey(suite, task string) string {
+	if s, t, ok := strings.Cut(task, "/"); ok && (suite == "" || suite == s) {
+		suite, task = s, t
+	}
+	if suite == "" {
+		return task
+	}
+	return suite + ":" + task
+}
 
 // Compare pairs left and right rows. Duplicated keys make the pairing ambiguous and are reported.
 func Compare(left, right []Row) Comparison {

@@ -1,4 +1,4 @@
-package agent
+package runtimes
 
 import (
 	"context"
@@ -8,17 +8,18 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
-// Action is one fixed agent action for the replay runtime: a tool name and its JSON arguments.
+// Action is one fixed agent action for the scripted runtime: a tool name and its JSON arguments.
 type Action struct {
 	Tool string
 	Args json.RawMessage
 }
 
-// LoadActions reads the actions to replay from an episode trace (.ipynb: its agent and tool cells and
+// LoadActions reads the actions to play from an episode trace (.ipynb: its agent and tool cells and
 // its finish) or a percent-format script (.py: each `# %%` code cell is one python call).
 func LoadActions(path, arm string) ([]Action, error) {
 	b, err := os.ReadFile(path)
@@ -32,7 +33,7 @@ func LoadActions(path, arm string) ([]Action, error) {
 		}
 		return actionsFromNotebook(nb, arm)
 	}
-	if arm == ArmTools {
+	if arm == agent.ArmTools {
 		return nil, fmt.Errorf("%s: a script of cells replays only in the cells arm (--arm cells)", path)
 	}
 	var acts []Action
@@ -67,7 +68,7 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 			acts = append(acts, Action{Tool: "finish", Args: args})
 		case c.CellType != notebooks.CellCode:
 		case author == notebooks.AuthorSetup || author == notebooks.AuthorHuman:
-		case author == notebooks.AuthorTool && arm == ArmTools && meta["args"] != nil:
+		case author == notebooks.AuthorTool && arm == agent.ArmTools && meta["args"] != nil:
 			args, _ := json.Marshal(meta["args"])
 			acts = append(acts, Action{Tool: tool, Args: args})
 		default:
@@ -80,7 +81,7 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 	if len(acts) == 0 {
 		return nil, fmt.Errorf("no agent cells to replay")
 	}
-	if arm == ArmTools {
+	if arm == agent.ArmTools {
 		for _, a := range acts {
 			if a.Tool == "python" {
 				return nil, fmt.Errorf("the trace holds python cells, which the tools arm cannot replay (use --arm cells)")
@@ -90,9 +91,10 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 	return acts, nil
 }
 
-// RunReplay plays fixed actions through the episode's toolkit with no model. Without a finish among
+// RunScript plays fixed actions through the episode's toolkit with no model (the scripted runtime,
+// `--runtime replay` on the command line). Without a finish among
 // the actions it finishes with "success" if the environment says so, else "failure".
-func RunReplay(ctx context.Context, ep Driver, actions []Action) error {
+func RunScript(ctx context.Context, ep agent.Driver, actions []Action) error {
 	tk := ep.Toolkit()
 	for _, a := range actions {
 		if ep.Finished() {
@@ -110,10 +112,32 @@ func RunReplay(ctx context.Context, ep Driver, actions []Action) error {
 		return nil
 	}
 	status := "failure"
-	if s, ok := ep.(interface{ Success() *bool }); ok && s.Success() != nil && *s.Success() {
+	if ok := ep.Success(); ok != nil && *ok {
 		status = "success"
 	}
 	args, _ := json.Marshal(map[string]string{"status": status, "summary": "replay: the recorded actions ran out without a finish"})
 	_, err := tk.Call(ctx, "finish", args)
 	return err
+}
+
+// scriptedRuntime plays the same actions on every episode it drives.
+type scriptedRuntime struct {
+	nothingToStart
+	actions []Action
+}
+
+func (scriptedRuntime) Model() string { return "replay" }
+func (r scriptedRuntime) Run(ctx context.Context, ep agent.Driver) error {
+	return RunScript(ctx, ep, r.actions)
+}
+
+func newScripted(s Settings) (Runtime, error) {
+	if s.From == "" {
+		return nil, fmt.Errorf("--runtime replay needs --from TRACE.ipynb|CELLS.py")
+	}
+	acts, err := LoadActions(s.From, s.Arm)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	return scriptedRuntime{actions: acts}, nil
 }

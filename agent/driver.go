@@ -1,0 +1,42 @@
+package agent
+
+import "errors"
+
+// Driver is what a runtime sees of a live episode: the tools to call, the prompt to send, and where
+// to record each LLM call. *Episode implements it; package agent/runtimes drives it.
+type Driver interface {
+	Toolkit() Toolkit
+	Prompt() Prompt
+	RecordTurn(Turn) error // one LLM call: turns.jsonl and the episode's accounting
+	Finished() bool        // finish was called or the episode is over
+	Success() *bool        // the benchmark predicate so far (nil: unknown)
+	SetPlannerAttempts(n int)
+	Dir() string                              // the run folder
+	SetCLI(CLIInfo)                           // result.json "cli" (agent CLI runtimes)
+	SetUsageTotals(u Usage, costUSD *float64) // authoritative totals from a CLI's own summary
+}
+
+// ErrPlanner marks a provider failure that ended an episode (status planner_error).
+var ErrPlanner = errors.New("planner error")
+
+// ErrNoToolCall marks a model that kept answering without calling a tool.
+var ErrNoToolCall = errors.New("the model stopped calling tools")
+
+// Turn is one LLM call, one line of turns.jsonl.
+type Turn struct {
+	Turn         int      `json:"turn"`
+	StartedAt    string   `json:"started_at"`
+	LatencyS     float64  `json:"latency_s"`
+	Attempts     int      `json:"attempts"`
+	Usage        Usage    `json:"usage"`
+	CostUSD      *float64 `json:"cost_usd"`
+	FinishReason string   `json:"finish_reason,omitempty"`
+	ToolCalls    []string `json:"tool_calls"`
+	Content      string   `json:"content,omitempty"`
+	Reasoning    string   `json:"reasoning,omitempty"`
+	Error        string   `json:"error,omitempty"`
+	Images       int      `json:"images_sent"`
+}
+
+// round3 rounds seconds to milliseconds for the records.
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

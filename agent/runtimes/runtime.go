@@ -1,0 +1,173 @@
+// Package runtimes drives episodes with a model (smolagents' one Model per backend): each runtime is
+// one file here and one line in the table below. play, mcp and eval look a runtime up by name with
+// its Settings, start it once, and run it on as many episodes as they like:
+//
+//	rt, err := runtimes.New("openai", settings) // validates the settings; starts nothing
+//	err = rt.Start(ctx)                         // loads what it needs (the local model)
+//	defer rt.Close()
+//	res, err := runtimes.Play(ctx, rt, ep)      // drives ep, then ep.Finish
+//
+// openai.go (+ httpdoer.go, openai_reply.go): any OpenAI-compatible chat completions endpoint.
+// local.go: an embedded llama.cpp server (package llm) in front of the openai runtime.
+// cli.go: the Codex CLI and Claude Code (package agent/cli).
+// scripted.go: fixed actions from a trace or a script, no model (`--runtime replay`).
+package runtimes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+)
+
+// Runtime drives live episodes. One Runtime may drive many episodes, one after the other or at once.
+type Runtime interface {
+	// Model is the model name recorded in result.json (known after Start).
+	Model() string
+	// Start loads what Run needs (the local runtime's model server); it comes before any episode
+	// starts, so load time is not policy time.
+	Start(ctx context.Context) error
+	// Run drives ep until the model calls finish, the episode ends, or ctx ends. It returns nil when
+	// the model finished (or stopped on its own), an error wrapping agent.ErrPlanner when the provider
+	// failed, or the context's error; the caller then calls ep.Finish, which derives the status.
+	Run(ctx context.Context, ep agent.Driver) error
+	// Close releases what Start started.
+	Close() error
+}
+
+// Settings configure a runtime; each runtime reads the fields it needs and refuses the ones it cannot
+// use. The zero value is each runtime's default.
+type Settings struct {
+	Model     string // "" : the runtime's default ($PYRUALEAN_MODEL for openai and codex)
+	Reasoning string // reasoning effort: openai/local reasoning_effort, codex model_reasoning_effort, claude --effort
+	BaseURL   string // "" : $OPENAI_BASE_URL (openai), else the runtime's default
+	APIKeyEnv string // environment variable holding the API key ("" : OPENAI_API_KEY, claude ANTHROPIC_API_KEY)
+	Arm       string // the episodes' arm (the scripted runtime checks its actions fit it)
+	From      string // scripted: a trace (.ipynb) or a percent-format script (.py)
+	MaxTurns  int    // the episodes' --max-turns (bounds the LLM calls)
+	Budget    time.Duration
+	Prices    agent.PriceTable
+	OpenAI    OpenAIOptions // openai and local
+	CodexHome string        // codex: CODEX_HOME to use instead of a fresh one in the run folder
+	Logger    *slog.Logger
+}
+
+// OpenAIOptions are the openai runtime's request settings (the --openai-* flags).
+type OpenAIOptions struct {
+	MaxTokens    int            // 0: server default
+	ToolChoice   string         // "", "auto", "required", "none"
+	Temperature  *float64       // sent even when 0
+	ExtraBody    map[string]any // merged into every request body
+	ImagesInTool bool           // images inside tool messages instead of a following user message
+	MaxImages    int            // keep only the newest N images in the history (0: all)
+	TextOnly     bool           // the model takes no images
+}
+
+// Entry is one line of the runtime table.
+type Entry struct {
+	Name    string
+	Aliases []string // other names accepted on the command line
+	Help    string
+	// New validates settings and starts nothing, so eval can check every row before it runs.
+	New func(Settings) (Runtime, error)
+}
+
+// Table is every runtime, in the order help lists them. Adding a runtime: one file, one line here.
+func Table() []Entry {
+	return []Entry{
+		{Name: "openai", Help: "any OpenAI-compatible chat completions endpoint", New: newOpenAI},
+		{Name: "local", Help: "an embedded llama.cpp model (see pyrualean models)", New: newLocal},
+		{Name: "codex", Help: "the Codex CLI", New: newCodex},
+		{Name: "claude", Help: "Claude Code", New: newClaude},
+		{Name: "replay", Aliases: []string{"scripted"}, Help: "the scripted runtime: fixed actions from --from, no model", New: newScripted},
+	}
+}
+
+// ErrUnknown means no runtime has the name asked for.
+var ErrUnknown = errors.New("unknown runtime")
+
+// Lookup finds a runtime by name or alias.
+func Lookup(name string) (Entry, error) {
+	for _, e := range Table() {
+		if e.Name == name {
+			return e, nil
+		}
+		for _, a := range e.Aliases {
+			if a == name {
+				return e, nil
+			}
+		}
+	}
+	return Entry{}, fmt.Errorf("%w %q: want one of %s", ErrUnknown, name, strings.Join(Names(), ", "))
+}
+
+// Names lists the names the command line accepts.
+func Names() []string {
+	var out []string
+	for _, e := range Table() {
+		out = append(out, e.Name)
+		out = append(out, e.Aliases...)
+	}
+	return out
+}
+
+// New looks up the named runtime and configures it with settings; it starts nothing.
+func New(name string, s Settings) (Runtime, error) {
+	e, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	return e.New(s)
+}
+
+// Default is the runtime used when none is named: $PYRUALEAN_RUNTIME, else openai when an endpoint is
+// given (baseURL or $OPENAI_BASE_URL), else the embedded local model, so play runs with no network.
+func Default(baseURL string) string {
+	if v := os.Getenv("PYRUALEAN_RUNTIME"); v != "" {
+		return v
+	}
+	if baseURL != "" || os.Getenv("OPENAI_BASE_URL") != "" {
+		return "openai"
+	}
+	return "local"
+}
+
+// Play runs rt on a started episode within its policy context (budget, kernel death), then finishes
+// it: the result is what result.json holds.
+func Play(ctx context.Context, rt Runtime, ep *agent.Episode) (*agent.Result, error) {
+	pctx, cancel := ep.Context(ctx)
+	runErr := rt.Run(pctx, ep)
+	if runErr != nil && pctx.Err() != nil && ctx.Err() == nil {
+		// The policy context ended first: say why (budget or kernel death), not just "canceled".
+		if cause := context.Cause(pctx); cause != nil && !errors.Is(runErr, cause) {
+			runErr = fmt.Errorf("%w: %w", cause, runErr)
+		}
+	}
+	cancel()
+	return ep.Finish(context.WithoutCancel(ctx), "", runErr)
+}
+
+// nothingToStart is embedded by runtimes that start nothing.
+type nothingToStart struct{}
+
+func (nothingToStart) Start(context.Context) error { return nil }
+func (nothingToStart) Close() error                { return nil }
+
+// model is s.Model, else $PYRUALEAN_MODEL, else the seed's default model.
+func defaultModel(s Settings) string {
+	if s.Model != "" {
+		return s.Model
+	}
+	if v := os.Getenv("PYRUALEAN_MODEL"); v != "" {
+		return v
+	}
+	return "gpt-6-astra"
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/agent/runs"
+	"github.com/pyrualean/pyrualean/robotapi"
+)
+
+// TestPlaySeedFlags: the seed's command line parses as the seed means it. A suite implies its robot
+// (asked of the robot package's registry), --task SUITE/INDEX is the same episode as --suite SUITE
+// --task INDEX, and --libero-type pro / --sam3-endpoint are accepted and reach make().
+func TestPlaySeedFlags(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("PYRUALEAN_RUNTIME", "")
+	seed := []string{"--arm", "cells", "--suite", "libero_spatial_swap", "--task", "7", "--seed", "2", "--model", "gpt-6-astra",
+		"--runtime", "openai", "--libero-type", "pro", "--sam3-endpoint", "http://127.0.0.1:9"}
+	s, err := parsePlay(seed, io.Discard, time.Now())
+	if err != nil {
+		t.Fatalf("the seed's command line: %v", err)
+	}
+	e := s.episode
+	if e.Robot != "libero" || e.Suite != "libero_spatial_swap" || e.Task != "7" || e.Seed != 2 || e.SAM3Endpoint != "http://127.0.0.1:9" || s.runtime != "openai" {
+		t.Fatalf("episode %+v runtime %s", e, s.runtime)
+	}
+	code := robotapi.SetupCode(robotapi.SetupOptions{Robot: e.Robot, Suite: e.Suite, Task: e.Task, Sam3Endpoint: e.SAM3Endpoint})
+	if !strings.Contains(code, `sam3_endpoint="http://127.0.0.1:9"`) || !strings.Contains(code, `make("libero"`) {
+		t.Errorf("setup cell %s", code)
+	}
+	slash, err := parsePlay([]string{"--task", "libero_spatial_swap/7", "--seed", "2", "--runtime", "openai"}, io.Discard, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slash.episode.Robot != "libero" || runs.TaskKey(slash.episode.Suite, slash.episode.Task) != runs.TaskKey(e.Suite, e.Task) {
+		t.Errorf("--task S/7: robot %s, key %s; --suite S --task 7: key %s", slash.episode.Robot,
+			runs.TaskKey(slash.episode.Suite, slash.episode.Task), runs.TaskKey(e.Suite, e.Task))
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--suite", "no_such_suite", "--runtime", "openai"}, "--robot"},
+		{[]string{"--robot", "libero", "--libero-type", "plus", "--runtime", "openai"}, "--libero-type pro"},
+		{[]string{"--sam3-endpoint", "http://127.0.0.1:9", "--runtime", "openai"}, "add --robot libero"},
+		{[]string{"--suite", "libero_goal", "--task", "libero_spatial_swap/7", "--runtime", "openai"}, "drop one"},
+		{[]string{"--runtime", "replay"}, "--from"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := cmdPlay(context.Background(), c.args, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d naming %q", c.args, code, stderr.String(), exitUsage, c.want)
+		}
+	}
+}
+
+// TestPlayEnvironmentSettings: the seed's PYRUALEAN_* settings, and a bad one named as such.
+func TestPlayEnvironmentSettings(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("PYRUALEAN_RUNTIME", "openai")
+	t.Setenv("PYRUALEAN_PRIMITIVES", "no-vla")
+	t.Setenv("PYRUALEAN_CODEX_HOME", "/tmp/my-codex-home")
+	s, err := parsePlay(nil, io.Discard, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.runtime != "openai" || s.episode.Primitives != agent.PrimitivesNoVLA || s.settings.CodexHome != "/tmp/my-codex-home" {
+		t.Errorf("runtime %s primitives %s codex home %s", s.runtime, s.episode.Primitives, s.settings.CodexHome)
+	}
+	if s, err := parsePlay([]string{"--runtime", "local", "--primitives", "full"}, io.Discard, time.Now()); err != nil || s.runtime != "local" || s.episode.Primitives != "full" {
+		t.Errorf("flags over the environment: %+v %v", s, err)
+	}
+	for env, want := range map[string]string{"PYRUALEAN_RUNTIME": "$PYRUALEAN_RUNTIME", "PYRUALEAN_PRIMITIVES": "$PYRUALEAN_PRIMITIVES"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "bogus")
+			var stdout, stderr bytes.Buffer
+			if code := cmdPlay(context.Background(), nil, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d, stderr %q", code, stderr.String())
+			}
+		})
+	}
+}
+
+// TestPlaySeedCommandRuns runs the seed's LIBERO command line for real, up to the model: LIBERO boots
+// in the kernel (a suite implies its robot). The seed's model speaks only the Responses API, so the
+// openai runtime ends with a planner_error naming the fix (--runtime codex); a chat model answers.
+func TestPlaySeedCommandRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots LIBERO")
+	}
+	srv := openaitest.New(openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "seed command"}`}}}})
+	defer srv.Close()
+	for _, c := range []struct {
+		model, status string
+		code          int
+	}{
+		{"gpt-6-astra", agent.StatusPlannerError, exitFailed},
+		{"scripted", agent.StatusCompleted, 0},
+	} {
+		out := filepath.Join(t.TempDir(), "run")
+		var stdout, stderr bytes.Buffer
+		code := cmdPlay(context.Background(), []string{"--arm", "cells", "--suite", "libero_spatial_swap", "--task", "7", "--seed", "2",
+			"--model", c.model, "--libero-type", "pro", "--base-url", srv.BaseURL(), "--images", "none", "--out", out}, &stdout, &stderr)
+		res, err := readResult(out)
+		if err != nil {
+			t.Fatalf("exit %d, no result.json (%v): %s", code, err, stderr.String())
+		}
+		if res.Status == agent.StatusBootError {
+			if code != exitEpisodeError {
+				t.Errorf("boot_error exit %d, want %d", code, exitEpisodeError)
+			}
+			t.Skipf("LIBERO does not boot here: %+v", res.Error)
+		}
+		if code != c.code || res.Robot != "libero" || res.Suite != "libero_spatial_swap" || res.Task != "7" || res.Seed != 2 || res.Status != c.status {
+			t.Fatalf("%s: exit %d, result robot %s suite %s task %s seed %d status %s (%+v): %s", c.model, code, res.Robot, res.Suite, res.Task, res.Seed, res.Status, res.Error, stderr.String())
+		}
+		if c.status == agent.StatusPlannerError && !strings.Contains(res.Error.Message, "--runtime codex") {
+			t.Errorf("planner error does not name the fix: %s", res.Error.Message)
+		}
+		if b, err := os.ReadFile(filepath.Join(out, "trace.ipynb")); err != nil || !strings.Contains(string(b), `make(\"libero\"`) {
+			t.Errorf("trace setup cell: %v", err)
+		}
+	}
+}
