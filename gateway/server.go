@@ -1,7 +1,19 @@
 // Package gateway serves running kernels over Jupyter Server's kernel HTTP + WebSocket API, so that
 // `jupyter server|lab --gateway-url`, JupyterLab and raw clients attach to the kernels an agent drives.
 // One kernel client per kernel is fanned out to every socket; replies go to the socket that asked,
-// IOPub to all, and a bounded per-kernel backlog (backlog.go) resends what a reconnecting session_id has not acknowledged.
+// IOPub to all, and a bounded per-kernel backlog resends what a reconnecting session_id has not
+// acknowledged.
+//
+// Files, by their jupyter_server counterpart:
+//   - server.go: the ServerApp (Config, routes as method patterns, Host/auth/CORS, JSON errors, Serve).
+//   - kernels.go, kernelspecs.go, sessions.go, episodes.go: one file per REST resource (handlers).
+//   - registry.go: MultiKernelManager's bookkeeping (kernels by id, the max_kernels count).
+//   - managed.go: one served kernel (KernelManager + ZMQChannelsWebsocketConnection's fan-out,
+//     restart and relaunch of a dead kernel, the restarter); state.go its execution_state.
+//   - ws.go, wire.go: one WebSocket (writer, acknowledgements by ping/pong) and the legacy/v1 codecs.
+//   - backlog.go: the reconnect buffer (buffer_offline_messages, by acknowledged sequence number).
+//   - backend.go, kernel_adapter.go: the Kernel interface over the kernel package; launch, prespawn.
+//   - env.go: the client-environment allow-list; attach.go: `pyrualean attach` (Jupyter Server sessions).
 package gateway
 
 import (
