@@ -3,24 +3,21 @@ package gateway
 import (
 	"context"
 	"errors"
+
+	"github.com/pyrualean/pyrualean/kernel"
 )
 
-// kernelHandle is what the gateway needs from one running kernel: the long-lived client (send,
-// subscribe to everything it receives) and the process controls. kernel_adapter.go implements it over
-// *kernel.Kernel; keeping it narrow keeps the fan-out logic independent of the ZeroMQ side.
-type kernelHandle interface {
-	// send forwards a client's message unchanged (re-signed by the kernel client).
-	send(m *wireMsg) error
-	// subscribe returns every message the kernel client receives, on all channels.
-	subscribe(buffer int) (<-chan *wireMsg, func())
-	// kernelSession asks the kernel for a kernel_info reply and returns its header.session.
-	kernelSession(ctx context.Context) (string, error)
-	interrupt(ctx context.Context) error
-	restart(ctx context.Context) error
-	shutdown(ctx context.Context) error
-	done() <-chan struct{}
-	err() error
-	pid() int
+// Kernel is what the gateway serves: *kernel.Kernel, or anything with its long-lived client and the
+// process controls (a live episode's kernel, added with AddKernel). One client per kernel is fanned
+// out to every socket (kernel_adapter.go converts its messages); the controls back the REST actions.
+type Kernel interface {
+	Client() *kernel.Client
+	Interrupt(ctx context.Context) error
+	Restart(ctx context.Context) error
+	Shutdown(ctx context.Context) error
+	Done() <-chan struct{}
+	Err() error
+	Pid() int
 }
 
 // specInfo is one kernelspec as the gateway lists it.
@@ -32,7 +29,7 @@ type specInfo struct {
 }
 
 // launchFunc starts a kernel for a spec with extra environment and working directory.
-type launchFunc func(ctx context.Context, spec specInfo, env map[string]string, dir string) (kernelHandle, error)
+type launchFunc func(ctx context.Context, spec specInfo, env map[string]string, dir string) (Kernel, error)
 
 // Errors the handlers map to HTTP statuses.
 var (

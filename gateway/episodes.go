@@ -57,10 +57,6 @@ func (s *Server) episode(id string) *episodeEntry {
 }
 
 func (s *Server) handleEpisodes(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
 	s.mu.Lock()
 	list := make([]*episodeEntry, 0, len(s.episodes))
 	for _, e := range s.episodes {
@@ -76,10 +72,6 @@ func (s *Server) handleEpisodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleEpisode(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
 	e := s.episode(r.PathValue("id"))
 	if e == nil {
 		writeError(w, 404, fmt.Sprintf("no such episode: %s", r.PathValue("id")))
@@ -89,10 +81,6 @@ func (s *Server) handleEpisode(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleEpisodeAction(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, r, "POST")
-		return
-	}
 	e := s.episode(r.PathValue("id"))
 	if e == nil {
 		writeError(w, 404, fmt.Sprintf("no such episode: %s", r.PathValue("id")))

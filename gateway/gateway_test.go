@@ -330,7 +330,7 @@ func TestKernelsOverWebSocket(t *testing.T) {
 		}
 		ce.until(10*time.Second, "initial status", func(m *wireMsg) bool { return m.MsgType == "status" })
 		mk, _ := srv.kernel(k2)
-		if err := syscall.Kill(mk.h.pid(), syscall.SIGKILL); err != nil {
+		if err := syscall.Kill(mk.handle().Pid(), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		ce.until(15*time.Second, "dead", func(m *wireMsg) bool { return m.MsgType == "status" && statusOf(m) == "dead" })

@@ -14,24 +14,9 @@ import (
 
 var errEOF = io.EOF
 
-// KernelLike is what AddKernel takes: *kernel.Kernel, or anything with its client and controls.
-type KernelLike interface {
-	Client() *kernel.Client
-	Interrupt(ctx context.Context) error
-	Restart(ctx context.Context) error
-	Shutdown(ctx context.Context) error
-	Done() <-chan struct{}
-	Err() error
-	Pid() int
-}
-
-// kernelAdapter implements kernelHandle over the kernel package.
-type kernelAdapter struct{ k KernelLike }
-
-func adaptKernel(k KernelLike) kernelHandle { return kernelAdapter{k} }
-
-func (a kernelAdapter) send(m *wireMsg) error {
-	return a.k.Client().Send(kernel.Channel(m.Channel), &kernel.Message{
+// send forwards a client's message to k unchanged (its client re-signs it).
+func send(k Kernel, m *wireMsg) error {
+	return k.Client().Send(kernel.Channel(m.Channel), &kernel.Message{
 		Channel: kernel.Channel(m.Channel), Header: m.Header, ParentHeader: m.ParentHeader, Metadata: m.Metadata,
 		Content: m.Content, Buffers: m.Buffers, MsgID: m.MsgID, MsgType: m.MsgType, Session: m.Session,
 		ParentMsgID: m.ParentMsgID,
@@ -39,8 +24,8 @@ func (a kernelAdapter) send(m *wireMsg) error {
 }
 
 // subscribe converts the kernel client's subscription; the output channel closes with it.
-func (a kernelAdapter) subscribe(buffer int) (<-chan *wireMsg, func()) {
-	in, cancel := a.k.Client().Subscribe(buffer)
+func subscribe(k Kernel, buffer int) (<-chan *wireMsg, func()) {
+	in, cancel := k.Client().Subscribe(buffer)
 	out := make(chan *wireMsg, 64)
 	go func() {
 		defer close(out)
@@ -63,34 +48,28 @@ func fromKernelMessage(m *kernel.Message) *wireMsg {
 	return w
 }
 
-func (a kernelAdapter) kernelSession(ctx context.Context) (string, error) {
+// kernelSession asks k for a kernel_info reply and returns its header.session.
+func kernelSession(ctx context.Context, k Kernel) (string, error) {
 	req, err := kernel.NewMessage("kernel_info_request", nil)
 	if err != nil {
 		return "", err
 	}
-	r, err := a.k.Client().Request(ctx, kernel.Shell, req)
+	r, err := k.Client().Request(ctx, kernel.Shell, req)
 	if err != nil {
 		return "", err
 	}
 	return r.Session, nil
 }
 
-func (a kernelAdapter) interrupt(ctx context.Context) error { return a.k.Interrupt(ctx) }
-func (a kernelAdapter) restart(ctx context.Context) error   { return a.k.Restart(ctx) }
-func (a kernelAdapter) shutdown(ctx context.Context) error  { return a.k.Shutdown(ctx) }
-func (a kernelAdapter) done() <-chan struct{}               { return a.k.Done() }
-func (a kernelAdapter) err() error                          { return a.k.Err() }
-func (a kernelAdapter) pid() int                            { return a.k.Pid() }
-
 // launchKernel is the default launchFunc: kernel.Launch with the client's filtered environment.
-func launchKernel(ctx context.Context, spec specInfo, env map[string]string, dir string) (kernelHandle, error) {
+func launchKernel(ctx context.Context, spec specInfo, env map[string]string, dir string) (Kernel, error) {
 	ks := kernel.Spec{Name: spec.Name, ResourceDir: spec.ResourceDir, DisplayName: spec.DisplayName, Language: spec.Language,
 		InterruptMode: spec.InterruptMode, Argv: spec.Argv, Env: spec.Env, Metadata: spec.Metadata}
 	k, err := kernel.Launch(ctx, ks, kernel.LaunchOptions{Env: env, Dir: dir, ReadyTimeout: 45 * time.Second})
 	if err != nil {
 		return nil, err
 	}
-	return adaptKernel(k), nil
+	return k, nil
 }
 
 // findSpecs is the default spec lister: the kernelspecs jupyter_client would find.
@@ -111,11 +90,11 @@ func findSpecs() ([]specInfo, error) {
 type prespawnPool struct {
 	spec   string
 	want   int
-	launch func(ctx context.Context) (kernelHandle, error)
+	launch func(ctx context.Context) (Kernel, error)
 	ctx    context.Context
 
 	mu      sync.Mutex
-	ready   []kernelHandle
+	ready   []Kernel
 	filling int
 	closed  bool
 }
@@ -140,7 +119,7 @@ func (s *Server) Prespawn(n int) error {
 	if spec.Name == "" {
 		return fmt.Errorf("prespawn: %w: %q", ErrNoSuchSpec, name)
 	}
-	p := &prespawnPool{spec: spec.Name, want: n, ctx: s.ctx, launch: func(ctx context.Context) (kernelHandle, error) {
+	p := &prespawnPool{spec: spec.Name, want: n, ctx: s.ctx, launch: func(ctx context.Context) (Kernel, error) {
 		return s.cfg.launch(ctx, spec, nil, "")
 	}}
 	s.mu.Lock()
@@ -168,7 +147,7 @@ func (p *prespawnPool) refill(log interface{ Warn(string, ...any) }) {
 			p.filling--
 			if err == nil && p.closed {
 				p.mu.Unlock()
-				_ = h.shutdown(context.Background())
+				_ = h.Shutdown(context.Background())
 				return
 			}
 			if err == nil {
@@ -183,13 +162,13 @@ func (p *prespawnPool) refill(log interface{ Warn(string, ...any) }) {
 }
 
 // take returns a ready kernel (nil if none is ready) and starts a replacement.
-func (p *prespawnPool) take() kernelHandle {
+func (p *prespawnPool) take() Kernel {
 	p.mu.Lock()
-	var h kernelHandle
+	var h Kernel
 	for len(p.ready) > 0 && h == nil {
 		h = p.ready[0]
 		p.ready = p.ready[1:]
-		if h.err() != nil { // died while waiting
+		if h.Err() != nil { // died while waiting
 			h = nil
 		}
 	}
@@ -213,7 +192,7 @@ func (p *prespawnPool) close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = h.shutdown(context.Background())
+			_ = h.Shutdown(context.Background())
 		}()
 	}
 	wg.Wait()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,43 +54,54 @@ const maxPending = 4096
 // IOPub goes to all; shell/control/stdin replies go to the socket whose request they answer.
 type managedKernel struct {
 	id, name string
-	h        kernelHandle
 	external bool // added with AddKernel (a live episode): the agent owns its lifetime
 	log      *slog.Logger
 	ringMax  [2]int
+	// relaunch starts a replacement process when the kernel is dead (nil: not ours to relaunch);
+	// autoRestart does so by itself when it dies, as jupyter_server's restarter.
+	relaunch    func(context.Context) (Kernel, error)
+	autoRestart bool
+	life        sync.Mutex // serialises restarts
 
 	mu            sync.Mutex
+	h             Kernel // the current process; replaced when a dead kernel is relaunched
+	upSince       time.Time
+	autoRestarts  int // automatic restarts in a row, each after less than stableStart up
 	st            *execState
 	lastActivity  time.Time
 	kernelSession string                // header.session of the kernel, reused for synthetic status
 	conns         map[*wsConn]struct{}  // live sockets (several may share a client session id)
-	cursors       map[string]cursor     // where each disconnected session stopped, kept for replayAge
-	ring          *replayRing           // recent messages for reconnecting sessions
+	cursors       map[string]cursor     // where each disconnected session stopped, kept for backlogAge
+	ring          *backlog              // recent messages for reconnecting sessions
 	pending       map[pendingKey]string // (request session, msg id) → client session id
 	pendingOrder  []pendingKey
 	closed        bool
 	restarting    bool
 
 	subCancel func()
-	stopped   chan struct{} // closed when the pump ends
 }
 
-func newManagedKernel(id, name string, h kernelHandle, external bool, log *slog.Logger, ringCount, ringBytes int) *managedKernel {
+// Restarter limits, as jupyter_client's KernelRestarter: a kernel that dies again within stableStart of
+// each start is given up on after restartLimit tries.
+const (
+	restartLimit = 5
+	stableStart  = 10 * time.Second
+)
+
+func newManagedKernel(id, name string, h Kernel, external bool, log *slog.Logger, ringCount, ringBytes int) *managedKernel {
 	mk := &managedKernel{
 		id: id, name: name, h: h, external: external, log: log.With("kernel", id),
 		ringMax: [2]int{ringCount, ringBytes},
 		st:      newExecState(), lastActivity: time.Now(),
-		conns: map[*wsConn]struct{}{}, cursors: map[string]cursor{}, ring: newReplayRing(ringCount, ringBytes),
-		pending: map[pendingKey]string{}, stopped: make(chan struct{}),
+		conns: map[*wsConn]struct{}{}, cursors: map[string]cursor{}, ring: newBacklog(ringCount, ringBytes),
+		pending: map[pendingKey]string{}, upSince: time.Now(),
 	}
 	return mk
 }
 
 // start subscribes to the kernel client and learns the kernel's session; the kernel is ready by now.
 func (mk *managedKernel) start(ctx context.Context) {
-	sub, cancel := mk.h.subscribe(1024)
-	mk.subCancel = cancel
-	go mk.pump(sub)
+	mk.follow(mk.handle())
 	mk.learnSession(ctx)
 	mk.mu.Lock()
 	if mk.st.state == StateStarting {
@@ -98,10 +110,30 @@ func (mk *managedKernel) start(ctx context.Context) {
 	mk.mu.Unlock()
 }
 
+// handle is the current kernel process.
+func (mk *managedKernel) handle() Kernel {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	return mk.h
+}
+
+// follow subscribes to h's client and routes what it receives until h is replaced or closed.
+func (mk *managedKernel) follow(h Kernel) {
+	sub, cancel := subscribe(h, 1024)
+	mk.mu.Lock()
+	prev := mk.subCancel
+	mk.subCancel = cancel
+	mk.mu.Unlock()
+	if prev != nil {
+		prev()
+	}
+	go mk.pump(h, sub)
+}
+
 func (mk *managedKernel) learnSession(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	s, err := mk.h.kernelSession(ctx)
+	s, err := kernelSession(ctx, mk.handle())
 	if err != nil {
 		mk.log.Warn("kernel_info for the kernel session failed", "err", err)
 		return
@@ -112,17 +144,16 @@ func (mk *managedKernel) learnSession(ctx context.Context) {
 }
 
 // pump reads everything the kernel client receives and routes it; it also notices kernel death.
-func (mk *managedKernel) pump(sub <-chan *wireMsg) {
-	defer close(mk.stopped)
-	done := mk.h.done()
+func (mk *managedKernel) pump(h Kernel, sub <-chan *wireMsg) {
+	done := h.Done()
 	for {
 		select {
 		case m, ok := <-sub:
 			if !ok {
 				// The kernel client closes subscriptions when the kernel dies (done is closed first).
 				select {
-				case <-mk.h.done():
-					mk.markDead()
+				case <-h.Done():
+					mk.markDead(h)
 				default:
 				}
 				return
@@ -130,24 +161,45 @@ func (mk *managedKernel) pump(sub <-chan *wireMsg) {
 			mk.fromKernel(m)
 		case <-done:
 			done = nil
-			mk.markDead()
+			mk.markDead(h)
 		}
 	}
 }
 
-func (mk *managedKernel) markDead() {
+// markDead tells every socket that process h died; with autoRestart a replacement is started.
+func (mk *managedKernel) markDead(h Kernel) {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
-	if mk.closed || mk.st.state == StateDead {
+	if mk.closed || mk.h != h || mk.st.state == StateDead || mk.restarting {
 		return
 	}
-	if err := mk.h.err(); errors.Is(err, kernel.ErrShutdown) {
+	err := h.Err()
+	if errors.Is(err, kernel.ErrShutdown) {
 		mk.log.Info("kernel shut down by its owner")
 	} else {
 		mk.log.Warn("kernel died", "err", err)
 	}
 	mk.st.set(StateDead)
 	mk.broadcastLocked(mk.syntheticStatusLocked(StateDead))
+	if !mk.autoRestart || mk.relaunch == nil || errors.Is(err, kernel.ErrShutdown) {
+		return
+	}
+	if time.Since(mk.upSince) >= stableStart {
+		mk.autoRestarts = 0
+	}
+	if mk.autoRestarts >= restartLimit {
+		mk.log.Error("kernel keeps dying; not restarting it again", "restarts", mk.autoRestarts)
+		return
+	}
+	mk.autoRestarts++
+	mk.log.Info("restarting the dead kernel", "attempt", mk.autoRestarts)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		if err := mk.restart(ctx); err != nil {
+			mk.log.Warn("automatic restart failed", "err", err)
+		}
+	}()
 }
 
 // fromKernel routes one message from the kernel.
@@ -193,6 +245,7 @@ func (mk *managedKernel) fromKernel(m *wireMsg) {
 func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
 	mk.mu.Lock()
 	if mk.st.state == StateDead {
+		mk.answerDeadLocked(c, m)
 		mk.mu.Unlock()
 		return fmt.Errorf("kernel %s is dead: %w", mk.id, ErrNoSuchKernel)
 	}
@@ -217,8 +270,36 @@ func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
 			mk.lastActivity = time.Now()
 		}
 	}
+	h := mk.h
 	mk.mu.Unlock()
-	return mk.h.send(m)
+	return send(h, m)
+}
+
+// answerDeadLocked replies to a request sent to a dead kernel instead of dropping it: a `dead` status and
+// an error reply (nbclient's DeadKernelError), so a client waiting on its reply does not hang.
+func (mk *managedKernel) answerDeadLocked(c *wsConn, m *wireMsg) {
+	c.enqueue(0, mk.syntheticStatusLocked(StateDead))
+	base, ok := strings.CutSuffix(m.MsgType, "_request")
+	if !ok || (m.Channel != "shell" && m.Channel != "control") {
+		return
+	}
+	hint := "restart it: POST " + "/api/kernels/" + mk.id + "/restart"
+	if mk.external {
+		hint = "it belonged to an episode that ended"
+	}
+	content, _ := json.Marshal(map[string]any{"status": "error", "ename": "DeadKernelError",
+		"evalue": fmt.Sprintf("kernel %s is dead; %s", mk.id, hint), "traceback": []string{}})
+	header, _ := json.Marshal(map[string]string{
+		"msg_id": uuid.NewString(), "msg_type": base + "_reply", "session": mk.kernelSession, "username": "kernel",
+		"date": jupyterTime(time.Now()), "version": "5.3",
+	})
+	parent := m.Header
+	if len(parent) == 0 {
+		parent = emptyDict
+	}
+	reply := &wireMsg{Channel: m.Channel, Header: header, ParentHeader: parent, Metadata: emptyDict, Content: content,
+		MsgType: base + "_reply", Session: mk.kernelSession, ParentMsgID: m.MsgID}
+	mk.deliverLocked(c.session, newOutMsg(reply))
 }
 
 func (mk *managedKernel) compactPendingLocked() {
@@ -233,7 +314,7 @@ func (mk *managedKernel) compactPendingLocked() {
 	mk.pendingOrder = kept
 }
 
-// broadcastLocked records an IOPub message for replay and queues it on every socket.
+// broadcastLocked records an IOPub message in the backlog and queues it on every socket.
 func (mk *managedKernel) broadcastLocked(o *outMsg) {
 	seq := mk.ring.add("", o)
 	for c := range mk.conns {
@@ -242,8 +323,8 @@ func (mk *managedKernel) broadcastLocked(o *outMsg) {
 	mk.trimLocked()
 }
 
-// replayAge is how long a disconnected session can come back and still get what it missed.
-const replayAge = 15 * time.Minute
+// backlogAge is how long a disconnected session can come back and still get what it missed.
+const backlogAge = 15 * time.Minute
 
 type cursor struct {
 	seq  uint64
@@ -251,19 +332,19 @@ type cursor struct {
 }
 
 // trimLocked drops what no one can still need: messages every live socket has written, unless a
-// disconnected session (seen within replayAge) has not got them. An unwatched kernel keeps nothing.
+// disconnected session (seen within backlogAge) has not got them. An unwatched kernel keeps nothing.
 func (mk *managedKernel) trimLocked() {
 	now := time.Now()
 	low := mk.ring.last()
 	for s, c := range mk.cursors {
-		if now.Sub(c.left) > replayAge {
+		if now.Sub(c.left) > backlogAge {
 			delete(mk.cursors, s)
 			continue
 		}
 		low = min(low, c.seq)
 	}
 	for c := range mk.conns {
-		low = min(low, c.lastSeq.Load())
+		low = min(low, c.acked.Load())
 	}
 	mk.ring.dropThrough(low)
 }
@@ -292,30 +373,36 @@ func (mk *managedKernel) syntheticStatusLocked(state string) *outMsg {
 	return newOutMsg(m)
 }
 
-// attach registers a socket: a session seen before gets what it missed; everyone gets the current state.
+// attach registers a socket: a session seen before gets what it has not acknowledged; everyone gets the
+// current state. A session that is still live on another socket (two tabs, or a reconnect that beats
+// the old socket's teardown) resumes from the furthest-behind of those sockets, so nothing in flight
+// to a dying socket is lost; the old socket is not replaced (jupyter_server does, and in gateway mode
+// its abandoned upstream connections then knock out the live one).
 func (mk *managedKernel) attach(c *wsConn) {
+	mk.awaitDying(c.session)
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
-	// A second socket with a live session id does not replace the first (jupyter_server does, and in
-	// gateway mode its abandoned upstream connections then knock out the live one); both get the
-	// session's messages, and there is nothing to replay.
 	cur, known := mk.cursors[c.session]
 	from := cur.seq
-	if mk.sessionLiveLocked(c.session) {
-		known = false
+	for o := range mk.conns {
+		if o.session == c.session {
+			if !known || o.acked.Load() < from {
+				from = o.acked.Load()
+			}
+			known = true
+		}
 	}
 	delete(mk.cursors, c.session)
 	mk.conns[c] = struct{}{}
-	// Where this socket starts, so trimming keeps exactly what it has yet to write.
-	if known {
-		c.lastSeq.Store(from)
-	} else {
-		c.lastSeq.Store(mk.ring.last())
+	// Where this socket starts, so trimming keeps exactly what it has yet to acknowledge.
+	if !known {
+		from = mk.ring.last()
 	}
+	c.acked.Store(from)
 	if known {
 		entries, gap := mk.ring.since(c.session, from)
 		if gap {
-			mk.log.Warn("replay buffer overflowed; the reconnecting client missed some messages", "session", c.session)
+			mk.log.Warn("backlog overflowed; the reconnecting client missed some messages", "session", c.session)
 		}
 		for _, e := range entries {
 			c.enqueue(e.seq, e.msg)
@@ -323,6 +410,34 @@ func (mk *managedKernel) attach(c *wsConn) {
 	}
 	// The kernel's own status for a new client: execution_state survives page reloads.
 	c.enqueue(0, mk.syntheticStatusLocked(mk.st.modelState()))
+}
+
+// dyingWait is how long a reconnecting session waits for its previous socket to finish reading: a
+// client that dropped its connection and came straight back may still have acknowledgements queued
+// on the old socket, and resuming before they are read would send those frames twice.
+const dyingWait = 500 * time.Millisecond
+
+func (mk *managedKernel) awaitDying(session string) {
+	mk.mu.Lock()
+	var old []*wsConn
+	for o := range mk.conns {
+		if o.session == session {
+			old = append(old, o)
+		}
+	}
+	mk.mu.Unlock()
+	if len(old) == 0 {
+		return
+	}
+	t := time.NewTimer(dyingWait)
+	defer t.Stop()
+	for _, o := range old {
+		select {
+		case <-o.gone:
+		case <-t.C:
+			return // a live second socket (another tab with the same session id)
+		}
+	}
 }
 
 func (mk *managedKernel) sessionLiveLocked(session string) bool {
@@ -343,7 +458,7 @@ func (mk *managedKernel) detach(c *wsConn) {
 		if mk.sessionLiveLocked(c.session) {
 			return
 		}
-		mk.cursors[c.session] = cursor{seq: c.lastSeq.Load(), left: time.Now()}
+		mk.cursors[c.session] = cursor{seq: c.acked.Load(), left: time.Now()}
 		if len(mk.cursors) > 1024 { // bounded: forget the session furthest behind
 			var worst string
 			lowest := ^uint64(0)
@@ -358,13 +473,33 @@ func (mk *managedKernel) detach(c *wsConn) {
 }
 
 // restart restarts the kernel, telling sockets restarting then idle; sockets stay open across it.
+// A dead kernel (killed, or stopped by a client's shutdown_request) is relaunched from its spec.
 func (mk *managedKernel) restart(ctx context.Context) error {
+	mk.life.Lock()
+	defer mk.life.Unlock()
 	mk.mu.Lock()
+	h := mk.h
+	dead := mk.st.state == StateDead || h.Err() != nil
 	mk.restarting = true
 	mk.st.set(StateRestarting)
 	mk.broadcastLocked(mk.syntheticStatusLocked(StateRestarting))
 	mk.mu.Unlock()
-	err := mk.h.restart(ctx)
+	var err error
+	switch {
+	case !dead:
+		err = h.Restart(ctx)
+	case mk.relaunch == nil:
+		err = fmt.Errorf("kernel is dead and was not started by the gateway: %w", h.Err())
+	default:
+		var nh Kernel
+		if nh, err = mk.relaunch(ctx); err == nil {
+			mk.mu.Lock()
+			mk.h = nh
+			mk.mu.Unlock()
+			mk.follow(nh)
+			_ = h.Shutdown(ctx) // already dead: this only releases what is left of it
+		}
+	}
 	mk.mu.Lock()
 	mk.restarting = false
 	mk.mu.Unlock()
@@ -379,8 +514,10 @@ func (mk *managedKernel) restart(ctx context.Context) error {
 	mk.mu.Lock()
 	mk.st.set(StateIdle)
 	mk.lastActivity = time.Now()
+	mk.upSince = time.Now()
 	mk.broadcastLocked(mk.syntheticStatusLocked(StateIdle))
 	mk.mu.Unlock()
+	// A restart that failed half-way (the old process gone, no new one) is noticed by the pump.
 	return nil
 }
 
@@ -397,9 +534,10 @@ func (mk *managedKernel) close(code int, reason string) {
 		conns = append(conns, c)
 	}
 	mk.conns = map[*wsConn]struct{}{}
+	cancel := mk.subCancel
 	mk.mu.Unlock()
-	if mk.subCancel != nil {
-		mk.subCancel()
+	if cancel != nil {
+		cancel()
 	}
 	for _, c := range conns {
 		c.closeWith(code, reason)

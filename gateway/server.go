@@ -1,7 +1,19 @@
 // Package gateway serves running kernels over Jupyter Server's kernel HTTP + WebSocket API, so that
 // `jupyter server|lab --gateway-url`, JupyterLab and raw clients attach to the kernels an agent drives.
 // One kernel client per kernel is fanned out to every socket; replies go to the socket that asked,
-// IOPub to all, and a bounded per-kernel buffer replays what a reconnecting session_id missed.
+// IOPub to all, and a bounded per-kernel backlog resends what a reconnecting session_id has not
+// acknowledged.
+//
+// Files, by their jupyter_server counterpart:
+//   - server.go: the ServerApp (Config, routes as method patterns, Host/auth/CORS, JSON errors, Serve).
+//   - kernels.go, kernelspecs.go, sessions.go, episodes.go: one file per REST resource (handlers).
+//   - registry.go: MultiKernelManager's bookkeeping (kernels by id, the max_kernels count).
+//   - managed.go: one served kernel (KernelManager + ZMQChannelsWebsocketConnection's fan-out,
+//     restart and relaunch of a dead kernel, the restarter); state.go its execution_state.
+//   - ws.go, wire.go: one WebSocket (writer, acknowledgements by ping/pong) and the legacy/v1 codecs.
+//   - backlog.go: the reconnect buffer (buffer_offline_messages, by acknowledged sequence number).
+//   - backend.go, kernel_adapter.go: the Kernel interface over the kernel package; launch, prespawn.
+//   - env.go: the client-environment allow-list; attach.go: `pyrualean attach` (Jupyter Server sessions).
 package gateway
 
 import (
@@ -16,35 +28,32 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 )
 
 // Config configures a Server. The zero value is usable: token auth with a random token, listing on,
-// 32 MiB messages, replay of the last 1024 messages or 16 MiB per kernel.
+// 32 MiB messages, a backlog of at most 1024 messages or 16 MiB per kernel.
 type Config struct {
 	Token         string   // required token; empty with NoAuth false → a random one (see Server.Token)
 	NoAuth        bool     // serve without authentication (only for trusted networks)
 	BaseURL       string   // path prefix, e.g. "/gw/"; default "/"
 	AllowOrigins  []string // extra origins allowed for CORS and the WebSocket upgrade ("*" = any)
+	AllowHosts    []string // Host names accepted besides IP literals and localhost ("*" = any): DNS rebinding guard
 	MaxKernels    int      // 0 = unlimited
 	CullIdle      time.Duration
 	CullInterval  time.Duration // default 60 s (or CullIdle/2 when shorter)
 	EnvAllow      []string      // environment names a client may set besides KERNEL_*
 	DefaultKernel string        // default kernelspec name; default "pyrualean", else "python3", else the first
+	AutoRestart   bool          // relaunch a kernel that died on its own (jupyter_server's restarter); off: it stays dead until POST …/restart
 
 	MaxMessageBytes int64 // largest client frame; default 32 MiB
-	ReplayMessages  int   // per-kernel replay ring length; default 1024
-	ReplayBytes     int   // per-kernel replay ring size; default 16 MiB
-	SocketQueue     int   // frames queued per socket before a slow client is dropped; default ReplayMessages+256
+	BacklogMessages int   // per-kernel reconnect backlog length; default 1024
+	BacklogBytes    int   // per-kernel reconnect backlog size; default 16 MiB
+	SocketQueue     int   // frames queued per socket before a slow client is dropped; default BacklogMessages+256
 
 	Logger *slog.Logger
 
@@ -72,9 +81,9 @@ type Server struct {
 	handler  http.Handler
 	upgrader websocket.Upgrader
 
-	mu       sync.Mutex
-	kernels  map[string]*managedKernel
-	starting int // kernels being launched, counted against MaxKernels
+	kernels *kernelRegistry
+
+	mu       sync.Mutex // guards sessions, episodes, pool
 	sessions map[string]*sessionModel
 	episodes map[string]*episodeEntry
 	pool     *prespawnPool
@@ -97,14 +106,14 @@ func New(cfg Config) *Server {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 32 << 20
 	}
-	if cfg.ReplayMessages <= 0 {
-		cfg.ReplayMessages = 1024
+	if cfg.BacklogMessages <= 0 {
+		cfg.BacklogMessages = 1024
 	}
-	if cfg.ReplayBytes <= 0 {
-		cfg.ReplayBytes = 16 << 20
+	if cfg.BacklogBytes <= 0 {
+		cfg.BacklogBytes = 16 << 20
 	}
 	if cfg.SocketQueue <= 0 {
-		cfg.SocketQueue = cfg.ReplayMessages + 256
+		cfg.SocketQueue = cfg.BacklogMessages + 256
 	}
 	if cfg.CullInterval <= 0 {
 		cfg.CullInterval = 60 * time.Second
@@ -123,7 +132,7 @@ func New(cfg Config) *Server {
 		cfg.specs = findSpecs
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, env: newEnvPolicy(cfg.EnvAllow),
-		kernels: map[string]*managedKernel{}, sessions: map[string]*sessionModel{}, episodes: map[string]*episodeEntry{}}
+		kernels: newKernelRegistry(cfg.MaxKernels), sessions: map[string]*sessionModel{}, episodes: map[string]*episodeEntry{}}
 	if !cfg.NoAuth {
 		s.token = cfg.Token
 		if s.token == "" {
@@ -160,56 +169,110 @@ func (s *Server) BaseURL() string { return s.cfg.BaseURL }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// routes maps each endpoint to its handler; the method is part of the pattern, so a wrong method
+// gets the mux's 405 (with Allow), which dispatch answers in JSON like every other error.
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("/api", s.handleAPI)
-	m.HandleFunc("/api/", s.notFound)
-	m.HandleFunc("/api/status", s.handleStatus)
-	m.HandleFunc("/api/kernelspecs", s.handleSpecs)
-	m.HandleFunc("/api/kernelspecs/{name}", s.handleSpec)
-	m.HandleFunc("/kernelspecs/{name}/{file}", s.handleSpecFile)
-	m.HandleFunc("/api/kernels", s.handleKernels)
-	m.HandleFunc("/api/kernels/{id}", s.handleKernel)
-	m.HandleFunc("/api/kernels/{id}/interrupt", s.handleInterrupt)
-	m.HandleFunc("/api/kernels/{id}/restart", s.handleRestart)
-	m.HandleFunc("/api/kernels/{id}/channels", s.handleChannels)
-	m.HandleFunc("/api/sessions", s.handleSessions)
-	m.HandleFunc("/api/sessions/{id}", s.handleSession)
-	m.HandleFunc("/api/episodes", s.handleEpisodes)
-	m.HandleFunc("/api/episodes/{id}", s.handleEpisode)
-	m.HandleFunc("/api/episodes/{id}/{action}", s.handleEpisodeAction)
-	m.HandleFunc("/", s.notFound)
+	m.HandleFunc("GET /api", s.handleAPI)
+	m.HandleFunc("GET /api/status", s.handleStatus)
+	m.HandleFunc("GET /api/kernelspecs", s.handleSpecs)
+	m.HandleFunc("GET /api/kernelspecs/{name}", s.handleSpec)
+	m.HandleFunc("GET /kernelspecs/{name}/{file}", s.handleSpecFile)
+	m.HandleFunc("GET /api/kernels", s.handleListKernels)
+	m.HandleFunc("POST /api/kernels", s.handleStartKernel)
+	m.HandleFunc("GET /api/kernels/{id}", s.handleGetKernel)
+	m.HandleFunc("DELETE /api/kernels/{id}", s.handleDeleteKernel)
+	m.HandleFunc("POST /api/kernels/{id}/interrupt", s.handleInterrupt)
+	m.HandleFunc("POST /api/kernels/{id}/restart", s.handleRestart)
+	m.HandleFunc("GET /api/kernels/{id}/channels", s.handleChannels)
+	m.HandleFunc("GET /api/sessions", s.handleListSessions)
+	m.HandleFunc("POST /api/sessions", s.handleCreateSession)
+	m.HandleFunc("GET /api/sessions/{id}", s.handleGetSession)
+	m.HandleFunc("PATCH /api/sessions/{id}", s.handlePatchSession)
+	m.HandleFunc("DELETE /api/sessions/{id}", s.handleDeleteSession)
+	m.HandleFunc("GET /api/episodes", s.handleEpisodes)
+	m.HandleFunc("GET /api/episodes/{id}", s.handleEpisode)
+	m.HandleFunc("POST /api/episodes/{id}/{action}", s.handleEpisodeAction)
 	s.mux = m
-	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil && v != http.ErrAbortHandler {
-				s.log.Error("handler panic", "path", r.URL.Path, "panic", v)
-				writeError(w, http.StatusInternalServerError, fmt.Sprint(v))
-			}
-		}()
-		s.cors(w, r)
-		if r.Method == http.MethodOptions {
-			w.WriteHeader(http.StatusNoContent)
+	s.handler = http.HandlerFunc(s.dispatch)
+}
+
+// dispatch is what every request goes through: panic guard, CORS, Host check, base URL, auth, route.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil && v != http.ErrAbortHandler {
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", v)
+			writeError(w, http.StatusInternalServerError, fmt.Sprint(v))
+		}
+	}()
+	if !s.hostAllowed(r.Host) {
+		// DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends Host: evil.example.
+		writeError(w, http.StatusForbidden, fmt.Sprintf("host %q not allowed (see --allow-host)", r.Host))
+		return
+	}
+	s.cors(w, r)
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if s.cfg.BaseURL != "/" {
+		rest, ok := strings.CutPrefix(r.URL.Path, strings.TrimSuffix(s.cfg.BaseURL, "/"))
+		if !ok || (rest != "" && rest[0] != '/') {
+			s.notFound(w, r)
 			return
 		}
-		p := r.URL.Path
-		if s.cfg.BaseURL != "/" {
-			rest, ok := strings.CutPrefix(p, strings.TrimSuffix(s.cfg.BaseURL, "/"))
-			if !ok || (rest != "" && rest[0] != '/') {
-				s.notFound(w, r)
-				return
-			}
-			r2 := r.Clone(r.Context())
-			r2.URL.Path = "/" + strings.TrimPrefix(rest, "/")
-			r2.URL.RawPath = ""
-			r = r2
-		}
-		if !s.authorized(r) {
-			writeError(w, http.StatusUnauthorized, "missing or wrong token: send 'Authorization: token <token>' or ?token=<token>")
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + strings.TrimPrefix(rest, "/")
+		r2.URL.RawPath = ""
+		r = r2
+	}
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "missing or wrong token: send 'Authorization: token <token>' or ?token=<token>")
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route: the mux would answer 404, or 405 when another method matches; say it in JSON.
+		rec := &allowRecorder{header: http.Header{}}
+		h, _ := s.mux.Handler(r)
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); rec.code == http.StatusMethodNotAllowed && allow != "" {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s not allowed here; use %s", r.Method, allow))
 			return
 		}
-		m.ServeHTTP(w, r)
-	})
+		s.notFound(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// allowRecorder captures the status and Allow header of the mux's own not-found/not-allowed answer.
+type allowRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (a *allowRecorder) Header() http.Header         { return a.header }
+func (a *allowRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (a *allowRecorder) WriteHeader(code int)        { a.code = code }
+
+// hostAllowed is jupyter_server's check_host: IP literals (a rebinding page cannot send one for another
+// site), localhost and configured names pass; "*" turns the check off.
+func (s *Server) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" || net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	for _, a := range s.cfg.AllowHosts {
+		if a == "*" || strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
 }
 
 // authorized checks the token from the Authorization header (token or Bearer) or ?token=.
@@ -264,16 +327,6 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) {
 	h.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, OPTIONS")
 }
 
-// ---- models and errors
-
-type kernelModel struct {
-	ID             string `json:"id"`
-	Name           string `json:"name"`
-	LastActivity   string `json:"last_activity"`
-	ExecutionState string `json:"execution_state"`
-	Connections    int    `json:"connections"`
-}
-
 type errorBody struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
@@ -295,27 +348,13 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 }
 
-func methodNotAllowed(w http.ResponseWriter, r *http.Request, allowed ...string) {
-	w.Header().Set("Allow", strings.Join(allowed, ", "))
-	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s not allowed here; use %s", r.Method, strings.Join(allowed, " or ")))
-}
-
 func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
 	// jupyter_server's API version: clients compare it, so report the one whose API we serve.
 	writeJSON(w, 200, map[string]string{"version": "2.14.0", "gateway": "pyrualean"})
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	ks := make([]*managedKernel, 0, len(s.kernels))
-	for _, k := range s.kernels {
-		ks = append(ks, k)
-	}
-	s.mu.Unlock()
+	ks := s.kernels.all()
 	conns, last := 0, time.Time{}
 	for _, k := range ks {
 		k.mu.Lock()
@@ -329,200 +368,18 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"connections": conns, "kernels": len(ks)})
 }
 
-// ---- kernelspecs
-
-func (s *Server) defaultSpec(specs []specInfo) string {
-	names := map[string]bool{}
-	for _, sp := range specs {
-		names[sp.Name] = true
-	}
-	for _, n := range []string{s.cfg.DefaultKernel, "pyrualean", "python3"} {
-		if n != "" && names[n] {
-			return n
-		}
-	}
-	if len(specs) > 0 {
-		return specs[0].Name
-	}
-	return s.cfg.DefaultKernel
-}
-
-func (s *Server) specModel(sp specInfo) map[string]any {
-	env := sp.Env
-	if env == nil {
-		env = map[string]string{}
-	}
-	meta := sp.Metadata
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	interrupt := sp.InterruptMode
-	if interrupt == "" {
-		interrupt = "signal"
-	}
-	resources := map[string]string{}
-	if entries, err := os.ReadDir(sp.ResourceDir); err == nil {
-		for _, e := range entries {
-			n := e.Name()
-			if e.IsDir() || n == "kernel.json" {
-				continue
-			}
-			key := strings.TrimSuffix(n, filepath.Ext(n))
-			resources[key] = s.cfg.BaseURL + "kernelspecs/" + url.PathEscape(sp.Name) + "/" + url.PathEscape(n)
-		}
-	}
-	return map[string]any{
-		"name": sp.Name,
-		"spec": map[string]any{"argv": sp.Argv, "env": env, "display_name": sp.DisplayName, "language": sp.Language,
-			"interrupt_mode": interrupt, "metadata": meta},
-		"resources": resources,
-	}
-}
-
-func (s *Server) findSpec(name string) (specInfo, error) {
-	specs, err := s.cfg.specs()
-	if err != nil {
-		return specInfo{}, err
-	}
-	for _, sp := range specs {
-		if strings.EqualFold(sp.Name, name) {
-			return sp, nil
-		}
-	}
-	return specInfo{}, fmt.Errorf("%w: %q", ErrNoSuchSpec, name)
-}
-
-func (s *Server) handleSpecs(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
-	specs, err := s.cfg.specs()
-	if err != nil {
-		writeError(w, 500, "listing kernelspecs: "+err.Error())
-		return
-	}
-	all := map[string]any{}
-	for _, sp := range specs {
-		all[sp.Name] = s.specModel(sp)
-	}
-	writeJSON(w, 200, map[string]any{"default": s.defaultSpec(specs), "kernelspecs": all})
-}
-
-func (s *Server) handleSpec(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
-	sp, err := s.findSpec(r.PathValue("name"))
-	if err != nil {
-		s.specError(w, err)
-		return
-	}
-	writeJSON(w, 200, s.specModel(sp))
-}
-
-func (s *Server) specError(w http.ResponseWriter, err error) {
-	if errors.Is(err, ErrNoSuchSpec) {
-		writeError(w, 404, "kernelspec not found: "+err.Error())
-		return
-	}
-	writeError(w, 500, err.Error())
-}
-
-var resourceNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
-func (s *Server) handleSpecFile(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		methodNotAllowed(w, r, "GET")
-		return
-	}
-	sp, err := s.findSpec(r.PathValue("name"))
-	if err != nil {
-		s.specError(w, err)
-		return
-	}
-	file := r.PathValue("file")
-	if !resourceNameRE.MatchString(file) {
-		writeError(w, 404, "no such kernelspec resource")
-		return
-	}
-	f, err := os.Open(filepath.Join(sp.ResourceDir, file))
-	if err != nil {
-		writeError(w, 404, fmt.Sprintf("kernelspec %s has no resource %s", sp.Name, file))
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.IsDir() {
-		writeError(w, 404, fmt.Sprintf("kernelspec %s has no resource %s", sp.Name, file))
-		return
-	}
-	http.ServeContent(w, r, file, st.ModTime(), f)
-}
-
-// ---- kernels
-
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
-func (s *Server) kernel(id string) (*managedKernel, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if mk := s.kernels[id]; mk != nil {
-		return mk, nil
-	}
-	return nil, fmt.Errorf("%w: %s", ErrNoSuchKernel, id)
-}
-
-func (s *Server) listKernels() []kernelModel {
-	s.mu.Lock()
-	ks := make([]*managedKernel, 0, len(s.kernels))
-	for _, k := range s.kernels {
-		ks = append(ks, k)
-	}
-	s.mu.Unlock()
-	out := make([]kernelModel, 0, len(ks))
-	for _, k := range ks {
-		out = append(out, k.model())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-type startRequest struct {
-	Name     string         `json:"name"`
-	Env      map[string]any `json:"env"`
-	KernelID string         `json:"kernel_id"`
-	Path     string         `json:"path"`
-}
-
-func (s *Server) handleKernels(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet:
-		writeJSON(w, 200, s.listKernels())
-	case http.MethodPost:
-		var req startRequest
-		if err := decodeBody(r, &req); err != nil {
-			writeError(w, 400, err.Error())
-			return
-		}
-		mk, err := s.StartKernel(r.Context(), req.Name, req.Env, req.KernelID)
-		if err != nil {
-			s.kernelError(w, err)
-			return
-		}
-		w.Header().Set("Location", s.cfg.BaseURL+"api/kernels/"+mk.id)
-		writeJSON(w, http.StatusCreated, mk.model())
-	default:
-		methodNotAllowed(w, r, "GET", "POST")
-	}
-}
+// maxBodyBytes bounds a REST request body (they are small JSON objects).
+const maxBodyBytes = 1 << 20
 
 // decodeBody reads an optional JSON object body; an empty body is an empty request.
 func decodeBody(r *http.Request, into any) error {
-	body := http.MaxBytesReader(nil, r.Body, 1<<20)
+	body := http.MaxBytesReader(nil, r.Body, maxBodyBytes)
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(into); err != nil && !errors.Is(err, errEOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("%w: request body over %d bytes", errTooLarge, mbe.Limit)
+		}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			return fmt.Errorf("request field %q must be a JSON %s", ute.Field, jsonKind(ute.Type.Kind().String()))
@@ -530,6 +387,15 @@ func decodeBody(r *http.Request, into any) error {
 		return fmt.Errorf("request body is not valid JSON: %v", err)
 	}
 	return nil
+}
+
+// writeBodyError answers a body decodeBody refused: 413 when too large, else 400.
+func writeBodyError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errTooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	}
+	writeError(w, http.StatusBadRequest, err.Error())
 }
 
 func jsonKind(k string) string {
@@ -562,265 +428,22 @@ func (s *Server) kernelError(w http.ResponseWriter, err error) {
 var (
 	errBadRequest = errors.New("bad request")
 	errConflict   = errors.New("conflict")
+	errTooLarge   = errors.New("request body too large")
 )
-
-// StartKernel launches a kernel of the named spec (default spec when empty) with a filtered client
-// environment and starts serving it. kernelID, when set, must be an unused UUID (jupyter_server allows
-// client-supplied ids).
-func (s *Server) StartKernel(ctx context.Context, name string, reqEnv map[string]any, kernelID string) (*managedKernel, error) {
-	specs, err := s.cfg.specs()
-	if err != nil {
-		return nil, fmt.Errorf("listing kernelspecs: %w", err)
-	}
-	if name == "" {
-		name = s.defaultSpec(specs)
-	}
-	var spec specInfo
-	found := false
-	for _, sp := range specs {
-		if strings.EqualFold(sp.Name, name) {
-			spec, found = sp, true
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("%w: %q", ErrNoSuchSpec, name)
-	}
-	env, dropped, err := s.env.filter(reqEnv)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadRequest, err)
-	}
-	if len(dropped) > 0 {
-		s.log.Debug("ignoring environment names outside the allow-list", "names", dropped)
-	}
-	if kernelID != "" && !uuidRE.MatchString(kernelID) {
-		return nil, fmt.Errorf("%w: kernel_id %q is not a UUID", errBadRequest, kernelID)
-	}
-	s.mu.Lock()
-	if kernelID != "" && s.kernels[kernelID] != nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: kernel %s already exists", errConflict, kernelID)
-	}
-	if s.cfg.MaxKernels > 0 && len(s.kernels)+s.starting >= s.cfg.MaxKernels {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("%w (%d): shut one down first", ErrTooManyKernel, s.cfg.MaxKernels)
-	}
-	s.starting++
-	pool := s.pool
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.starting--
-		s.mu.Unlock()
-	}()
-
-	dir := ""
-	if d := env["KERNEL_WORKING_DIR"]; d != "" {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			dir = d
-		}
-	}
-	var h kernelHandle
-	if pool != nil && pool.spec == spec.Name && onlyInformational(env) && dir == "" {
-		h = pool.take()
-	}
-	if h == nil {
-		// Launch under the server's context so a client that hangs up does not orphan a half-started kernel.
-		lctx, cancel := context.WithTimeout(s.ctx, 60*time.Second)
-		h, err = s.cfg.launch(lctx, spec, env, dir)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("starting kernel %s: %w", spec.Name, err)
-		}
-	}
-	if kernelID == "" {
-		kernelID = uuid.NewString()
-	}
-	return s.register(ctx, kernelID, spec.Name, h, false), nil
-}
-
-// onlyInformational: the env carries nothing a pre-started kernel would lack (the gateway client always
-// sends KERNEL_USERNAME and KERNEL_LAUNCH_TIMEOUT, which only inform launchers).
-func onlyInformational(env map[string]string) bool {
-	for k := range env {
-		if k != "KERNEL_USERNAME" && k != "KERNEL_LAUNCH_TIMEOUT" {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *Server) register(ctx context.Context, id, name string, h kernelHandle, external bool) *managedKernel {
-	mk := newManagedKernel(id, name, h, external, s.log, s.cfg.ReplayMessages, s.cfg.ReplayBytes)
-	mk.start(ctx)
-	s.mu.Lock()
-	s.kernels[id] = mk
-	s.mu.Unlock()
-	s.log.Info("kernel serving", "id", id, "name", name, "pid", h.pid(), "external", external)
-	return mk
-}
-
-func (s *Server) handleKernel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	switch r.Method {
-	case http.MethodGet:
-		mk, err := s.kernel(id)
-		if err != nil {
-			s.kernelError(w, err)
-			return
-		}
-		writeJSON(w, 200, mk.model())
-	case http.MethodDelete:
-		if err := s.ShutdownKernel(r.Context(), id); err != nil {
-			s.kernelError(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	default:
-		methodNotAllowed(w, r, "GET", "DELETE")
-	}
-}
-
-// ShutdownKernel stops serving a kernel the gateway started and shuts its process down.
-func (s *Server) ShutdownKernel(ctx context.Context, id string) error {
-	mk, err := s.kernel(id)
-	if err != nil {
-		return err
-	}
-	if mk.external {
-		// A person closing JupyterLab (or its server shutting down) must not kill an agent's kernel:
-		// the request succeeds, the kernel stays (the episode removes it with RemoveKernel).
-		s.log.Info("not shutting down a live episode's kernel", "id", id)
-		return nil
-	}
-	s.mu.Lock()
-	delete(s.kernels, id)
-	for sid, sess := range s.sessions {
-		if sess.kernelID == id {
-			delete(s.sessions, sid)
-		}
-	}
-	s.mu.Unlock()
-	mk.close(websocket.CloseNormalClosure, "kernel shut down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	if err := mk.h.shutdown(sctx); err != nil {
-		s.log.Warn("kernel shutdown", "id", id, "err", err)
-	}
-	s.log.Info("kernel shut down", "id", id)
-	return nil
-}
-
-func (s *Server) handleInterrupt(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, r, "POST")
-		return
-	}
-	mk, err := s.kernel(r.PathValue("id"))
-	if err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	if err := mk.h.interrupt(r.Context()); err != nil {
-		writeError(w, 500, fmt.Sprintf("interrupting kernel %s: %v", mk.id, err))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, r, "POST")
-		return
-	}
-	mk, err := s.kernel(r.PathValue("id"))
-	if err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	if mk.external {
-		s.kernelError(w, fmt.Errorf("%w: kernel %s belongs to a live episode; restarting it would lose the robot", ErrForbidden, mk.id))
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 60*time.Second)
-	defer cancel()
-	if err := mk.restart(ctx); err != nil {
-		writeError(w, 500, err.Error())
-		return
-	}
-	writeJSON(w, 200, mk.model())
-}
-
-// handleChannels upgrades to the kernel's WebSocket. Auth and origin are checked before the upgrade,
-// so a refused client gets an HTTP error with a JSON body, not a dropped connection.
-func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
-	mk, err := s.kernel(r.PathValue("id"))
-	if err != nil {
-		s.kernelError(w, err)
-		return
-	}
-	if !websocket.IsWebSocketUpgrade(r) {
-		writeError(w, 400, "this endpoint is a WebSocket: send an Upgrade request")
-		return
-	}
-	if !s.originAllowed(r) {
-		writeError(w, 403, fmt.Sprintf("origin %q not allowed (see --allow-origin)", r.Header.Get("Origin")))
-		return
-	}
-	ws, err := s.upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return // the upgrader already answered
-	}
-	session := r.URL.Query().Get("session_id")
-	if session == "" {
-		session = uuid.NewString() // no replay for anonymous clients
-	}
-	v1 := ws.Subprotocol() == ProtocolV1
-	c := newWSConn(ws, session, v1, s.cfg.SocketQueue, s.log.With("kernel", mk.id))
-	go c.writeLoop()
-	mk.attach(c)
-	s.log.Info("websocket open", "kernel", mk.id, "session", session, "v1", v1)
-	c.readLoop(mk, s.cfg.MaxMessageBytes)
-	mk.detach(c)
-	s.log.Info("websocket closed", "kernel", mk.id, "session", session)
-}
-
-// AddKernel serves a kernel started elsewhere (a live episode's) under a fresh id. The gateway never
-// restarts or shuts it down; the caller does (and calls RemoveKernel).
-func (s *Server) AddKernel(k KernelLike, name string) string {
-	id := uuid.NewString()
-	s.register(s.ctx, id, name, adaptKernel(k), true)
-	return id
-}
-
-// RemoveKernel stops serving a kernel added with AddKernel (sockets are told it is dead).
-func (s *Server) RemoveKernel(id string) {
-	s.mu.Lock()
-	mk := s.kernels[id]
-	delete(s.kernels, id)
-	s.mu.Unlock()
-	if mk != nil {
-		mk.mu.Lock()
-		mk.st.set(StateDead)
-		mk.broadcastLocked(mk.syntheticStatusLocked(StateDead))
-		mk.mu.Unlock()
-		mk.close(websocket.CloseNormalClosure, "kernel removed")
-	}
-}
 
 // Close shuts down every kernel the gateway started (not added ones) and closes all sockets.
 func (s *Server) Close() error {
 	s.cancel()
-	s.mu.Lock()
 	var ids []string
 	var added []*managedKernel
-	for id, mk := range s.kernels {
+	for _, mk := range s.kernels.all() {
 		if mk.external {
-			added = append(added, mk)
-			delete(s.kernels, id)
+			added = append(added, s.kernels.remove(mk.id))
 		} else {
-			ids = append(ids, id)
+			ids = append(ids, mk.id)
 		}
 	}
+	s.mu.Lock()
 	pool := s.pool
 	s.pool = nil
 	s.mu.Unlock()
@@ -871,30 +494,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	return s.Close()
-}
-
-func (s *Server) cullLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.CullInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case now := <-t.C:
-			s.mu.Lock()
-			ks := make([]*managedKernel, 0, len(s.kernels))
-			for _, k := range s.kernels {
-				ks = append(ks, k)
-			}
-			s.mu.Unlock()
-			for _, mk := range ks {
-				idle, cullable := mk.idleFor(now)
-				if cullable && idle > s.cfg.CullIdle {
-					s.log.Info("culling idle kernel", "id", mk.id, "idle", idle.Round(time.Second))
-					_ = s.ShutdownKernel(s.ctx, mk.id)
-				}
-			}
-		}
-	}
 }

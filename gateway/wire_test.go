@@ -197,7 +197,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func TestReplayRing(t *testing.T) {
-	r := newReplayRing(3, 0)
+	r := newBacklog(3, 0)
 	mk := func() *outMsg { return &outMsg{size: 10} }
 	r.add("", mk())  // 1
 	r.add("a", mk()) // 2
@@ -219,7 +219,7 @@ func TestReplayRing(t *testing.T) {
 	if len(r.entries) != 0 || r.bytes != 0 || r.last() != 4 {
 		t.Fatalf("dropThrough(10): %d entries, %d bytes, last %d", len(r.entries), r.bytes, r.last())
 	}
-	rb := newReplayRing(100, 25)
+	rb := newBacklog(100, 25)
 	for range 5 {
 		rb.add("", mk())
 	}

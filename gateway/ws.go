@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,38 +17,46 @@ const (
 	writeWait    = 10 * time.Second
 )
 
-// queued is one frame waiting for a socket's writer; seq 0 marks a message that is not in the replay ring.
+// queued is one frame waiting for a socket's writer; seq 0 marks a message that is not in the backlog.
 type queued struct {
 	seq uint64
 	msg *outMsg
 }
 
 // wsConn is one client WebSocket on a kernel. A writer goroutine owns all writes; a client too slow to
-// keep up is disconnected (it can reconnect with its session_id and replay) instead of slowing others.
+// keep up is disconnected (it can reconnect with its session_id and resume) instead of slowing others.
+//
+// What the client really read is known from WebSocket pongs, not from successful writes: a write only
+// reaches the kernel's socket buffer, and a client that has closed (or vanished) never reads what is
+// still in flight. Each backlog frame is preceded by a ping carrying its sequence number; a client's
+// WebSocket layer answers that ping while reading the frame that follows it, so the pong says that
+// frame was read. Frames written but not acknowledged are sent again when the session comes back.
 type wsConn struct {
 	ws      *websocket.Conn
 	session string
 	v1      bool
 	log     *slog.Logger
 
-	out     chan queued
-	lastSeq atomic.Uint64 // last replay sequence number written to the socket
+	out   chan queued
+	acked atomic.Uint64 // last backlog sequence number the client acknowledged (pong) reading
 
 	closeOnce sync.Once
 	closing   chan struct{}
+	gone      chan struct{} // closed once the read loop ended and the kernel forgot this socket
 	closeCode int
 	closeMsg  string
 }
 
 func newWSConn(ws *websocket.Conn, session string, v1 bool, queue int, log *slog.Logger) *wsConn {
-	return &wsConn{ws: ws, session: session, v1: v1, log: log, out: make(chan queued, queue), closing: make(chan struct{})}
+	return &wsConn{ws: ws, session: session, v1: v1, log: log, out: make(chan queued, queue), closing: make(chan struct{}),
+		gone: make(chan struct{})}
 }
 
 func (c *wsConn) enqueue(seq uint64, o *outMsg) {
 	select {
 	case c.out <- queued{seq, o}:
 	default:
-		c.closeWith(websocket.CloseTryAgainLater, "client too slow: reconnect with the same session_id to replay")
+		c.closeWith(websocket.CloseTryAgainLater, "client too slow: reconnect with the same session_id to resume")
 	}
 }
 
@@ -106,21 +115,37 @@ func (c *wsConn) write(q queued) error {
 	if binary {
 		kind = websocket.BinaryMessage
 	}
+	if q.seq > 0 {
+		if err := c.ws.WriteControl(websocket.PingMessage, strconv.AppendUint(nil, q.seq, 10), time.Now().Add(writeWait)); err != nil {
+			return err
+		}
+	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-	if err := c.ws.WriteMessage(kind, frame); err != nil {
-		return err
+	return c.ws.WriteMessage(kind, frame)
+}
+
+// onPong records the acknowledgement a pong carries (keep-alive pings carry none).
+func (c *wsConn) onPong(data string) {
+	seq, err := strconv.ParseUint(data, 10, 64)
+	if err != nil {
+		return
 	}
-	if q.seq > c.lastSeq.Load() {
-		c.lastSeq.Store(q.seq)
+	for {
+		cur := c.acked.Load()
+		if seq <= cur || c.acked.CompareAndSwap(cur, seq) {
+			return
+		}
 	}
-	return nil
 }
 
 // readLoop decodes client frames and hands them to the kernel until the client goes away or misbehaves.
 func (c *wsConn) readLoop(mk *managedKernel, maxBytes int64) {
 	c.ws.SetReadLimit(maxBytes)
 	_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
-	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(pongWait)) })
+	c.ws.SetPongHandler(func(data string) error {
+		c.onPong(data)
+		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
+	})
 	for {
 		kind, data, err := c.ws.ReadMessage()
 		if err != nil {

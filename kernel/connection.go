@@ -6,6 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/google/uuid"
 )
@@ -87,13 +90,20 @@ func runtimeDir() string {
 	return filepath.Join(userDataDir(), "runtime")
 }
 
-// writeConnectionFile writes ci to a new kernel-<uuid>.json readable by the owner only.
+// ownedPrefix starts the name of every connection file we write: kernel-pyrualean-<our pid>-<uuid>.json.
+// The owner's pid in the name lets a later launch remove the files of an owner that was killed
+// (SIGKILL leaves no chance to clean up); jupyter_client's kernel-<uuid>.json files are never touched.
+const ownedPrefix = "kernel-pyrualean-"
+
+// writeConnectionFile writes ci to a new connection file readable by the owner only, first removing
+// the stale files of dead owners.
 func writeConnectionFile(ci ConnectionInfo) (string, error) {
 	dir := runtimeDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("kernel: runtime dir: %w", err)
 	}
-	path := filepath.Join(dir, "kernel-"+uuid.NewString()+".json")
+	removeStaleConnectionFiles(dir)
+	path := filepath.Join(dir, ownedPrefix+strconv.Itoa(os.Getpid())+"-"+uuid.NewString()+".json")
 	b, err := json.MarshalIndent(ci, "", "  ")
 	if err != nil {
 		return "", err
@@ -112,6 +122,28 @@ func writeConnectionFile(ci ConnectionInfo) (string, error) {
 		return "", fmt.Errorf("kernel: write connection file: %w", err)
 	}
 	return path, nil
+}
+
+// removeStaleConnectionFiles deletes our connection files whose owner process no longer exists.
+func removeStaleConnectionFiles(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), ownedPrefix)
+		if !ok || !strings.HasSuffix(rest, ".json") {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // rewriteConnectionFile replaces the content of an existing connection file (new ports on retry).

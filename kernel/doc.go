@@ -12,7 +12,8 @@
 //     to every Subscribe channel; Send forwards a message as given, re-signed; Request waits for a
 //     reply.
 //   - execute.go, outputs.go, jsonscan.go: Execute turns a cell's messages into nbformat outputs.
-//   - spec.go, connection.go, launch.go: kernelspecs, connection files and the kernel process
+//   - spec.go, connection.go, launch.go: kernelspecs, connection files (named with their owner's pid,
+//     so a launch removes those a killed owner left behind) and the kernel process
 //     (own process group; readiness by iopub_welcome or kernel_info nudges; interrupt; restart;
 //     shutdown; death noticed by process wait, or by heartbeat for Attach-ed kernels).
 //   - pool.go: prespawned, warmed kernels.

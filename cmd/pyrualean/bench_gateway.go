@@ -43,6 +43,7 @@ func benchGatewayWith(ctx context.Context, selfBin string, args []string, stdout
 	rounds := fs.Int("n", 200, "timed 1+1 round trips for the latency rows")
 	dur := fs.Duration("duration", 5*time.Second, "how long each throughput level runs")
 	conc := fs.Int("start-concurrency", 4, "kernels started at once (2 cores: keep it small)")
+	load := fs.Int("load", 0, "also run a load row: each kernel of the largest --kernels level does this many executes (e.g. 200); throughput and p50/p99")
 	servers := fs.String("servers", "ours,kernel_gateway,jupyter_server", "which servers to run")
 	kname := fs.String("kernel", "pyrualean", "kernelspec name")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -57,8 +58,8 @@ func benchGatewayWith(ctx context.Context, selfBin string, args []string, stdout
 		}
 		ns = append(ns, n)
 	}
-	if fs.NArg() > 0 || *rounds < 1 || *dur <= 0 || *conc < 1 {
-		fmt.Fprintln(stderr, "pyrualean bench gateway: usage: pyrualean bench gateway [--json] [--kernels 1,16,64] [--n 200] [--duration 5s] [--start-concurrency 4] [--servers ours,kernel_gateway,jupyter_server]")
+	if fs.NArg() > 0 || *rounds < 1 || *dur <= 0 || *conc < 1 || *load < 0 {
+		fmt.Fprintln(stderr, "pyrualean bench gateway: usage: pyrualean bench gateway [--json] [--kernels 1,16,64] [--n 200] [--duration 5s] [--start-concurrency 4] [--load 200] [--servers ours,kernel_gateway,jupyter_server]")
 		return 2
 	}
 	root, err := benchRepoRoot()
@@ -73,7 +74,7 @@ func benchGatewayWith(ctx context.Context, selfBin string, args []string, stdout
 			return 1
 		}
 	}
-	cfg := gwBenchConfig{levels: ns, rounds: *rounds, dur: *dur, conc: *conc, kernel: *kname, log: stderr}
+	cfg := gwBenchConfig{levels: ns, load: *load, rounds: *rounds, dur: *dur, conc: *conc, kernel: *kname, log: stderr}
 	results := map[string]*gwBenchResult{}
 	var order []string
 	for _, name := range strings.Split(*servers, ",") {
@@ -97,7 +98,7 @@ func benchGatewayWith(ctx context.Context, selfBin string, args []string, stdout
 		results[name] = res
 		order = append(order, name)
 	}
-	rows := gwRows(results, ns)
+	rows := gwRows(results, ns, *load)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -124,7 +125,7 @@ type gwRow struct {
 	JupyterServer *float64 `json:"jupyter_server"`
 }
 
-func gwRows(res map[string]*gwBenchResult, levels []int) []gwRow {
+func gwRows(res map[string]*gwBenchResult, levels []int, load int) []gwRow {
 	get := func(name string, f func(*gwBenchResult) (float64, bool)) *float64 {
 		r := res[name]
 		if r == nil {
@@ -149,6 +150,14 @@ func gwRows(res map[string]*gwBenchResult, levels []int) []gwRow {
 			v, ok := r.throughput[n]
 			return v, ok
 		}))
+	}
+	if load > 0 {
+		top := levels[len(levels)-1]
+		name := fmt.Sprintf("load_%dx%d", top, load)
+		rows = append(rows,
+			row(name+"_throughput", "exec/s", "higher", func(r *gwBenchResult) (float64, bool) { return r.loadRate, r.loadRate > 0 }),
+			row(name+"_p50", "ms", "lower", func(r *gwBenchResult) (float64, bool) { return r.loadP50, r.loadP50 > 0 }),
+			row(name+"_p99", "ms", "lower", func(r *gwBenchResult) (float64, bool) { return r.loadP99, r.loadP99 > 0 }))
 	}
 	rows = append(rows,
 		row("kernel_start_to_first_result_p50", "ms", "lower", func(r *gwBenchResult) (float64, bool) { return r.startP50, r.startP50 > 0 }),
@@ -179,6 +188,7 @@ func ratio(ours, anchor *float64, better string) string {
 
 type gwBenchConfig struct {
 	levels []int
+	load   int // executes per kernel for the load row at the largest level (0 = none)
 	rounds int
 	dur    time.Duration
 	conc   int
@@ -192,6 +202,8 @@ type gwBenchResult struct {
 	startP50              float64
 	rssIdle, rssPerKernel float64
 	rssOK                 bool
+	loadRate              float64 // load row: executes per second over all kernels
+	loadP50, loadP99      float64 // load row: per-execute round trip, ms
 }
 
 // benchServer is one server process under test.
@@ -521,11 +533,52 @@ func runGatewayBench(ctx context.Context, s *benchServer, cfg gwBenchConfig) (*g
 		res.throughput[n] = float64(done.Load()) / time.Since(t0).Seconds()
 		fmt.Fprintf(cfg.log, "bench gateway: %s: %d kernels: %.1f exec/s\n", s.name, n, res.throughput[n])
 	}
+	if cfg.load > 0 {
+		if err := runLoad(s, cfg, conns, res); err != nil {
+			return nil, err
+		}
+	}
 	if rss, err := rssMiB(s.pid); err == nil && len(conns) > 0 {
 		res.rssPerKernel, res.rssOK = (rss-res.rssIdle)/float64(len(conns)), true
 	}
 	res.startP50 = gwPct(starts, 50)
 	return res, nil
+}
+
+// runLoad has every kernel's client do cfg.load executes of 1+1 at once: total throughput and the
+// latency distribution of all executes.
+func runLoad(s *benchServer, cfg gwBenchConfig, conns []*benchKernelConn, res *gwBenchResult) error {
+	lat := make([][]float64, len(conns))
+	errs := make([]error, len(conns))
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i, kc := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range cfg.load {
+				d, err := kc.roundTrip("1+1", 2*time.Minute)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				lat[i] = append(lat[i], float64(d.Microseconds())/1000)
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0)
+	var all []float64
+	for i := range conns {
+		if errs[i] != nil {
+			return fmt.Errorf("load %dx%d: %w", len(conns), cfg.load, errs[i])
+		}
+		all = append(all, lat[i]...)
+	}
+	res.loadRate = float64(len(all)) / took.Seconds()
+	res.loadP50, res.loadP99 = gwPct(all, 50), gwPct(all, 99)
+	fmt.Fprintf(cfg.log, "bench gateway: %s: load %dx%d: %.1f exec/s, p50 %.1f ms, p99 %.1f ms\n", s.name, len(conns), cfg.load, res.loadRate, res.loadP50, res.loadP99)
+	return nil
 }
 
 // rssMiB is the resident set of one process (not its children: the kernels are separate processes).

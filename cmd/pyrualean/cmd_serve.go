@@ -38,7 +38,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	token := fs.String("token", "", "token clients must send (default: $PYRUALEAN_TOKEN, else a random one printed at start)")
 	noAuth := fs.Bool("no-auth", false, "serve without a token (trusted networks only)")
 	baseURL := fs.String("base-url", "/", "path prefix of every route")
-	var origins, envAllow listFlag
+	var origins, envAllow, hosts listFlag
+	fs.Var(&hosts, "allow-host", "Host header name accepted besides IP addresses and localhost (repeatable; * = any; guards against DNS rebinding)")
+	autoRestart := fs.Bool("autorestart", false, "restart a kernel that died on its own (as jupyter_server's restarter; at most 5 times in a row)")
 	fs.Var(&origins, "allow-origin", "extra browser origin allowed for CORS and WebSocket upgrades (repeatable; * = any)")
 	fs.Var(&envAllow, "env-allow", "environment name clients may set on kernels besides KERNEL_* (repeatable)")
 	maxKernels := fs.Int("max-kernels", 0, "most kernels at once (0 = unlimited)")
@@ -74,7 +76,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	srv := gateway.New(gateway.Config{
-		Token: tok, NoAuth: *noAuth, BaseURL: *baseURL, AllowOrigins: origins, MaxKernels: *maxKernels,
+		Token: tok, NoAuth: *noAuth, BaseURL: *baseURL, AllowOrigins: origins, AllowHosts: hosts, AutoRestart: *autoRestart, MaxKernels: *maxKernels,
 		CullIdle: time.Duration(*cullIdle * float64(time.Second)), EnvAllow: envAllow, DefaultKernel: *defaultKernel,
 		MaxMessageBytes: *maxMsg, Logger: log,
 	})
