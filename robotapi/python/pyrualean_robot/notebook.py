@@ -1,4 +1,4 @@
-"""The kernel side of the contract (docs/contracts.md): images as display_data, the on-motion hook,
+"""The kernel side of the contract (docs/architecture.md): images as display_data, the on-motion hook,
 ``display()``, ``cell_report()`` and ``episode_card()`` evaluated through user_expressions, and the sandbox.
 
 Outside IPython (plain Python, pytest) images are kept in ``Session.emitted`` instead of being displayed."""
