@@ -70,6 +70,7 @@ func (e *Episode) boot(ctx context.Context) error {
 	if c.CUDADevice != "" {
 		env["CUDA_VISIBLE_DEVICES"] = c.CUDADevice
 	}
+	maps.Copy(env, c.KernelEnv)
 	launch := kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log}
 	if spec, launch, err = e.serve(ctx, spec, launch); err != nil { // sealed.go; unchanged when sealed off
 		return err

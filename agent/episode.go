@@ -40,6 +40,9 @@ type EpisodeConfig struct {
 	KernelSpec         string // default "pyrualean"
 	Root               string // repository root (Python venv, robot package); found from cwd when empty
 	CUDADevice         string // CUDA_VISIBLE_DEVICES for the kernel
+	// KernelEnv is added to a launched kernel's environment and, sealed, to its sandbox process's
+	// own (not the sandbox's): a suite marks its kernels so that a resumed run finds their orphans.
+	KernelEnv map[string]string
 	Sealed             string // off (default: the robot in the kernel) | auto | on: robot server + OS sandbox (sealed.go)
 	Prices             PriceTable
 	Logger             *slog.Logger

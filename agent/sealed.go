@@ -122,7 +122,7 @@ func (e *Episode) serve(ctx context.Context, spec kernel.Spec, opts kernel.Launc
 	e.served.sb = sb
 	info.Info = sb.Info
 	opts.IPC = sb.IPC
-	opts.Env = nil
+	opts.Env = c.KernelEnv // bwrap's own environment; the sandbox starts from --clearenv
 	return sb.Spec, opts, nil
 }
 

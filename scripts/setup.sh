@@ -38,13 +38,15 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "$want" >"$stamp"
 fi
 
-# The `pyrualean` kernelspec: this venv's ipykernel, offscreen rendering on CPU.
+# The `pyrualean` kernelspec: this venv's ipykernel, offscreen rendering on CPU. Its home is the venv
+# (bin/pyrualean and scripts/test.sh put .venv/share/jupyter first on JUPYTER_PATH, so each checkout
+# runs its own); the user-level copy, for a Jupyter started elsewhere, is written only where none is
+# or where the one there points at a python that is gone, so a second checkout never takes over a
+# live one's kernel.
 .venv/bin/python - "$ROOT" <<'PY'
 import json, os, sys, pathlib
 root = sys.argv[1]
 from jupyter_core.paths import jupyter_data_dir
-d = pathlib.Path(jupyter_data_dir()) / "kernels" / "pyrualean"
-d.mkdir(parents=True, exist_ok=True)
 spec = {
     "argv": [f"{root}/.venv/bin/python", "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
     "display_name": "Python (pyrualean robot)",
@@ -54,13 +56,25 @@ spec = {
             "PYRUALEAN_ROOT": root},
     "metadata": {"debugger": False},
 }
-(d / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
 logo = pathlib.Path(sys.prefix) / "share/jupyter/kernels/python3"
-for name in ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg"):
-    src = logo / name
-    if src.exists():
-        (d / name).write_bytes(src.read_bytes())
-print(f"[setup] kernelspec pyrualean -> {d}")
+
+def install(d: pathlib.Path) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
+    for name in ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg"):
+        src = logo / name
+        if src.exists():
+            (d / name).write_bytes(src.read_bytes())
+    print(f"[setup] kernelspec pyrualean -> {d}")
+
+install(pathlib.Path(root) / ".venv/share/jupyter/kernels/pyrualean")
+user = pathlib.Path(jupyter_data_dir()) / "kernels" / "pyrualean"
+try:
+    live = os.path.exists(json.loads((user / "kernel.json").read_text())["argv"][0])
+except (OSError, ValueError, KeyError, IndexError):
+    live = False
+if not live:
+    install(user)
 PY
 
 # Node packages for browser tests and agent CLIs: one locked package.json per folder.

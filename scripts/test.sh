@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
+# This checkout's kernelspec first (setup.sh), whatever another checkout installed for the user.
+export JUPYTER_PATH="$PWD/.venv/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
 echo "== go vet"; go vet ./...
 # -p 1: packages one at a time, so kernels launched by different test binaries never race for the same
 # free port (two launches can be handed the same port before either kernel binds it).

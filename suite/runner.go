@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -255,8 +256,8 @@ func (r *Runner) clearDir(j Job) error {
 	}
 }
 
-// reapKernel ends the kernel of a dead runner's attempt, after checking (its environment names this
-// suite) that the pid still is that kernel.
+// reapKernel ends the kernel of a dead runner's attempt, after checking (OwnedKernel) that the pid
+// still is that kernel.
 func (r *Runner) reapKernel(dir string) {
 	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
 	if err != nil {
@@ -268,10 +269,22 @@ func (r *Runner) reapKernel(dir string) {
 	if json.Unmarshal(b, &res) != nil || res.KernelPID <= 0 {
 		return
 	}
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", res.KernelPID))
-	if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+SuiteEnv+"="+r.Dir+"\x00")) {
+	if OwnedKernel(res.KernelPID, r.Dir, dir) {
 		_ = syscall.Kill(-res.KernelPID, syscall.SIGKILL)
 	}
+}
+
+// OwnedKernel says whether pid is a kernel the suite in suiteDir started for the run folder runDir:
+// its environment names the suite, or it runs in the run folder (a sandboxed kernel's bwrap, whose
+// environment reads back empty once it has entered its namespaces). A recycled pid matches neither.
+func OwnedKernel(pid int, suiteDir, runDir string) bool {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+SuiteEnv+"="+suiteDir+"\x00")) {
+		return true
+	}
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	rel, rerr := filepath.Rel(runDir, cwd)
+	return err == nil && rerr == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 func (r *Runner) emit(ev Event) {

@@ -304,6 +304,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	x := &evalExec{logger: logger, endpoints: &suite.Endpoints{Max: f.maxConns}}
 	absDir, _ := filepath.Abs(plan.dir)
+	x.suiteDir = absDir
 	if spec, err := kernel.FindSpec("pyrualean"); err == nil {
 		x.kernels = &warmKernels{spec: spec, jobs: f.jobs,
 			opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{suite.SuiteEnv: absDir}, Logger: logger}}
@@ -354,15 +355,25 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// poolTakes counts the jobs that will take a warm kernel: tabletop ones on the default device.
+// poolTakes counts the jobs that will take a warm kernel.
 func poolTakes(jobs []suite.Job) int {
 	n := 0
 	for _, j := range jobs {
-		if j.Robot == robotapi.DefaultRobot && j.Settings["cuda-device"] == "" {
+		sealed := j.Settings["sealed"]
+		if sealed == "" {
+			sealed = agent.SealAuto // play's default
+		}
+		if takesWarmKernel(j.Robot, j.Settings["cuda-device"], sealed) {
 			n++
 		}
 	}
 	return n
+}
+
+// takesWarmKernel: the pool's kernels carry the embedded robot in-process on the default device, so
+// only unsealed tabletop episodes can use one (a sealed kernel starts in its sandbox).
+func takesWarmKernel(robot, cudaDevice, sealed string) bool {
+	return robot == robotapi.DefaultRobot && cudaDevice == "" && sealed == agent.SealOff
 }
 
 // isTerminal says whether w is a terminal a progress bar can draw on (one that reports a width).

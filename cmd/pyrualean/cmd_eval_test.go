@@ -200,8 +200,7 @@ func TestEvalOpenAISuite(t *testing.T) {
 			matches, _ := filepath.Glob(filepath.Join(run, "*", "*", "result.json"))
 			if len(matches) == 1 {
 				if r, err := readResult(filepath.Dir(matches[0])); err == nil && r.KernelPID > 0 {
-					env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", r.KernelPID))
-					if bytes.Contains(env, []byte(suite.SuiteEnv+"=")) {
+					if suite.OwnedKernel(r.KernelPID, dir, filepath.Dir(matches[0])) {
 						syscall.Kill(-r.KernelPID, syscall.SIGKILL)
 						killed <- r.KernelPID
 						return

@@ -24,6 +24,7 @@ type evalExec struct {
 	logger    *slog.Logger
 	endpoints *suite.Endpoints
 	kernels   *warmKernels // nil: every episode boots a cold kernel
+	suiteDir  string       // absolute; marks every kernel (suite.SuiteEnv) so a resumed run finds orphans
 
 	mu       sync.Mutex
 	runtimes map[runtimeKey]*sharedRuntime
@@ -60,7 +61,8 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 	s.episode.Logger, s.settings.Logger = x.logger, x.logger
 	s.settings.HTTPClient = x.endpoints.Client()
 	s.episode.References = x.reference
-	if x.kernels != nil && j.Robot == robotapi.DefaultRobot && s.episode.CUDADevice == "" {
+	s.episode.KernelEnv = map[string]string{suite.SuiteEnv: x.suiteDir}
+	if x.kernels != nil && takesWarmKernel(j.Robot, s.episode.CUDADevice, s.episode.Sealed) {
 		s.episode.Kernels = x.kernels
 	}
 	var rt runtimes.Runtime

@@ -13,8 +13,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"syscall"
+
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // Exit statuses of the episode commands (play, mcp), summarize and compare.
@@ -67,7 +70,28 @@ func usage(w io.Writer) {
 	}
 }
 
-func main() { os.Exit(runWithSignals(os.Args[1:])) }
+func main() {
+	preferCheckoutKernelspecs()
+	os.Exit(runWithSignals(os.Args[1:]))
+}
+
+// preferCheckoutKernelspecs puts this checkout's kernelspecs (setup.sh installs `pyrualean` into
+// .venv/share/jupyter) ahead of the user's on JUPYTER_PATH, for this process and the kernels, Jupyter
+// Servers and runtimes it starts: a second checkout's setup must not redirect this binary's kernel.
+func preferCheckoutKernelspecs() {
+	root, err := robotapi.Root()
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(root, ".venv", "share", "jupyter")
+	if _, err := os.Stat(filepath.Join(dir, "kernels", "pyrualean", "kernel.json")); err != nil {
+		return
+	}
+	if jp := os.Getenv("JUPYTER_PATH"); jp != "" {
+		dir += string(os.PathListSeparator) + jp
+	}
+	os.Setenv("JUPYTER_PATH", dir)
+}
 
 // runWithSignals runs a command whose context ends on SIGINT or SIGTERM.
 func runWithSignals(args []string) int {
