@@ -43,9 +43,9 @@ type EpisodeConfig struct {
 	// KernelEnv is added to a launched kernel's environment and, sealed, to its sandbox process's
 	// own (not the sandbox's): a suite marks its kernels so that a resumed run finds their orphans.
 	KernelEnv map[string]string
-	Sealed             string // off (default: the robot in the kernel) | auto | on: robot server + OS sandbox (sealed.go)
-	Prices             PriceTable
-	Logger             *slog.Logger
+	Sealed    string // off (default: the robot in the kernel) | auto | on: robot server + OS sandbox (sealed.go)
+	Prices    PriceTable
+	Logger    *slog.Logger
 	// Kernels hands out warmed kernels (a suite's kernel.Pool); nil launches a fresh one.
 	Kernels KernelSource
 	// References returns the robot's API reference (robotapi.Reference when nil; a suite caches it).
