@@ -16,7 +16,7 @@ from .base import Robot, TaskInfo, tool
 from .errors import EpisodeFinished, SandboxError, ToolError
 from . import notebook
 from .notebook import cell_report, display, episode_card
-from .robots import REGISTRY, RobotUnavailable, robot_class
+from .robots import REGISTRY, RobotUnavailable, create, robot_class
 
 __all__ = ["make", "Robot", "TaskInfo", "tool", "EpisodeFinished", "SandboxError", "ToolError", "cell_report",
            "display", "episode_card", "REGISTRY", "RobotUnavailable", "robot_class"]
@@ -44,10 +44,7 @@ def make(robot: str = "tabletop", *, task: Optional[str] = None, seed: Optional[
         return connect(served, workspace=workspace, expect={
             "robot": robot, "task": task, "seed": seed, "images": images, "primitives": primitives,
             "suite": suite, "max_env_steps": max_env_steps})
-    cls = robot_class(robot)
-    if seed is not None:
-        extra["seed"] = seed
-    robo = cls(task=task, workspace=workspace, images=images, primitives=primitives, suite=suite,
-               vla_endpoint=vla_endpoint, max_env_steps=max_env_steps, **extra)
+    robo = create(robot, task=task, seed=seed, workspace=workspace, images=images, primitives=primitives,
+                  suite=suite, vla_endpoint=vla_endpoint, max_env_steps=max_env_steps, **extra)
     notebook.attach(robo)  # here, not in each robot: every robot made gets the kernel's hooks the same way
     return robo

@@ -59,6 +59,16 @@ def robot_class(name: str) -> Any:
         raise RobotUnavailable(f"robot {name!r}: {e.module} has no class {e.cls} yet; it needs {e.needs}.") from None
 
 
+def create(name: str, *, seed: Any = None, **kwargs: Any) -> Any:
+    """An instance of robot `name` built from make()'s arguments (seed None: the robot's own default seed).
+
+    The one place a robot is constructed: make() (in the kernel) and the robot server (sealed episodes) both
+    call it, then attach the notebook session."""
+    if seed is not None:
+        kwargs["seed"] = seed
+    return robot_class(name)(**kwargs)
+
+
 def suite_names(name: str) -> tuple[str, ...]:
     """The benchmark suites of a robot (empty: it has none). Imports the module holding them, not a simulator."""
     spec = REGISTRY[name].suites

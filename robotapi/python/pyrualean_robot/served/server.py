@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional
 
 from .. import notebook
 from ..apiref import tool_methods
+from ..robots import create
 from ..robots.rpent import RpcServer
 from .wire import to_json, to_wire
 
@@ -157,7 +158,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--agent-socket", required=True)
     ap.add_argument("--host-socket", required=True)
     a = ap.parse_args(argv)
-    from .. import make
 
     extra: dict[str, Any] = {}
     for kv in a.opt:
@@ -168,9 +168,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if a.env_url:
         extra["env_url"] = a.env_url
     worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="robot")
-    robot = worker.submit(lambda: make(a.robot, task=a.task, seed=a.seed, workspace=a.workspace, images=a.images,
-                                       primitives=a.primitives, suite=a.suite, vla_endpoint=a.vla_endpoint,
-                                       max_env_steps=a.max_env_steps, **extra)).result()
+    robot = worker.submit(lambda: create(a.robot, task=a.task, seed=a.seed, workspace=a.workspace, images=a.images,
+                                         primitives=a.primitives, suite=a.suite, vla_endpoint=a.vla_endpoint,
+                                         max_env_steps=a.max_env_steps, **extra)).result()
+    notebook.attach(robot)  # as make() does: shown images wait in the session, the proxy drains them
     service = RobotService(robot, worker)
     for p in (a.agent_socket, a.host_socket):
         if os.path.exists(p):
