@@ -226,6 +226,9 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 	}
 	start := time.Now()
 	res, err := e.kern.Client().Execute(ctx, code, opts)
+	if err == nil {
+		err = e.kern.Recover(ctx, res) // a cell stuck past its interrupt: restart (the episode then ends)
+	}
 	elapsed := time.Since(start)
 	// sandbox: the cell ran under the sandbox, so replay runs it the same way.
 	elapsedS := round3(elapsed.Seconds())

@@ -53,7 +53,6 @@ type Client struct {
 	// Set by Kernel for kernels we own; nil for attached ones (then interrupt goes over control and
 	// a timed-out cell cannot be restarted).
 	interruptFn func(context.Context) error
-	restartFn   func(context.Context) error
 	onHBLost    func()
 	// ignoreWelcome readies by nudging only, as for ipykernel < 7.2 (PUB iopub, no welcome)
 	ignoreWelcome bool

@@ -16,6 +16,9 @@
 //     so a launch removes those a killed owner left behind) and the kernel process
 //     (own process group; readiness by iopub_welcome or kernel_info nudges; interrupt; restart;
 //     shutdown; death noticed by process wait, or by heartbeat for Attach-ed kernels).
+//   - restarter.go: the manager's side of a stuck cell. The client only reports it (Execute's
+//     Stuck: still busy after the interrupt); Kernel.Recover restarts, as jupyter_client's
+//     KernelManager does for nbclient, never the client behind its caller.
 //   - pool.go: prespawned, warmed kernels.
 //
 // Typical use:

@@ -15,8 +15,8 @@ type ExecuteOptions struct {
 	Silent, NoHistory, AllowStdin, StopOnError bool
 	UserExpressions                            map[string]string
 	Metadata                                   map[string]any // execute_request metadata
-	// Timeout interrupts the cell; if the kernel is not idle within Grace (default 5 s) afterwards it
-	// is restarted (kernels we launched) and the result says so.
+	// Timeout interrupts the cell; if the kernel is not idle within Grace (default 5 s) afterwards the
+	// result is Stuck and the wait ends. Whether to restart is the kernel's owner's call (Kernel.Recover).
 	Timeout time.Duration
 	Grace   time.Duration
 	// OnOutput receives each output as it arrives (a stream chunk as its own stream output; an
@@ -43,12 +43,16 @@ type ExecuteResult struct {
 	UserExpressions map[string]json.RawMessage
 	Timing          notebooks.ExecTiming
 	// DisplayUpdates are update_display_data for display ids shown by earlier cells.
-	DisplayUpdates                   []notebooks.Output
-	TimedOut, Interrupted, Restarted bool
+	DisplayUpdates        []notebooks.Output
+	TimedOut, Interrupted bool
+	// Stuck: the kernel was still busy Grace after the interrupt; the cell was given up on, and the
+	// kernel will run nothing else until it stops or is restarted (Kernel.Recover).
+	Stuck bool
+	// Restarted: Kernel.Recover restarted the kernel to end the stuck cell (its state is gone).
+	Restarted bool
 }
 
-// ErrTimeout is wrapped in the error of an Execute whose kernel had to be restarted after a timeout
-// and could not even be restarted.
+// ErrTimeout is wrapped in the error of a stuck cell's kernel that could not be restarted.
 var ErrTimeout = errors.New("kernel: cell timed out")
 
 // iopubTimeout bounds the wait for status: idle once execute_reply is in and iopub is silent
@@ -98,7 +102,7 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 	var out outputs
 	var gotReply, gotIdle bool
 
-	// The timeout drives a small state machine: at Timeout interrupt, at Timeout+Grace restart.
+	// The timeout drives a small state machine: at Timeout interrupt, at Timeout+Grace give up (Stuck).
 	var deadline <-chan time.Time
 	var timer *time.Timer
 	if opts.Timeout > 0 {
@@ -147,10 +151,6 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 			continue
 		}
 		if werr != nil {
-			if errors.Is(werr, ErrRestarted) && res.TimedOut {
-				res.Restarted = true // we restarted it ourselves after the grace period
-				return finish(), nil
-			}
 			return nil, fmt.Errorf("kernel: execute: %w", werr)
 		}
 		if idleTimer != nil {
@@ -243,14 +243,8 @@ func (c *Client) onTimeout(ctx context.Context, res *ExecuteResult, opts *Execut
 		return nil, nil, false
 	}
 	*deadline = nil
-	if c.restartFn == nil {
-		return finish(), fmt.Errorf("%w: not idle %v after the interrupt and the kernel is not ours to restart", ErrTimeout, grace), true
-	}
-	c.log.Warn("kernel: not idle after interrupt; restarting", "grace", grace)
-	if err := c.restartFn(ctx); err != nil {
-		return finish(), fmt.Errorf("%w: restart after timeout: %v", ErrTimeout, err), true
-	}
-	res.Restarted = true
+	c.log.Warn("kernel: not idle after the interrupt; giving up on the cell", "grace", grace)
+	res.Stuck = true
 	return finish(), nil, true
 }
 

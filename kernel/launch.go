@@ -86,8 +86,6 @@ func Launch(ctx context.Context, spec Spec, opts LaunchOptions) (*Kernel, error)
 	}
 	k := &Kernel{spec: spec, opts: opts, log: c.log, connFile: connFile, info: ci, client: c, done: make(chan struct{})}
 	c.interruptFn = k.Interrupt
-	// a cell that ignored its interrupt will not honour a shutdown_request either: kill at once
-	c.restartFn = func(ctx context.Context) error { return k.restart(ctx, true) }
 	c.onHBLost = func() {} // our own process is watched by Wait; a busy machine may delay pings
 	if err := k.start(ctx); err != nil {
 		c.Close()

@@ -147,14 +147,18 @@ func TestTimeout(t *testing.T) {
 		t.Fatalf("interruptible cell: %+v", r)
 	}
 	execOK(t, c, "y = 2")
-	// A cell that swallows KeyboardInterrupt is not idle after the grace period: restart.
+	// A cell that swallows KeyboardInterrupt is not idle after the grace period: the client reports it
+	// stuck and restarts nothing; the kernel's owner does (Recover).
 	code := "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
 	r, err = c.Execute(ctx, code, ExecuteOptions{Timeout: time.Second, Grace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.TimedOut || !r.Restarted || r.Status != "timeout" {
-		t.Fatalf("stubborn cell: %+v", r)
+	if !r.TimedOut || !r.Stuck || r.Restarted || r.Status != "timeout" || c.Stats().Restarts != 0 {
+		t.Fatalf("stubborn cell: %+v, restarts %d", r, c.Stats().Restarts)
+	}
+	if err := k.Recover(ctx, r); err != nil || !r.Restarted {
+		t.Fatalf("recover: %v, %+v", err, r)
 	}
 	if r := execOK(t, c, "y"); r.Error == nil || r.Error.Ename != "NameError" {
 		t.Fatalf("kernel was not restarted: %+v", r)

@@ -97,6 +97,9 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Timeout:  time.Duration(*timeout * float64(time.Second)),
 			OnOutput: func(o notebooks.Output) { printOutput(stdout, o) },
 		})
+		if err == nil {
+			err = k.Recover(ctx, res)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "pyrualean exec: cell %d: %v\n", n, err)
 			save()

@@ -176,6 +176,9 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 			code = retargetWorkspace(code, dir)
 		}
 		res, err := client.Execute(ctx, code, kernel.ExecuteOptions{Metadata: executeMetadata(meta), Timeout: timeout})
+		if err == nil {
+			err = k.Recover(ctx, res) // a cell stuck past its interrupt: the next cells need an idle kernel
+		}
 		if err != nil {
 			// The kernel could not run the cell (died, ctx cancelled): that is the end of the replay.
 			cr.Reason = "not executed: " + err.Error()
