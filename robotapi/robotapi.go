@@ -55,6 +55,20 @@ func RobotNames(robots []RobotInfo) []string {
 	return names
 }
 
+// LookupRobot is one robot's registry entry; an unknown name is an ErrBadArgument that names the known ones.
+func LookupRobot(ctx context.Context, name string) (RobotInfo, error) {
+	robots, err := Robots(ctx)
+	if err != nil {
+		return RobotInfo{}, err
+	}
+	for _, r := range robots {
+		if r.Name == name {
+			return r, nil
+		}
+	}
+	return RobotInfo{}, fmt.Errorf("%w: unknown robot %q (robots: %s)", ErrBadArgument, name, strings.Join(RobotNames(robots), ", "))
+}
+
 // RobotForSuite is the robot a benchmark suite belongs to (libero_spatial_swap -> libero); an unknown suite
 // is an ErrBadArgument that names the known ones.
 func RobotForSuite(ctx context.Context, suite string) (string, error) {
@@ -76,21 +90,6 @@ func RobotForSuite(ctx context.Context, suite string) (string, error) {
 
 // DefaultRobot is the embedded MuJoCo tabletop.
 const DefaultRobot = "tabletop"
-
-// DefaultSeed is a robot's seed when none is given (make()'s per-robot default): RoboTwin's first
-// verified demo_randomized scene, RoboCasa's first evaluation seed, 0 elsewhere.
-//
-// Deprecated: RobotInfo.DefaultSeed (from Robots) is read from the robot class itself; this copy stays
-// until its one caller (episode flags) asks the registry.
-func DefaultSeed(robot string) int {
-	switch robot {
-	case "robotwin":
-		return 100000
-	case "robocasa":
-		return 1
-	}
-	return 0
-}
 
 // Primitive sets and reference formats accepted by Reference.
 const (

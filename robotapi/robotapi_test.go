@@ -242,9 +242,8 @@ func TestRobotsComeFromThePythonRegistry(t *testing.T) {
 		if r.DefaultSeed != w.seed || r.Remote != w.remote || !r.Available {
 			t.Errorf("%s = %+v, want default_seed %d remote %v available", w.name, r, w.seed, w.remote)
 		}
-		// the Go copy of the default seed must agree with the class until it is gone
-		if DefaultSeed(w.name) != r.DefaultSeed {
-			t.Errorf("DefaultSeed(%s) = %d, registry says %d", w.name, DefaultSeed(w.name), r.DefaultSeed)
+		if got, err := LookupRobot(context.Background(), w.name); err != nil || got.DefaultSeed != r.DefaultSeed {
+			t.Errorf("LookupRobot(%s) = %+v, %v", w.name, got, err)
 		}
 	}
 	if !byName[DefaultRobot].Default {

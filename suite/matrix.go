@@ -162,14 +162,15 @@ type TaskLister func(ctx context.Context, robot string) ([]robotapi.Task, error)
 // of a pair comes first) with ids and run folders under dir. Robots, tasks, seeds and arms are
 // checked here, before anything runs; the errors name the row. settingsID makes the settings part of
 // an id (the caller knows which settings are defaults).
-func Expand(ctx context.Context, m Matrix, robots []string, list TaskLister) ([]Episode, error) {
+func Expand(ctx context.Context, m Matrix, robots []robotapi.RobotInfo, list TaskLister) ([]Episode, error) {
 	var eps []Episode
 	seen := map[string]string{}
 	taskCache := map[string][]robotapi.Task{}
 	for i, r := range m.Rows {
 		label := r.Label(i)
-		if !slices.Contains(robots, r.Robot) {
-			return nil, fmt.Errorf("%s: unknown robot %q (robots: %s)", label, r.Robot, strings.Join(robots, ", "))
+		at := slices.IndexFunc(robots, func(ri robotapi.RobotInfo) bool { return ri.Name == r.Robot })
+		if at < 0 {
+			return nil, fmt.Errorf("%s: unknown robot %q (robots: %s)", label, r.Robot, strings.Join(robotapi.RobotNames(robots), ", "))
 		}
 		all, ok := taskCache[r.Robot]
 		if !ok {
@@ -185,7 +186,7 @@ func Expand(ctx context.Context, m Matrix, robots []string, list TaskLister) ([]
 		}
 		seedSel := r.Seeds
 		if seedSel == "" {
-			seedSel = strconv.Itoa(robotapi.DefaultSeed(r.Robot))
+			seedSel = strconv.Itoa(robots[at].DefaultSeed)
 		}
 		seeds, err := ParseSeeds(seedSel)
 		if err != nil {

@@ -72,11 +72,11 @@ func list(context.Context, string) ([]robotapi.Task, error) { return tasks, nil 
 func TestExpandIDs(t *testing.T) {
 	m := Matrix{Rows: []Row{{Robot: "tabletop", Tasks: "a", Seeds: "0-1", Arms: []string{"tools", "cells"}, Runtime: "openai",
 		Models: []string{"org/m:1"}, Settings: map[string]string{"images": "none"}}}}
-	eps, err := Expand(context.Background(), m, []string{"tabletop"}, list)
+	eps, err := Expand(context.Background(), m, []robotapi.RobotInfo{{Name: "tabletop"}}, list)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := Expand(context.Background(), m, []string{"tabletop"}, list)
+	again, _ := Expand(context.Background(), m, []robotapi.RobotInfo{{Name: "tabletop"}}, list)
 	tag := SettingsTag(map[string]string{"images": "none"})
 	want := "tabletop/default/a/0/cells/openai-org_m_1/" + tag
 	if len(eps) != 4 || eps[0].ID != want || eps[1].Arm != "tools" || eps[0].PairKey() != eps[1].PairKey() || eps[1].Twin() != eps[0].ID {
@@ -91,7 +91,7 @@ func TestExpandIDs(t *testing.T) {
 		t.Error("settings tags")
 	}
 	m.Rows = append(m.Rows, m.Rows[0])
-	if _, err := Expand(context.Background(), m, []string{"tabletop"}, list); err == nil {
+	if _, err := Expand(context.Background(), m, []robotapi.RobotInfo{{Name: "tabletop"}}, list); err == nil {
 		t.Error("a repeated row was accepted")
 	}
 }
@@ -200,7 +200,7 @@ func writeResult(dir, status string, ok bool) error {
 func TestRunnerRetriesAndResume(t *testing.T) {
 	dir := t.TempDir()
 	m := Matrix{Rows: []Row{{Robot: "tabletop", Tasks: "all", Seeds: "0", Arms: []string{"cells"}, Runtime: "replay"}}}
-	eps, err := Expand(context.Background(), m, []string{"tabletop"}, list)
+	eps, err := Expand(context.Background(), m, []robotapi.RobotInfo{{Name: "tabletop"}}, list)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 	if err != nil {
 		return nil, fmt.Errorf("robots: %w", err)
 	}
-	eps, err := suite.Expand(ctx, m, robotapi.RobotNames(robots), robotapi.Tasks)
+	eps, err := suite.Expand(ctx, m, robots, robotapi.Tasks)
 	if err != nil {
 		return nil, err
 	}

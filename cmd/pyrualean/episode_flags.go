@@ -25,6 +25,7 @@ type episodeFlags struct {
 	seed, maxTurns, maxEnvSteps, maxPrograms                                             int
 	budgetS, cellTimeoutS, programTimeoutS                                               float64
 	guides, seedSet                                                                      bool
+	defaultSeed                                                                          int // the robot's own (fromRegistry)
 }
 
 func (f *episodeFlags) register(fs *flag.FlagSet) {
@@ -36,13 +37,13 @@ func (f *episodeFlags) register(fs *flag.FlagSet) {
 		guidesHelp = "add the robot's guides to the workspace"
 		outHelp = "run folder (default runs/<time>-mcp-<robot>-<task>-<arm>)"
 	}
-	fs.StringVar(&f.robot, "robot", "", "robot (tabletop, libero, robotwin, robocasa, robodojo_xpl_rgb; default: the robot owning --suite, else tabletop)")
+	fs.StringVar(&f.robot, "robot", "", "robot (pyrualean suites lists them; default: the robot owning --suite, else tabletop)")
 	fs.StringVar(&f.arm, "arm", agent.ArmCells, "cells (python + finish), tools (one tool per primitive + finish) or program (run_program + finish)")
 	fs.IntVar(&f.maxPrograms, "max-programs", 0, "program arm: run_program calls allowed (0: no limit; 1: the single-program setup)")
 	fs.Float64Var(&f.programTimeoutS, "program-timeout-s", 0, "program arm: watchdog of one program in seconds (default --cell-timeout-s)")
 	fs.StringVar(&f.suite, "suite", "", "benchmark suite (see pyrualean suites); it implies its robot")
 	fs.StringVar(&f.task, "task", "", "task name or index, or SUITE/INDEX (default: the robot's first task)")
-	fs.Func("seed", "episode seed (default: the robot's own; 0, robotwin 100000, robocasa 1)", func(v string) error {
+	fs.Func("seed", "episode seed (default: the robot's own, as make() picks it)", func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return fmt.Errorf("not an integer: %q", v)
@@ -107,13 +108,31 @@ func (f *episodeFlags) validate() error {
 		return fmt.Errorf("--max-programs and --program-timeout-s need --arm program (the arm is %s)", f.arm)
 	case f.maxEnvSteps <= 0:
 		return fmt.Errorf("--max-episode-steps %d: must be > 0", f.maxEnvSteps)
-	case f.envEndpoint != "" && f.robot != "robotwin" && f.robot != "robocasa" && f.robot != "robodojo_xpl_rgb":
-		return fmt.Errorf("--env-endpoint: robot %q runs in the kernel, not behind an env server", f.robot)
 	case f.envEndpoint != "" && !strings.Contains(f.envEndpoint, "://"):
 		return fmt.Errorf("--env-endpoint %q: want http://host:port or socket://host:port", f.envEndpoint)
 	case f.vlaEndpoint != "" && f.primitives == agent.PrimitivesNoVLA:
 		return errors.New("--vla-endpoint with --primitives no-vla: the VLA primitives are hidden")
 	}
+	return f.fromRegistry()
+}
+
+// fromRegistry asks the robot registry what only it knows (a robot's default seed, whether it drives an
+// env server) when the flags need it; the embedded default robot with a seed given needs nothing.
+func (f *episodeFlags) fromRegistry() error {
+	f.defaultSeed = 0
+	if f.envEndpoint == "" && (f.seedSet || f.robot == robotapi.DefaultRobot) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := robotapi.LookupRobot(ctx, f.robot)
+	if err != nil {
+		return fmt.Errorf("--robot: %w; see pyrualean suites", err)
+	}
+	if f.envEndpoint != "" && !info.Remote {
+		return fmt.Errorf("--env-endpoint: robot %q runs in the kernel, not behind an env server", f.robot)
+	}
+	f.defaultSeed = info.DefaultSeed
 	return nil
 }
 
@@ -133,7 +152,7 @@ func (f *episodeFlags) config(now time.Time) agent.EpisodeConfig {
 	}
 	seed := f.seed
 	if !f.seedSet {
-		seed = robotapi.DefaultSeed(f.robot)
+		seed = f.defaultSeed // validate asked the registry
 	}
 	return agent.EpisodeConfig{
 		Robot: f.robot, Suite: f.suite, Task: f.task, SAM3Endpoint: f.sam3Endpoint, LiberoType: f.liberoType, Seed: seed, Arm: f.arm, Images: f.images,
