@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/suite"
 )
@@ -31,10 +32,15 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	jobs := fs.Int("jobs", 2, "the parallel run's --jobs")
 	keep := fs.String("dir", "", "keep the suite folders here (default: a temporary folder, removed)")
 	asJSON := fs.Bool("json", false, "print the figures as JSON")
+	sealed := fs.String("sealed", agent.SealAuto, "every way's --sealed (auto: play's default; off: the robot in the kernel, eval's warm kernel pool)")
 	local := fs.String("local", "", "also run this embedded model (pyrualean models) over --local-episodes episodes in one eval and compare the first turn's latency of the 2nd..Nth episode with the 1st's (the shared server's prompt cache); skips the three-way run")
 	localN := fs.Int("local-episodes", 4, "episodes of the --local run")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 {
-		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--dir DIR] [--json]")
+		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--sealed MODE] [--dir DIR] [--json]")
+		return exitUsage
+	}
+	if err := oneOf("sealed", *sealed, agent.SealOff, agent.SealAuto, agent.SealOn); err != nil {
+		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
 		return exitUsage
 	}
 	exe, err := os.Executable()
@@ -53,7 +59,7 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *local != "" {
 		return benchSuiteLocal(ctx, exe, dir, *local, *localN, *asJSON, stdout, stderr)
 	}
-	common := []string{"eval", "--runtime", "replay", "--tasks", *tasks, "--seeds", *seeds, "--arms", "cells,tools"}
+	common := []string{"eval", "--runtime", "replay", "--tasks", *tasks, "--seeds", *seeds, "--arms", "cells,tools", "--sealed", *sealed}
 	type way struct {
 		Name        string  `json:"name"`
 		Episodes    int     `json:"episodes"`
@@ -117,8 +123,8 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if st.Arm == "tools" {
 			from = filepath.Join(dir, "jobs1", filepath.FromSlash(st.Dir), "trace.ipynb")
 		}
-		fmt.Fprintf(&script, "%q play --runtime replay --robot %s --task %s --seed %d --arm %s --from %q --out %q >/dev/null 2>&1\n",
-			exe, st.Robot, st.Task, st.Seed, st.Arm, from, filepath.Join(loopDir, strconv.Itoa(n)))
+		fmt.Fprintf(&script, "%q play --runtime replay --sealed %s --robot %s --task %s --seed %d --arm %s --from %q --out %q >/dev/null 2>&1\n",
+			exe, *sealed, st.Robot, st.Task, st.Seed, st.Arm, from, filepath.Join(loopDir, strconv.Itoa(n)))
 		n++
 	}
 	fmt.Fprintf(stderr, "bench suite: shell loop of %d play processes ...\n", n)
@@ -140,10 +146,10 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	one.OverheadMS = 1000 * (one.WallS - one.CellsS) / float64(one.Episodes)
 	par.OverheadMS = 1000 * (par.WallS*float64(*jobs) - par.CellsS) / float64(par.Episodes)
 	if *asJSON {
-		json.NewEncoder(stdout).Encode(map[string]any{"tasks": *tasks, "seeds": *seeds, "ways": ways})
+		json.NewEncoder(stdout).Encode(map[string]any{"tasks": *tasks, "seeds": *seeds, "sealed": *sealed, "ways": ways})
 		return 0
 	}
-	fmt.Fprintf(stdout, "replay suite: tasks %s, seeds %s, both arms: %d episodes\n", *tasks, *seeds, n)
+	fmt.Fprintf(stdout, "replay suite: tasks %s, seeds %s, both arms, sealed %s: %d episodes\n", *tasks, *seeds, *sealed, n)
 	fmt.Fprintf(stdout, "%-20s %8s %9s %8s %12s %14s %10s\n", "way", "wall_s", "ep/min", "solved", "vs shell", "overhead/ep", "startup_s")
 	for _, w := range ways {
 		oh := "-"
