@@ -48,6 +48,10 @@ type EpisodeConfig struct {
 	Logger    *slog.Logger
 	// Kernels hands out warmed kernels (a suite's kernel.Pool); nil launches a fresh one.
 	Kernels KernelSource
+	// Release, when set, is given the episode's last step (shut the kernel down, stop the robot
+	// server) once every run-folder file is written, to run when it likes: a suite runs it in the
+	// background and waits for all before it exits. Nil: the episode's end waits for it.
+	Release func(release func())
 	// References returns the robot's API reference (robotapi.Reference when nil; a suite caches it).
 	References func(ctx context.Context, robot, primitives, format string) (string, error)
 }

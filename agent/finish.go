@@ -127,12 +127,19 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	_ = e.trace.Close()
 	e.turnsW.Close()
 	e.callsW.Close()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	if err := e.kern.Shutdown(sctx); err != nil && !errors.Is(err, kernel.ErrShutdown) && !errors.Is(err, kernel.ErrKernelDied) {
-		e.log.Warn("kernel shutdown", "err", err)
+	release := func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		if err := e.kern.Shutdown(sctx); err != nil && !errors.Is(err, kernel.ErrShutdown) && !errors.Is(err, kernel.ErrKernelDied) {
+			e.log.Warn("kernel shutdown", "err", err)
+		}
+		e.closeServed()
 	}
-	e.closeServed()
+	if e.cfg.Release != nil {
+		e.cfg.Release(release)
+	} else {
+		release()
+	}
 	return &r, errors.Join(errs...)
 }
 

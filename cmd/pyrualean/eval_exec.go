@@ -23,8 +23,9 @@ import (
 type evalExec struct {
 	logger    *slog.Logger
 	endpoints *suite.Endpoints
-	kernels   *warmKernels // nil: every episode boots a cold kernel
-	suiteDir  string       // absolute; marks every kernel (suite.SuiteEnv) so a resumed run finds orphans
+	kernels   *warmKernels   // nil: every episode boots a cold kernel
+	releases  sync.WaitGroup // episodes' kernel shutdowns, off the episodes' critical path
+	suiteDir  string         // absolute; marks every kernel (suite.SuiteEnv) so a resumed run finds orphans
 
 	mu       sync.Mutex
 	runtimes map[runtimeKey]*sharedRuntime
@@ -62,6 +63,7 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 	s.settings.HTTPClient = x.endpoints.Client()
 	s.episode.References = x.reference
 	s.episode.KernelEnv = map[string]string{suite.SuiteEnv: x.suiteDir}
+	s.episode.Release = func(release func()) { x.releases.Go(release) }
 	if x.kernels != nil && takesWarmKernel(j.Robot, s.episode.CUDADevice, s.episode.Sealed) {
 		s.episode.Kernels = x.kernels
 	}
@@ -182,6 +184,7 @@ func (x *evalExec) close() {
 	if x.kernels != nil {
 		x.kernels.close()
 	}
+	x.releases.Wait() // no kernel or robot server outlives the suite
 }
 
 // warmKernels hands out tabletop kernels from a kernel.Pool (robot package imported, model
