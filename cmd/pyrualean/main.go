@@ -42,6 +42,7 @@ func commands() map[string]command {
 		"suites":      {cmdSuites, "list robots, suites and whether they run here"},
 		"play":        {cmdPlay, "run one episode (robot x task x seed x model)"},
 		"eval":        {cmdEval, "run a suite (tasks x seeds x arms x models) in parallel, resumable"},
+		"episode":     {cmdEpisode, "run one suite episode from a job file (what eval --engine ray runs on a node)"},
 		"report":      {cmdReport, "write a suite's self-contained HTML report"},
 		"run":         {cmdRun, "run one program (--policy P.py defining run(robo)) against a fresh episode"},
 		"generate":    {cmdGenerate, "single shot: ask the model once for a program, save it as policy.py, run it"},
