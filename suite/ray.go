@@ -277,6 +277,9 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 		runErr = <-tailDone
 	}
 	wg.Wait()
+	if len(jobs) > 0 {
+		os.Remove(incomingDir(jobs[0])) // once empty (every landing is done): a local run has none
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -487,8 +490,7 @@ func (r *Ray) Execute(ctx context.Context, j Job) Outcome {
 // then renamed into place, so a killed eval never leaves half a run folder under episodes/. Only
 // files and folders are taken, none outside the folder.
 func landRunFolder(tgz []byte, j Job) error {
-	suiteDir := strings.TrimSuffix(j.Dir, filepath.Join("episodes", filepath.FromSlash(j.ID)))
-	incoming := filepath.Join(suiteDir, ".incoming")
+	incoming := incomingDir(j)
 	if err := os.MkdirAll(incoming, 0o755); err != nil {
 		return err
 	}
@@ -504,6 +506,12 @@ func landRunFolder(tgz []byte, j Job) error {
 		return err
 	}
 	return os.Rename(tmp, j.Dir)
+}
+
+// incomingDir is where run folders are unpacked before they move into place: in the suite folder,
+// outside episodes/ (no reader takes a half-unpacked folder for a run).
+func incomingDir(j Job) string {
+	return filepath.Join(strings.TrimSuffix(j.Dir, filepath.Join("episodes", filepath.FromSlash(j.ID))), ".incoming")
 }
 
 func untar(tgz []byte, dir string) error {

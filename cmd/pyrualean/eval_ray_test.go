@@ -171,6 +171,9 @@ func TestEvalRay(t *testing.T) {
 	if n := len(resultFiles(t, rayDir)); n != 4 {
 		t.Errorf("%d run folders under episodes/, want 4 (each episode once)", n)
 	}
+	if _, err := os.Stat(filepath.Join(rayDir, ".incoming")); err == nil {
+		t.Errorf("the landing folder is left in the suite folder")
+	}
 	if _, err := os.Stat(filepath.Join(rayDir, "attempts")); err == nil {
 		t.Errorf("a killed attempt left a folder: it never came back from its node")
 	}
