@@ -36,7 +36,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"kernelspecs": {cmdKernelspecs, "list the kernelspecs jupyter_client would find"},
 		"exec":        {cmdExec, "run a .py (# %% cells) or .ipynb file in a fresh kernel"},
-		"bench":       {cmdBench, "benchmarks: kernel, robot, tokens, gateway, suite"},
+		"bench":       {cmdBench, "benchmarks: kernel, robot, tokens, gateway, suite, ray"},
 		"api":         {cmdAPI, "print the robot API reference the agent sees"},
 		"tasks":       {cmdTasks, "list a robot's tasks"},
 		"suites":      {cmdSuites, "list robots, suites and whether they run here"},
