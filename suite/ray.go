@@ -307,7 +307,8 @@ func (r *Ray) follow(ctx context.Context, id string, start func(*rayEpisode)) er
 	failures := 0
 	for {
 		seen := r.seen()
-		err := r.Client.Tail(ctx, id, func(line string) {
+		tctx, stopTail := context.WithCancel(ctx)
+		err := r.Client.Tail(tctx, id, func(line string) {
 			msg, ok := strings.CutPrefix(line, rayPrefix)
 			if !ok {
 				r.Logger.Info("ray driver", "job", id, "line", line)
@@ -316,13 +317,22 @@ func (r *Ray) follow(ctx context.Context, id string, start func(*rayEpisode)) er
 				}
 				return
 			}
-			r.handle(msg, start)
+			if r.handle(msg, start) {
+				stopTail() // the driver's last line: no need to wait for the stream's end
+			}
 		})
+		stopTail()
 		switch {
 		case ctx.Err() != nil:
 			r.finish(fmt.Errorf("ray job %s stopped: %w", id, context.Cause(ctx)))
 			return ctx.Err()
 		case r.lastDone():
+			// The driver is exiting: wait for the job to end, so none of it runs once eval returns.
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if info, err := r.Client.Wait(wctx, id, 100*time.Millisecond); err != nil {
+				r.Logger.Warn("ray: the job has not ended after its driver's last line", "job", id, "status", info.Status, "err", err)
+			}
 			return nil
 		}
 		info, ierr := r.Client.Info(ctx, id)
@@ -380,37 +390,37 @@ func (r *Ray) lastDone() bool {
 	}
 }
 
-// handle takes one protocol line.
-func (r *Ray) handle(raw string, start func(*rayEpisode)) {
+// handle takes one protocol line; it says whether it was the driver's last.
+func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
 	var m rayMsg
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
 		r.Logger.Error("ray: unreadable driver line", "err", err)
-		return
+		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m.N <= r.lastSeen {
-		return // read before the stream was reopened
+		return false // read before the stream was reopened
 	}
 	r.lastSeen = m.N
 	if m.Kind == "hello" {
 		r.Logger.Info("ray: driver started", "ray", m.Ray, "cpus", m.CPUs, "gpus", m.GPUs)
-		return
+		return false
 	}
 	if m.Kind == "done" {
 		r.finishLocked(errors.New("the ray job ended"))
-		return
+		return true
 	}
 	e, ok := r.eps[m.ID]
 	if !ok {
 		r.Logger.Error("ray: a line about an episode not in the job", "id", m.ID, "kind", m.Kind)
-		return
+		return false
 	}
 	switch m.Kind {
 	case "start":
 		r.Logger.Info("ray: episode started", "id", m.ID, "attempt", m.Attempt, "node", m.Node, "pid", m.PID)
 		start(e)
-		return
+		return false
 	case "end":
 		a := rayAttempt{outcome: m.Outcome.Outcome()}
 		if m.Files != "" {
@@ -425,12 +435,13 @@ func (r *Ray) handle(raw string, start func(*rayEpisode)) {
 		e.attempts = append(e.attempts, rayAttempt{outcome: Outcome{Status: m.Status, Err: errors.New(m.Error)}})
 		start(e) // an attempt that never began still ends in the manifest
 	default:
-		return
+		return false
 	}
 	select {
 	case e.notify <- struct{}{}:
 	default:
 	}
+	return false
 }
 
 func (r *Ray) finish(err error) {

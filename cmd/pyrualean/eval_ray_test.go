@@ -202,6 +202,35 @@ func TestEvalRay(t *testing.T) {
 		return nil
 	})
 
+	// Resume on the cluster: a suite folder holding the local run's finished cells episodes runs only
+	// the tools episodes there, each replaying its twin's calls, which travel with the job.
+	mixed := filepath.Join(dir, "mixed")
+	for _, id := range local.Order {
+		if st := local.Episodes[id]; st.Arm == agent.ArmCells {
+			os.MkdirAll(filepath.Dir(filepath.Join(mixed, st.Dir)), 0o755)
+			if out, err := exec.Command("cp", "-a", filepath.Join(dir, "local", st.Dir), filepath.Join(mixed, st.Dir)).CombinedOutput(); err != nil {
+				t.Fatalf("cp: %v %s", err, out)
+			}
+		}
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := cmdEval(ctx, append(slices.Clone(matrix), "--engine", "ray", "--ray-address", cl.Address, "--json", "--out", mixed), &stdout, &stderr); code != 0 {
+		t.Fatalf("resumed ray eval: exit %d\n%s", code, stderr.String())
+	}
+	if n, m := strings.Count(stdout.String(), `"event":"skip"`), strings.Count(stdout.String(), `"event":"finish"`); n != 2 || m != 2 {
+		t.Errorf("resume: %d skipped, %d run; want 2 and 2", n, m)
+	}
+	resumed, _ := suite.ReadManifest(mixed)
+	for _, id := range local.Order {
+		l, r := local.Episodes[id], resumed.Episodes[id]
+		lr, _ := runs.LoadRun(filepath.Join(dir, "local", l.Dir))
+		rr, err := runs.LoadRun(filepath.Join(mixed, r.Dir))
+		if err != nil || rr.Status != lr.Status || rr.Calls != lr.Calls || rr.Steps != lr.Steps || rr.OK == nil || !*rr.OK {
+			t.Errorf("resumed %s: %+v (%v), local %+v", id, rr, err, lr)
+		}
+	}
+
 	// Ctrl-C stops the job: cancel once an episode runs.
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
