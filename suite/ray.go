@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
@@ -100,6 +101,7 @@ type rayMsg struct {
 	Ray     string        `json:"ray"`
 	CPUs    float64       `json:"cpus"`
 	GPUs    float64       `json:"gpus"`
+	Message string        `json:"message"`
 }
 
 // OutcomeRecord is an Outcome as JSON: what `pyrualean episode` reports from a node.
@@ -239,7 +241,9 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 	}
 	r.ended = make(chan struct{})
 	r.mu.Unlock()
-	submission := fmt.Sprintf("pyrualean-%s-%d", time.Now().UTC().Format("20060102-150405"), os.Getpid())
+	var nonce [4]byte
+	rand.Read(nonce[:])
+	submission := fmt.Sprintf("pyrualean-%s-%x", time.Now().UTC().Format("20060102-150405"), nonce)
 	pkg, spec, err := r.Package(jobs, submission)
 	if err == nil {
 		var uri string
@@ -403,8 +407,12 @@ func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
 		return false // read before the stream was reopened
 	}
 	r.lastSeen = m.N
-	if m.Kind == "hello" {
+	switch m.Kind {
+	case "hello":
 		r.Logger.Info("ray: driver started", "ray", m.Ray, "cpus", m.CPUs, "gpus", m.GPUs)
+		return false
+	case "warning":
+		r.Logger.Error("ray: " + m.Message)
 		return false
 	}
 	if m.Kind == "done" {

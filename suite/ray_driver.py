@@ -136,6 +136,23 @@ def sweep(base: str) -> None:
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
+def unplaceable(jobs: list[EpisodeJob], nodes: list[dict[str, float]]) -> list[str]:
+    """Say which resource requests no node of the cluster has now (their tasks wait: an autoscaling
+    cluster may add such a node; a fixed one never will)."""
+    seen: set[Resources] = set()
+    out = []
+    for job in jobs:
+        r = job.resources
+        if r in seen:
+            continue
+        seen.add(r)
+        if not any(n.get("CPU", 0) >= r.num_cpus and n.get("GPU", 0) >= r.num_gpus and n.get("memory", 0) >= r.memory
+                   for n in nodes):
+            out.append(f"no node of the cluster has {r.num_cpus:g} CPUs, {r.num_gpus:g} GPUs and "
+                       f"{r.memory / (1 << 30):.1f} GiB of memory for an episode such as {job.id}: its task waits for one")
+    return out
+
+
 def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str], submission: str,
                 twin: bytes | None) -> tuple[dict[str, Any], bytes]:
     """Run one episode on this node: `pyrualean episode` into a node-local suite folder, then return
@@ -155,8 +172,12 @@ def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str
         with open(job_file, "w", encoding="utf-8") as f:
             json.dump({"episode": job["episode"], "dir": run_dir, "suite": suite}, f)
         env = {**os.environ, **plan_env}
-        proc = subprocess.run([*command, "--job", job_file, "--outcome", out_file, "--parent-pid", str(os.getpid())], cwd=work, env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        try:
+            proc = subprocess.run([*command, "--job", job_file, "--outcome", out_file, "--parent-pid", str(os.getpid())],
+                                  cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, check=False)
+        except OSError as e:
+            return {"status": "boot_error", "error": f"cannot run {command[0]!r} on this node: {e}"}, b""
         try:
             with open(out_file, encoding="utf-8") as f:
                 outcome = json.load(f)
@@ -229,6 +250,8 @@ def main() -> int:
 
     emit("hello", ray=ray.__version__, episodes=len(plan.jobs),
          cpus=ray.cluster_resources().get("CPU", 0), gpus=ray.cluster_resources().get("GPU", 0))
+    for message in unplaceable(plan.jobs, [n["Resources"] for n in ray.nodes() if n.get("Alive")]):
+        emit("warning", message=message)
     for job in plan.jobs:
         if job.twin_file:
             with open(job.twin_file, "rb") as f:
@@ -246,9 +269,12 @@ def main() -> int:
         ready, _ = ray.wait(list(inflight), num_returns=len(inflight), timeout=wait_s) if inflight else ([], [])
         if not inflight:
             time.sleep(wait_s)
-        report_starts()
+        # Ends before the starts they made room for (the live view's running count stays true),
+        # each after its own start (a task that started and ended within one wait).
         for ref in ready:
             job, blob_ref = inflight.pop(ref)
+            if not open_.get(job.id):
+                report_starts()
             started = open_.pop(job.id, False)
             attempts[job.id] += 1
             try:
@@ -269,6 +295,7 @@ def main() -> int:
                 if final_ref is not None:
                     twins[w.id] = final_ref
                 submit(w)
+        report_starts()
     for jobs in waiting.values():  # twins that never ran (cannot happen: each job ends above)
         for w in jobs:
             emit("lost", id=w.id, attempt=attempts[w.id] + 1, status="interrupted", error="its cells twin never ended")

@@ -60,3 +60,13 @@ def test_run_on_node_reports_a_command_that_cannot_run(tmp_path: Path, monkeypat
     assert outcome["status"] == "boot_error" and "exited 1" in outcome["error"]
     assert blob == b""
     assert list((tmp_path / "pyrualean-ray" / "sub").iterdir()) == []  # the work folder is gone
+
+
+def test_unplaceable_names_requests_no_node_has() -> None:
+    def job(i: str, gpus: float) -> ray_driver.EpisodeJob:
+        return ray_driver.EpisodeJob(id=i, twin="", after="", twin_file="", episode={},
+                                     resources=ray_driver.Resources(num_cpus=1, memory=1 << 30, num_gpus=gpus))
+    nodes = [{"CPU": 8.0, "memory": 16.0 * (1 << 30)}]
+    msgs = ray_driver.unplaceable([job("a", 0), job("b", 1), job("c", 1)], nodes)
+    assert len(msgs) == 1 and "1 GPUs" in msgs[0] and "b" in msgs[0]
+    assert ray_driver.unplaceable([job("b", 1)], nodes + [{"CPU": 4.0, "GPU": 1.0, "memory": 32.0 * (1 << 30)}]) == []

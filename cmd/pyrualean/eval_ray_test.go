@@ -132,6 +132,9 @@ func TestEvalRay(t *testing.T) {
 			t.Fatalf("--json line %q: %v", line, err)
 		}
 		events[ev.Kind]++
+		if ev.Running > 2 {
+			t.Errorf("the live view shows %d running on a 2-CPU cluster: %s", ev.Running, line)
+		}
 		if ev.Kind == suite.EventRetry && ev.ID == kill.id {
 			retried = true
 		}
