@@ -124,16 +124,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep(base: str) -> None:
-    """Remove the work folders of earlier attempts whose worker died (named <pid>-...)."""
+def sweep(root: str) -> None:
+    """Remove the work folders (root/<job>/<pid>-...) whose worker died: killed, or stopped with its
+    job. Any job's task on the node does it, so a stopped job's leftovers go with the next job."""
     try:
-        names = os.listdir(base)
+        jobs = os.listdir(root)
     except FileNotFoundError:
         return
-    for name in names:
-        pid = name.split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+    for job in jobs:
+        try:
+            names = os.listdir(os.path.join(root, job))
+        except OSError:
+            continue
+        for name in names:
+            pid = name.split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(os.path.join(root, job, name), ignore_errors=True)
 
 
 def unplaceable(jobs: list[EpisodeJob], nodes: list[dict[str, float]]) -> list[str]:
@@ -158,9 +164,8 @@ def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str
     """Run one episode on this node: `pyrualean episode` into a node-local suite folder, then return
     its outcome and its run folder packed. The folder is removed afterwards."""
     base = os.path.join(tempfile.gettempdir(), "pyrualean-ray", submission)
-    os.makedirs(base, exist_ok=True)
-    sweep(base)
-    work = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
+    sweep(os.path.dirname(base))
+    work = _work_dir(base)
     try:
         suite = os.path.join(work, "suite")
         run_dir = os.path.join(suite, "episodes", *job["id"].split("/"))
@@ -188,6 +193,23 @@ def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str
         return outcome, blob
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        for d in (base, os.path.dirname(base)):  # once empty: nothing of the job stays on the node
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+
+
+def _work_dir(base: str) -> str:
+    """A fresh work folder under base, named after this worker (sweep() knows it by that); base may
+    be removed by a task that just ended, so it is made again if need be."""
+    for _ in range(5):
+        os.makedirs(base, exist_ok=True)
+        try:
+            return tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
+        except FileNotFoundError:
+            continue
+    return tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
 
 
 def main() -> int:

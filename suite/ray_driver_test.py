@@ -30,10 +30,10 @@ def test_pack_unpack_round_trip_drops_links(tmp_path: Path) -> None:
 def test_sweep_removes_only_dead_workers_folders(tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    (tmp_path / f"{dead.pid}-abc").mkdir()
-    (tmp_path / f"{os.getpid()}-def").mkdir()
+    (tmp_path / "job-a" / f"{dead.pid}-abc").mkdir(parents=True)
+    (tmp_path / "job-b" / f"{os.getpid()}-def").mkdir(parents=True)
     ray_driver.sweep(str(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{os.getpid()}-def"]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*/*")) == [f"job-b/{os.getpid()}-def"]
 
 
 def test_load_plan_reads_what_go_writes(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_run_on_node_reports_a_command_that_cannot_run(tmp_path: Path, monkeypat
     outcome, blob = ray_driver.run_on_node(job, {}, ["false"], "sub", None)
     assert outcome["status"] == "boot_error" and "exited 1" in outcome["error"]
     assert blob == b""
-    assert list((tmp_path / "pyrualean-ray" / "sub").iterdir()) == []  # the work folder is gone
+    assert not (tmp_path / "pyrualean-ray").exists()  # nothing of the job stays on the node
 
 
 def test_unplaceable_names_requests_no_node_has() -> None:

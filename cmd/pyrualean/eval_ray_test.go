@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,6 +195,9 @@ func TestEvalRay(t *testing.T) {
 	}
 	if b, _ := json.Marshal(info); bytes.Contains(b, []byte(secret)) || !strings.Contains(info.Entrypoint, "ray_driver.py") {
 		t.Errorf("the job's text: %s", b)
+	}
+	if _, err := os.Stat(filepath.Join(os.TempDir(), "pyrualean-ray", jobID)); err == nil {
+		t.Errorf("the job's work folders are left on the node")
 	}
 	filepath.WalkDir(rayTmp, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -396,4 +400,29 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// TestRayPrepare: on Ray an episode asks for its resources; one with a cuda-device setting asks
+// for a GPU instead of naming one (the setting is dropped on the node, kept in the id).
+func TestRayPrepare(t *testing.T) {
+	ep := suite.Episode{ID: "tabletop/default/t/0/cells/replay/s-x", Settings: map[string]string{"cuda-device": "1", "images": "none"}}
+	for _, c := range []struct {
+		gpus, want float64
+		settings   map[string]string
+	}{
+		{0, 1, map[string]string{"images": "none"}},
+		{2, 2, map[string]string{"images": "none"}},
+	} {
+		got, res := rayPrepare(1, 1.5, c.gpus)(suite.Job{Episode: ep})
+		if res.GPUs != c.want || res.CPUs != 1 || res.MemoryBytes != 3<<29 || !maps.Equal(got.Settings, c.settings) || got.ID != ep.ID {
+			t.Errorf("--ray-gpus %g: %+v %+v", c.gpus, got, res)
+		}
+	}
+	if ep.Settings["cuda-device"] != "1" {
+		t.Error("the job's own settings were changed")
+	}
+	plain := suite.Episode{Settings: map[string]string{"images": "none"}}
+	if _, res := rayPrepare(2, 0, 0)(suite.Job{Episode: plain}); res.GPUs != 0 || res.CPUs != 2 || res.MemoryBytes != 0 {
+		t.Errorf("CPU episode: %+v", res)
+	}
 }
