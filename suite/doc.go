@@ -26,5 +26,7 @@
 // Ray does the first and is its own Executor: the cluster schedules, a run starts when the episode's
 // task starts on a node (`pyrualean episode`, the same Executor as a local run), Execute waits for
 // the attempt's outcome and unpacks the run folder into j.Dir, and the driver retries with the
-// runner's rule (an engine that retries implements setRetries), so each attempt is recorded once.
+// runner's rule (an engine that retries implements setRetries), so each attempt is recorded once;
+// it starts the next episode's run once the attempts that ended are recorded (recorded), so the
+// live view counts what runs.
 package suite

@@ -72,6 +72,10 @@ type Ray struct {
 	ended    chan struct{} // closed when the job's output has been read to its end
 	endErr   error         // why no more attempts come (the job ended, failed or was stopped)
 	lastSeen int           // the last protocol line handled (a reconnecting tail skips up to it)
+	// unrecorded counts attempts that ended on the cluster and are not yet in the manifest; a new
+	// episode's run starts once it is 0, as a local worker takes its next episode after recording.
+	unrecorded int
+	recordedCh chan struct{} // signalled at each record
 }
 
 type rayEpisode struct {
@@ -138,6 +142,37 @@ type NodeJob struct {
 }
 
 func (r *Ray) Name() string { return "ray" }
+
+// recorded is the runner saying an attempt is in the manifest.
+func (r *Ray) recorded() {
+	r.mu.Lock()
+	if r.unrecorded > 0 {
+		r.unrecorded--
+	}
+	r.mu.Unlock()
+	select {
+	case r.recordedCh <- struct{}{}:
+	default:
+	}
+}
+
+// awaitRecords waits (at most 10 s) until every attempt that ended is recorded.
+func (r *Ray) awaitRecords() {
+	deadline := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		n := r.unrecorded
+		r.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-r.recordedCh:
+		case <-deadline:
+			return
+		}
+	}
+}
 
 // setRetries takes the runner's retry rule, which the driver applies too.
 func (r *Ray) setRetries(retries int, backoff time.Duration) { r.retries, r.backoff = retries, backoff }
@@ -240,6 +275,7 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 		r.eps[j.ID] = &rayEpisode{job: j, notify: make(chan struct{}, 1)}
 	}
 	r.ended = make(chan struct{})
+	r.recordedCh = make(chan struct{}, 1)
 	r.mu.Unlock()
 	var nonce [4]byte
 	rand.Read(nonce[:])
@@ -401,6 +437,9 @@ func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
 		r.Logger.Error("ray: unreadable driver line", "err", err)
 		return false
 	}
+	if m.Kind == "start" {
+		r.awaitRecords()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m.N <= r.lastSeen {
@@ -439,8 +478,10 @@ func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
 			a.files = b
 		}
 		e.attempts = append(e.attempts, a)
+		r.unrecorded++
 	case "lost":
 		e.attempts = append(e.attempts, rayAttempt{outcome: Outcome{Status: m.Status, Err: errors.New(m.Error)}})
+		r.unrecorded++
 		start(e) // an attempt that never began still ends in the manifest
 	default:
 		return false

@@ -128,7 +128,7 @@ func TestRayPackage(t *testing.T) {
 func TestRayProtocol(t *testing.T) {
 	dir := t.TempDir()
 	a, b := replayJob(dir, "stack_blocks", agent.ArmCells), replayJob(dir, "open_drawer", agent.ArmCells)
-	r := &Ray{eps: map[string]*rayEpisode{}, ended: make(chan struct{})}
+	r := &Ray{eps: map[string]*rayEpisode{}, ended: make(chan struct{}), recordedCh: make(chan struct{}, 1)}
 	r.Logger = nilLogger()
 	for _, j := range []Job{a, b} {
 		r.eps[j.ID] = &rayEpisode{job: j, notify: make(chan struct{}, 1)}
@@ -147,9 +147,6 @@ func TestRayProtocol(t *testing.T) {
 		line(map[string]any{"n": 1, "kind": "hello", "ray": "2.60.0"}),
 		line(map[string]any{"n": 2, "kind": "start", "id": a.ID, "attempt": 1}),
 		line(map[string]any{"n": 3, "kind": "lost", "id": a.ID, "attempt": 1, "status": "interrupted", "error": "worker died"}),
-		line(map[string]any{"n": 4, "kind": "start", "id": a.ID, "attempt": 2}),
-		line(map[string]any{"n": 5, "kind": "end", "id": a.ID, "attempt": 2, "outcome": map[string]any{"status": "completed", "environment_success": ok, "wall_s": 1.5}, "files": files}),
-		line(map[string]any{"n": 5, "kind": "end", "id": a.ID, "attempt": 2, "outcome": map[string]any{"status": "completed"}, "files": files}),
 	} {
 		r.handle(l, start)
 	}
@@ -159,6 +156,28 @@ func TestRayProtocol(t *testing.T) {
 	ctx := context.Background()
 	if out := r.Execute(ctx, a); out.Status != agent.StatusInterrupted || out.Err == nil || !strings.Contains(out.Err.Error(), "worker died") {
 		t.Errorf("first attempt %+v", out)
+	}
+	// The next start waits until the runner has recorded the lost attempt.
+	next := make(chan struct{})
+	go func() {
+		r.handle(line(map[string]any{"n": 4, "kind": "start", "id": a.ID, "attempt": 2}), start)
+		close(next)
+	}()
+	select {
+	case <-next:
+		t.Fatal("a start was taken before the attempt that ended was recorded")
+	case <-time.After(200 * time.Millisecond):
+	}
+	r.recorded()
+	<-next
+	for _, l := range []string{
+		line(map[string]any{"n": 5, "kind": "end", "id": a.ID, "attempt": 2, "outcome": map[string]any{"status": "completed", "environment_success": ok, "wall_s": 1.5}, "files": files}),
+		line(map[string]any{"n": 5, "kind": "end", "id": a.ID, "attempt": 2, "outcome": map[string]any{"status": "completed"}, "files": files}),
+	} {
+		r.handle(l, start)
+	}
+	if started[a.ID] != 1 || started[b.ID] != 0 {
+		t.Fatalf("runs started %v", started)
 	}
 	if _, err := os.Stat(a.Dir); err == nil {
 		t.Error("a lost attempt left a run folder")

@@ -62,6 +62,10 @@ type retryAware interface {
 	setRetries(retries int, backoff time.Duration)
 }
 
+// recordAware is an engine told when an attempt is recorded (a cluster engine holds the next
+// episode's start until the one that ended is counted, so the live view's running count stays true).
+type recordAware interface{ recorded() }
+
 // Runner runs a suite into a folder: plan, resume, schedule, record.
 type Runner struct {
 	Dir      string // suite folder
@@ -244,6 +248,9 @@ func (r *Runner) record(j Job, out Outcome, last bool) {
 	if last {
 		r.emit(Event{Kind: EventFinish, ID: j.ID, Arm: j.Arm, Status: out.Status, Success: out.Success, Error: errText(out.Err),
 			WallS: out.WallS, InTok: out.InTok, LLMCalls: out.LLMCalls, CostUSD: out.CostUSD})
+	}
+	if ra, ok := r.Engine.(recordAware); ok {
+		ra.recorded()
 	}
 }
 

@@ -70,7 +70,10 @@ func benchRay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "pyrualean bench ray: %v\n", err)
 			return 1
 		}
-		env := append(os.Environ(), "PATH="+filepath.Dir(exe)+":"+filepath.Join(root, ".venv", "bin")+":"+os.Getenv("PATH"), "PYRUALEAN_ROOT="+root)
+		nodeTmp := filepath.Join(dir, "node-tmp") // the node's work folders, removed with dir
+		os.Mkdir(nodeTmp, 0o755)
+		env := append(os.Environ(), "PATH="+filepath.Dir(exe)+":"+filepath.Join(root, ".venv", "bin")+":"+os.Getenv("PATH"),
+			"PYRUALEAN_ROOT="+root, "TMPDIR="+nodeTmp)
 		fmt.Fprintf(stderr, "bench ray: starting a one-node cluster (%d CPUs) ...\n", *slots)
 		t0 := time.Now()
 		cl, err := raycluster.Start(ctx, raycluster.Options{Ray: filepath.Join(root, ".venv", "bin", "ray"), CPUs: *slots, TempDir: filepath.Join(dir, "ray"), Env: env})

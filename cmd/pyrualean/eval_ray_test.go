@@ -84,6 +84,9 @@ func TestEvalRay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(rayTmp)
+	nodeTmp := filepath.Join(rayTmp, "node-tmp") // the nodes' TMPDIR: their work folders
+	os.Mkdir(nodeTmp, 0o755)
+	env = append(env, "TMPDIR="+nodeTmp)
 	logf, _ := os.Create(filepath.Join(t.TempDir(), "ray-start.log"))
 	t0 := time.Now()
 	cl, err := raycluster.Start(ctx, raycluster.Options{Ray: filepath.Join(root, ".venv", "bin", "ray"), CPUs: 2, TempDir: rayTmp, Env: env, Log: logf})
@@ -196,7 +199,7 @@ func TestEvalRay(t *testing.T) {
 	if b, _ := json.Marshal(info); bytes.Contains(b, []byte(secret)) || !strings.Contains(info.Entrypoint, "ray_driver.py") {
 		t.Errorf("the job's text: %s", b)
 	}
-	if _, err := os.Stat(filepath.Join(os.TempDir(), "pyrualean-ray", jobID)); err == nil {
+	if _, err := os.Stat(filepath.Join(nodeTmp, "pyrualean-ray", jobID)); err == nil {
 		t.Errorf("the job's work folders are left on the node")
 	}
 	filepath.WalkDir(rayTmp, func(p string, d fs.DirEntry, err error) error {
