@@ -9,7 +9,8 @@ log() { printf '[setup] %s\n' "$*"; }
 
 # Debian packages: offscreen GL for MuJoCo (EGL and OSMesa), ZeroMQ-free (Go speaks ZMTP itself).
 # chromium: JupyterLab browser tests (driven by playwright-core, never a downloaded browser).
-deb_pkgs=(libosmesa6 libegl1 libegl-mesa0 libgl1-mesa-dri chromium bubblewrap)
+# iproute2: the Ray test cluster's private network namespace (loopback up).
+deb_pkgs=(libosmesa6 libegl1 libegl-mesa0 libgl1-mesa-dri chromium bubblewrap iproute2)
 [[ -n ${PYRUALEAN_EXTRA_DEB:-} ]] && read -r -a extra <<<"$PYRUALEAN_EXTRA_DEB" && deb_pkgs+=("${extra[@]}")
 missing=()
 for p in "${deb_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -18,3 +18,4 @@ done
 if compgen -G 'robotapi/python/tests/test_*.py' >/dev/null; then
   echo "== pytest"; .venv/bin/python -m pytest -q robotapi/python/tests
 fi
+echo "== pytest (the Ray driver)"; .venv/bin/python -m pytest -q suite/ray_driver_test.py

@@ -11,6 +11,7 @@
 //	manifest.go  the suite's manifest.json (matrix, versions, per-episode state), written atomically
 //	runner.go    Runner: plan → resume decisions → engine → manifest updates, retries with backoff
 //	engine.go    Engine (the scheduler seam) and Local, the in-process worker pool
+//	ray.go       Ray: the suite as one Ray job (rayjob), an episode per task; ray_driver.py is its driver
 //	events.go    Event, the stream the live view and --json read
 //	progress.go  the live view: a progress display on a terminal, one line per episode otherwise
 //	status.go    `eval --status`: a suite's state from its manifest and run folders
@@ -22,4 +23,10 @@
 // Either call run for each job where the engine decides (run in turn calls the Executor), or keep
 // Local for the scheduling and swap the Executor for one that runs the episode on a node and brings
 // its run folder back to j.Dir. Ids, folders, the manifest, resume and the statistics do not change.
+// Ray does the first and is its own Executor: the cluster schedules, a run starts when the episode's
+// task starts on a node (`pyrualean episode`, the same Executor as a local run), Execute waits for
+// the attempt's outcome and unpacks the run folder into j.Dir, and the driver retries with the
+// runner's rule (an engine that retries implements setRetries), so each attempt is recorded once;
+// it starts the next episode's run once the attempts that ended are recorded (recorded), so the
+// live view counts what runs.
 package suite

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,15 +46,25 @@ type ExecutorFunc func(ctx context.Context, j Job) Outcome
 
 func (f ExecutorFunc) Execute(ctx context.Context, j Job) Outcome { return f(ctx, j) }
 
-// Retryable says whether an episode in this state runs (again) when the suite runs: never started,
-// cut short, or failed before the policy could act. Everything else is an outcome and is kept.
-func Retryable(status string) bool {
-	switch status {
-	case "", StatePending, StateRunning, agent.StatusInterrupted, agent.StatusBootError, agent.StatusPlannerError:
-		return true
-	}
-	return false
+// RetryableStatuses are the states in which an episode runs (again) when the suite runs: never
+// started, cut short, or failed before the policy could act. Everything else is an outcome and is
+// kept. (A cluster engine's driver gets this list, so both sides apply one rule.)
+func RetryableStatuses() []string {
+	return []string{"", StatePending, StateRunning, agent.StatusInterrupted, agent.StatusBootError, agent.StatusPlannerError}
 }
+
+// Retryable says whether an episode in this state runs (again): see RetryableStatuses.
+func Retryable(status string) bool { return slices.Contains(RetryableStatuses(), status) }
+
+// retryAware is an engine that retries too (a cluster's driver resubmits an episode): it gets the
+// runner's rule before the run.
+type retryAware interface {
+	setRetries(retries int, backoff time.Duration)
+}
+
+// recordAware is an engine told when an attempt is recorded (a cluster engine holds the next
+// episode's start until the one that ended is counted, so the live view's running count stays true).
+type recordAware interface{ recorded() }
 
 // Runner runs a suite into a folder: plan, resume, schedule, record.
 type Runner struct {
@@ -155,6 +166,9 @@ func (r *Runner) Run(ctx context.Context, m Matrix, eps []Episode) (*Manifest, e
 	if r.OnPlan != nil {
 		r.OnPlan(jobs)
 	}
+	if ra, ok := r.Engine.(retryAware); ok {
+		ra.setRetries(r.Retries, r.Backoff)
+	}
 	runErr := r.Engine.Run(ctx, jobs, r.runJob)
 	_ = r.mf.update(func(m2 *Manifest) { m2.Runner.EndedAt = time.Now().UTC().Format(time.RFC3339) })
 	r.emit(Event{Kind: EventSuiteEnd})
@@ -234,6 +248,9 @@ func (r *Runner) record(j Job, out Outcome, last bool) {
 	if last {
 		r.emit(Event{Kind: EventFinish, ID: j.ID, Arm: j.Arm, Status: out.Status, Success: out.Success, Error: errText(out.Err),
 			WallS: out.WallS, InTok: out.InTok, LLMCalls: out.LLMCalls, CostUSD: out.CostUSD})
+	}
+	if ra, ok := r.Engine.(recordAware); ok {
+		ra.recorded()
 	}
 }
 

@@ -14,14 +14,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"tokens":  benchTokens,
 		"gateway": benchGateway,
 		"suite":   benchSuite,
+		"ray":     benchRay,
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: pyrualean bench kernel|robot|tokens|gateway [--json]")
+		fmt.Fprintln(stderr, "usage: pyrualean bench kernel|robot|tokens|gateway|suite|ray [--json]")
 		return 2
 	}
 	b, ok := benches[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "pyrualean bench: unknown benchmark %q (kernel, robot, tokens, gateway)\n", args[0])
+		fmt.Fprintf(stderr, "pyrualean bench: unknown benchmark %q (kernel, robot, tokens, gateway, suite, ray)\n", args[0])
 		return 2
 	}
 	return b(ctx, args[1:], stdout, stderr)

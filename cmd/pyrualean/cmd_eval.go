@@ -51,6 +51,7 @@ type evalFlags struct {
 	backoffS                                                                   float64
 	asJSON, verbose                                                            bool
 	settings                                                                   map[string]string
+	ray                                                                        rayFlags
 }
 
 func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
@@ -73,6 +74,7 @@ func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
 	fs.BoolVar(&f.asJSON, "json", false, "stream events as JSON lines on stdout, then the results")
 	fs.BoolVar(&f.verbose, "v", false, "log episodes' progress to stderr")
 	fs.StringVar(&f.status, "status", "", "report the suite in DIR (running or not) and exit")
+	f.ray.register(fs)
 	pfs, _ := newPlayFlagSet(io.Discard)
 	pfs.VisitAll(func(pf *flag.Flag) {
 		if slices.Contains(suiteOwned, pf.Name) {
@@ -292,6 +294,10 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pyrualean eval: --max-connections, --retries and --retry-backoff-s must be >= 0")
 		return exitUsage
 	}
+	if err := f.ray.validate(set); err != nil {
+		fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
+		return exitUsage
+	}
 	plan, err := planEval(ctx, f, set)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
@@ -305,7 +311,16 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	x := &evalExec{logger: logger, endpoints: &suite.Endpoints{Max: f.maxConns}}
 	absDir, _ := filepath.Abs(plan.dir)
 	x.suiteDir = absDir
-	if spec, err := kernel.FindSpec("pyrualean"); err == nil {
+	var engine suite.Engine = suite.Local{Jobs: f.jobs}
+	var exec suite.Executor = x
+	if f.ray.engine == "ray" {
+		ray, err := f.ray.engineFor(ctx, f.maxConns, logger, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
+			return exitFailed
+		}
+		engine, exec = ray, ray
+	} else if spec, err := kernel.FindSpec("pyrualean"); err == nil {
 		x.kernels = &warmKernels{spec: spec, jobs: f.jobs,
 			opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{suite.SuiteEnv: absDir}, Logger: logger}}
 	}
@@ -323,7 +338,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if retries == 0 {
 		retries = -1
 	}
-	r := &suite.Runner{Dir: plan.dir, Engine: suite.Local{Jobs: f.jobs}, Exec: x, Retries: retries,
+	r := &suite.Runner{Dir: plan.dir, Engine: engine, Exec: exec, Retries: retries,
 		Backoff: time.Duration(f.backoffS * float64(time.Second)), Versions: versions(), Events: view.Event, Logger: logger}
 	if x.kernels != nil {
 		r.OnPlan = func(jobs []suite.Job) { x.kernels.expect(poolTakes(jobs)) }

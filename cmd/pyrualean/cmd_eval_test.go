@@ -383,6 +383,11 @@ runtime = "replay"
 		{"matrix owned", []string{"--matrix", write("o.yaml", "rows:\n  - tasks: stack_blocks\n    runtime: replay\n    settings: {task: open_drawer}\n")}, `row 1: setting "task": the suite sets it`},
 		{"matrix key", []string{"--matrix", write("k.toml", good+"colour = \"red\"\n")}, `unknown key "row.colour"`},
 		{"matrix and flags", []string{"--matrix", write("g.toml", good), "--tasks", "all"}, "--tasks: the matrix file sets it"},
+		{"engine", []string{"--runtime", "replay", "--engine", "spark"}, `--engine "spark": want local or ray`},
+		{"ray address", []string{"--runtime", "replay", "--engine", "ray", "--ray-address", ""}, "--engine ray needs --ray-address"},
+		{"ray address form", []string{"--runtime", "replay", "--engine", "ray", "--ray-address", "head:8265"}, `ray address "head:8265": want http://HEAD:8265`},
+		{"ray jobs", []string{"--runtime", "replay", "--engine", "ray", "--ray-address", "http://127.0.0.1:9", "--jobs", "4"}, "--jobs: with --engine ray the cluster decides"},
+		{"ray flag locally", []string{"--runtime", "replay", "--ray-gpus", "1"}, "--ray-gpus is for --engine ray"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(dir, "out-"+strings.ReplaceAll(c.name, " ", "-"))
