@@ -92,6 +92,30 @@ func TestPlayEnvironmentSettings(t *testing.T) {
 	}
 }
 
+// TestPlayCodexSeedDefaults: Codex runs with the seed's reasoning effort (xhigh) unless --reasoning
+// says otherwise, recorded in result.json; other runtimes send none unless asked.
+func TestPlayCodexSeedDefaults(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("PYRUALEAN_RUNTIME", "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runtime", "codex"}, "xhigh"},
+		{[]string{"--runtime", "codex", "--reasoning", "high"}, "high"},
+		{[]string{"--runtime", "claude"}, ""},
+		{[]string{"--runtime", "openai"}, ""},
+	} {
+		s, err := parsePlay(c.args, io.Discard, time.Now())
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if s.settings.Reasoning != c.want || s.episode.ReasoningEffort != c.want {
+			t.Errorf("%v: reasoning sent %q, recorded %q; want %q", c.args, s.settings.Reasoning, s.episode.ReasoningEffort, c.want)
+		}
+	}
+}
+
 // TestPlaySeedCommandRuns runs the seed's LIBERO command line for real, up to the model: LIBERO boots
 // in the kernel (a suite implies its robot). The seed's model speaks only the Responses API, so the
 // openai runtime ends with a planner_error naming the fix (--runtime codex); a chat model answers.
