@@ -100,11 +100,17 @@ func TestPlaySeedParityEpisodes(t *testing.T) {
 		check func(t *testing.T, srv *openaitest.Server, res *agent.Result, runDir string)
 	}{
 		{"workspace under the default --out", func(string) string { return "" }, workspaceSteps(), 0,
-			func(t *testing.T, srv *openaitest.Server, res *agent.Result, runDir string) { checkWorkspace(t, srv, runDir) }},
+			func(t *testing.T, srv *openaitest.Server, res *agent.Result, runDir string) {
+				checkWorkspace(t, srv, runDir)
+			}},
 		{"workspace under a relative --out", func(string) string { return filepath.Join("runs", "ep") }, workspaceSteps(), 0,
-			func(t *testing.T, srv *openaitest.Server, res *agent.Result, runDir string) { checkWorkspace(t, srv, runDir) }},
+			func(t *testing.T, srv *openaitest.Server, res *agent.Result, runDir string) {
+				checkWorkspace(t, srv, runDir)
+			}},
 		{"workspace under an absolute --out", func(dir string) string { return filepath.Join(dir, "abs", "ep") }, workspaceSteps(), 0,
-			func(t *testing.T, srv *openaitest.Server, res *agent.Result, runDir string) { checkWorkspace(t, srv, runDir) }},
+			func(t *testing.T, srv *openaitest.Server, res *agent.Result, runDir string) {
+				checkWorkspace(t, srv, runDir)
+			}},
 		// After the two cells the script is exhausted: the endpoint answers 400, a planner error.
 		{"planner error after success", nil, []openaitest.Step{pyStep(parityPick), pyStep(parityPlace)}, 0,
 			func(t *testing.T, srv *openaitest.Server, res *agent.Result, runDir string) {
