@@ -192,13 +192,13 @@ func TestSealedEpisodeAdversarial(t *testing.T) {
 		}
 	}
 	expect := map[string][]string{
-		"move":                 {"MOVED True"},
-		"getattr_alias":        {"AttributeError"},
-		"object_getattribute":  {"AttributeError"},
-		"attrgetter":           {"AttributeError"},
-		"vars_alias":           {"RPC1", "no public primitive '_mark_terminated'", "no public primitive '_stop_episode'", "RPC3 ToolError", "no public property '_sim'"},
-		"ipython_ev":           {"no public primitive '_solved'"},
-		"ctypes_system":        {"uid=65534"},
+		"move":                {"MOVED True"},
+		"getattr_alias":       {"AttributeError"},
+		"object_getattribute": {"AttributeError"},
+		"attrgetter":          {"AttributeError"},
+		"vars_alias":          {"RPC1", "no public primitive '_mark_terminated'", "no public primitive '_stop_episode'", "RPC3 ToolError", "no public property '_sim'"},
+		"ipython_ev":          {"no public primitive '_solved'"},
+		"ctypes_system":       {"uid=65534"},
 		"import_module_thread": {`"tcp": "BLOCKED`, `"dns": "BLOCKED`, `"secret_file": "BLOCKED`, `"robot_ledger": "BLOCKED`, `"host_socket": "BLOCKED`, `"write_usr": "BLOCKED`, "uid=65534",
 			// /etc/passwd is the host's, read-only (uid lookups need it; no secret in it); /etc/shadow is not there
 			`"etc_passwd_read": "'READ'"`, `"etc_passwd_write": "BLOCKED OSError`, `"etc_shadow": "BLOCKED FileNotFoundError`,
