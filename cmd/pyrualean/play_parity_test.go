@@ -184,3 +184,57 @@ func TestPlaySeedParityEpisodes(t *testing.T) {
 		})
 	}
 }
+
+// TestPlayUnsealedSaysSo: where bubblewrap cannot run (here: not on PATH), play --sealed auto still plays,
+// says EPISODE NOT SEALED on stderr, records sealed: false and why in result.json, and summarize shows it;
+// --sealed on refuses to start (boot_error, exit 2, naming the cause).
+func TestPlayUnsealedSaysSo(t *testing.T) {
+	root, err := robotapi.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := filepath.Join(t.TempDir(), "cells.py")
+	writeFile(t, cells, "# %%\nprint(robo.move_to([0.5, 0.0, 0.3]).reached)\n")
+	t.Setenv("PATH", t.TempDir()) // no bwrap (the kernel and the robot server run by absolute paths)
+	t.Setenv("PYRUALEAN_ROOT", root)
+	out := filepath.Join(t.TempDir(), "auto")
+	var stdout, stderr bytes.Buffer
+	if code := cmdPlay(context.Background(), []string{"--runtime", "replay", "--from", cells, "--task", "stack_blocks", "--sealed", "auto",
+		"--out", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("play --sealed auto: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "EPISODE NOT SEALED") {
+		t.Errorf("stderr does not say the episode is not sealed:\n%s", stderr.String())
+	}
+	res, err := readResult(out)
+	if err != nil || res.Sealed || res.Seal == nil || res.Seal.Sealed || !strings.Contains(res.Seal.Reason, "bwrap") || res.EnvSteps == 0 {
+		t.Fatalf("result.json: sealed %v seal %+v steps %d (%v)", res.Sealed, res.Seal, res.EnvSteps, err)
+	}
+	var b []byte
+	if b, err = os.ReadFile(filepath.Join(out, "result.json")); err != nil || !strings.Contains(string(b), `"sealed": false`) {
+		t.Errorf("result.json lacks \"sealed\": false: %v", err)
+	}
+	stdout.Reset()
+	if code := cmdSummarize(context.Background(), []string{out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "sealed 0/1  (NOT SEALED: 1") {
+		t.Errorf("summarize exit %d:\n%s", code, stdout.String())
+	}
+	stdout.Reset()
+	var sum struct {
+		Unsealed int `json:"unsealed"`
+		Rows     []struct {
+			Sealed bool `json:"sealed"`
+		} `json:"rows"`
+	}
+	cmdSummarize(context.Background(), []string{"--json", out}, &stdout, &stderr)
+	if json.Unmarshal(stdout.Bytes(), &sum) != nil || sum.Unsealed != 1 || len(sum.Rows) != 1 || sum.Rows[0].Sealed {
+		t.Errorf("summarize --json: %s", stdout.String())
+	}
+
+	on := filepath.Join(t.TempDir(), "on")
+	stderr.Reset()
+	code := cmdPlay(context.Background(), []string{"--runtime", "replay", "--from", cells, "--task", "stack_blocks", "--sealed", "on", "--out", on}, &stdout, &stderr)
+	r, err := readResult(on)
+	if code != exitEpisodeError || err != nil || r.Status != agent.StatusBootError || r.Sealed || r.Error == nil || !strings.Contains(r.Error.Message, "bwrap") {
+		t.Errorf("play --sealed on without bwrap: exit %d, result %+v (%v)\n%s", code, r, err, stderr.String())
+	}
+}
