@@ -502,3 +502,30 @@ func TestClaudeReadsOnlyTheWorkspace(t *testing.T) {
 		t.Errorf("finish %+v", o.res.Finish)
 	}
 }
+
+// TestCodexHomeGiven: a CODEX_HOME given (PYRUALEAN_CODEX_HOME, e.g. the user's login) is the one Codex
+// runs with: its session rollout lands there, not in the run folder (which keeps only the prompt images).
+func TestCodexHomeGiven(t *testing.T) {
+	home := t.TempDir()
+	steps := []scripted.Step{
+		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "home"}},
+		{Text: "done"},
+	}
+	o := play(t, "codex", agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 3}, steps, cli.Config{Home: home})
+	if o.runErr != nil || o.res.Finish == nil {
+		t.Fatalf("run: %v finish %+v", o.runErr, o.res.Finish)
+	}
+	var rollouts []string
+	filepath.Walk(filepath.Join(home, "sessions"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && strings.HasPrefix(fi.Name(), "rollout-") {
+			rollouts = append(rollouts, p)
+		}
+		return nil
+	})
+	if len(rollouts) != 1 {
+		t.Errorf("rollouts under the given CODEX_HOME: %v, want 1", rollouts)
+	}
+	if _, err := os.Stat(filepath.Join(o.dir, cli.CodexHome, "sessions")); err == nil {
+		t.Errorf("the session went to the run folder's %s, not the given home", cli.CodexHome)
+	}
+}
