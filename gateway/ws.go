@@ -30,7 +30,9 @@ type queued struct {
 // reaches the kernel's socket buffer, and a client that has closed (or vanished) never reads what is
 // still in flight. Each backlog frame is preceded by a ping carrying its sequence number; a client's
 // WebSocket layer answers that ping while reading the frame that follows it, so the pong says that
-// frame was read. Frames written but not acknowledged are sent again when the session comes back.
+// frame was read. Frames written but not acknowledged are sent again when the session comes back: none
+// is lost. After a clean close that is exactly once; a client whose connection ends in a TCP reset (it
+// closed with unread data) loses the pongs its kernel had not sent yet, and gets those frames again.
 type wsConn struct {
 	ws      *websocket.Conn
 	session string
