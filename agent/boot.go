@@ -158,6 +158,9 @@ func (e *Episode) boot(ctx context.Context) error {
 	if e.card.MaxEnvSteps == 0 {
 		e.card.MaxEnvSteps = c.MaxEnvSteps
 	}
+	e.mu.Lock()
+	e.res.Perception = e.card.Perception
+	e.mu.Unlock()
 	if err := e.writeCard(cardJSON); err != nil {
 		return err
 	}

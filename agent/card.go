@@ -30,6 +30,7 @@ type Card struct {
 	Knowledge      string            `json:"knowledge"`
 	Images         map[string]string `json:"images"` // name -> base64 PNG
 	Facts          []string          `json:"-"`
+	Perception     string            `json:"-"` // facts' "perception" (LIBERO: "sam3" or "simulator-masks")
 }
 
 // parseCard decodes episode_card()'s JSON; facts may be a list or an object.
@@ -52,6 +53,9 @@ func parseCard(b []byte) (Card, error) {
 		case *jsonObject:
 			for i, k := range t.keys {
 				c.Facts = append(c.Facts, fmt.Sprintf("%s: %s", k, pylit.Text(t.vals[i])))
+				if p, ok := t.vals[i].(string); ok && k == "perception" {
+					c.Perception = p
+				}
 			}
 		}
 	}

@@ -269,7 +269,7 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 			e.log.Warn("no cell report", "cell", i, "err", rerr)
 		}
 	}
-	report = e.judgeReport(ctx, report) // sealed: the robot server's numbers, not the kernel's
+	report = e.judgeReport(ctx, src, report) // sealed: the robot server's numbers and flags (of what the agent wrote), not the kernel's
 	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: elapsed, Report: report,
 		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: e.cellTimeout(tool).Seconds()}
 	var result ToolResult

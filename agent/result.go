@@ -47,6 +47,7 @@ type Result struct {
 	Host               string      `json:"host"`
 	PID                int         `json:"pid,omitempty"`        // the play process, while it runs
 	KernelPID          int         `json:"kernel_pid,omitempty"` // the kernel process (its own process group)
+	Perception         string      `json:"perception,omitempty"` // where segment() masks come from, when the robot says (LIBERO)
 	Sealed             bool        `json:"sealed"`               // the agent's kernel ran in an OS sandbox
 	Seal               *SealInfo   `json:"seal,omitempty"`       // where robot and judge live, the sandbox (sealed.go)
 	CreatedAt          string      `json:"created_at"`

@@ -145,11 +145,23 @@ func (e *Episode) awaitRobot(ctx context.Context) error {
 }
 
 // judgeReport replaces the kernel's cell report with the robot server's (served episodes): success,
-// env steps, ledger records, state and the episode's end come from the simulator's process. The
-// kernel's sandbox flags are kept: they are the in-kernel checks' record, feedback only.
-func (e *Episode) judgeReport(ctx context.Context, kernelReport *cellReport) *cellReport {
+// env steps, ledger records, state and the episode's end come from the simulator's process, and the
+// cell's flags from the server's static check of code (the source the agent wrote). The kernel's own
+// flags are kept beside them: they are the in-kernel checks' record, feedback only.
+func (e *Episode) judgeReport(ctx context.Context, code string, kernelReport *cellReport) *cellReport {
 	if e.served == nil {
 		return kernelReport
+	}
+	// The cell's flags come from the static check run by the robot server on the source we sent; the
+	// kernel's own (its runtime audit) are added after, except what the server already named. A kernel
+	// whose cell_report was replaced can hide its own flags, not these.
+	var checked struct {
+		Flags []string `json:"flags"`
+	}
+	if raw, err := e.served.srv.Call(context.WithoutCancel(ctx), "host.check_source", code); err != nil {
+		e.log.Warn("robot server source check", "err", err)
+	} else if err := json.Unmarshal(raw, &checked); err != nil {
+		e.log.Warn("robot server source check", "err", err)
 	}
 	raw, err := e.served.srv.Call(context.WithoutCancel(ctx), "host.report")
 	if err != nil {
@@ -165,8 +177,17 @@ func (e *Episode) judgeReport(ctx context.Context, kernelReport *cellReport) *ce
 		return nil
 	}
 	_ = json.Unmarshal(raw, &extra)
+	r.SandboxFlags = checked.Flags
 	if kernelReport != nil {
-		r.SandboxFlags = kernelReport.SandboxFlags
+		seen := map[string]bool{}
+		for _, f := range checked.Flags {
+			seen[f] = true
+		}
+		for _, f := range kernelReport.SandboxFlags {
+			if !seen[f] {
+				r.SandboxFlags = append(r.SandboxFlags, f)
+			}
+		}
 	}
 	if len(extra.Refused) > 0 {
 		for _, x := range extra.Refused {

@@ -54,10 +54,15 @@ def work():
     attempt("host_socket", lambda: unix(glob.glob(os.path.dirname(os.path.dirname(os.environ["PYRUALEAN_ROBOT_SERVER"])) + "/host/*")[0]))
     attempt("subprocess_id", lambda: subprocess.run(["id"], capture_output=True, text=True).stdout)
     attempt("write_usr", lambda: open("/usr/pwned", "w"))
-    attempt("connection_file", lambda: json.load(open(get_ipython_conn()))["key"][:4] + "...")
+    attempt("connection_file", lambda: conn_info(json.load(open(get_ipython_conn()))))
+    attempt("etc_passwd_read", lambda: "root:" in open("/etc/passwd").read() and "READ")
+    attempt("etc_passwd_write", lambda: open("/etc/passwd", "a"))
+    attempt("etc_shadow", lambda: open("/etc/shadow").read())
+def conn_info(c):
+    return {"transport": c["transport"], "key": c["key"][:4] + "..."}
 def get_ipython_conn():
-    from IPython import get_ipython
-    return get_ipython().kernel.connection_file
+    from ipykernel.connect import get_connection_file
+    return get_connection_file()
 t = threading.Thread(target=work)
 t.start()
 t.join()
@@ -187,14 +192,18 @@ func TestSealedEpisodeAdversarial(t *testing.T) {
 		}
 	}
 	expect := map[string][]string{
-		"move":                 {"MOVED True"},
-		"getattr_alias":        {"AttributeError"},
-		"object_getattribute":  {"AttributeError"},
-		"attrgetter":           {"AttributeError"},
-		"vars_alias":           {"RPC1", "no public primitive '_mark_terminated'", "no public primitive '_stop_episode'", "RPC3 ToolError", "no public property '_sim'"},
-		"ipython_ev":           {"no public primitive '_solved'"},
-		"ctypes_system":        {"uid=65534"},
-		"import_module_thread": {`"tcp": "BLOCKED`, `"dns": "BLOCKED`, `"secret_file": "BLOCKED`, `"robot_ledger": "BLOCKED`, `"host_socket": "BLOCKED`, `"write_usr": "BLOCKED`, "uid=65534"},
+		"move":                {"MOVED True"},
+		"getattr_alias":       {"AttributeError"},
+		"object_getattribute": {"AttributeError"},
+		"attrgetter":          {"AttributeError"},
+		"vars_alias":          {"RPC1", "no public primitive '_mark_terminated'", "no public primitive '_stop_episode'", "RPC3 ToolError", "no public property '_sim'"},
+		"ipython_ev":          {"no public primitive '_solved'"},
+		"ctypes_system":       {"uid=65534"},
+		"import_module_thread": {`"tcp": "BLOCKED`, `"dns": "BLOCKED`, `"secret_file": "BLOCKED`, `"robot_ledger": "BLOCKED`, `"host_socket": "BLOCKED`, `"write_usr": "BLOCKED`, "uid=65534",
+			// /etc/passwd is the host's, read-only (uid lookups need it; no secret in it); /etc/shadow is not there
+			`"etc_passwd_read": "'READ'"`, `"etc_passwd_write": "BLOCKED OSError`, `"etc_shadow": "BLOCKED FileNotFoundError`,
+			// the kernel's own key is readable (it signs only messages to this kernel), on ipc sockets inside the sandbox
+			`"connection_file": "{'transport': 'ipc'`},
 	}
 	for name, wants := range expect {
 		for _, w := range wants {
@@ -213,10 +222,41 @@ func TestSealedEpisodeAdversarial(t *testing.T) {
 			t.Errorf("seal.refused lacks %q: %v", w, res.Seal.Refused)
 		}
 	}
-	// The flag flood did not push later attempts out of result.json.
+	// Every attempt is on record in result.json, in flags the robot server computed from the source (the
+	// forged cell_report, in force from forge_report on, hides nothing), and the flood did not push later
+	// attempts out.
 	flags := strings.Join(res.Generation.SandboxFlags, " ")
-	if res.Generation.SandboxFlagsTotal <= 200 || !strings.Contains(flags, "import:escape") || !strings.Contains(flags, "refused-by-robot-server:robot.call _mark_terminated") {
-		t.Errorf("flags (total %d) lost later attempts: %v", res.Generation.SandboxFlagsTotal, res.Generation.SandboxFlags[len(res.Generation.SandboxFlags)-20:])
+	if res.Generation.SandboxFlagsTotal <= 200 {
+		t.Errorf("flags total %d, want the flood's 240 and more", res.Generation.SandboxFlagsTotal)
+	}
+	for name, wants := range map[string][]string{
+		"getattr_alias":        {"escape:alias-of-getattr", "private-attr:_mark_terminated"},
+		"object_getattribute":  {"dunder-attr:__getattribute__", "private-attr:_sim"},
+		"attrgetter":           {"import:operator", "private-attr:_data"},
+		"vars_alias":           {"escape:alias-of-vars", "refused-by-robot-server:robot.call _mark_terminated", "refused-by-robot-server:robot.get _sim"},
+		"ipython_ev":           {"probe:get_ipython", "private-attr:_client", "refused-by-robot-server:robot.call _solved"},
+		"ctypes_system":        {"import:numpy.ctypeslib"},
+		"write_module":         {"pyfile:escape.py", "pyfile:forge.py"},
+		"import_module_thread": {"import:escape"},
+		"forge_report":         {"import:forge"},
+		"truncate_ledger":      {"ledger:calls.jsonl"},
+		"gateway_token":        {"path:/proc/self/environ"},
+	} {
+		for _, w := range wants {
+			if !strings.Contains(flags, w) {
+				t.Errorf("attempt %s: result.json sandbox_flags lack %q", name, w)
+			}
+		}
+	}
+	// The same flags are in the trace, on each attempt's cell.
+	inTrace := map[string]string{"getattr_alias": "private-attr:_mark_terminated", "truncate_ledger": "ledger:calls.jsonl",
+		"gateway_token": "path:/proc/self/environ"}
+	for i, a := range attempts {
+		if w, ok := inTrace[a.name]; ok {
+			if got := strings.Join(notebooks.CellMetaOf(agentCells[i]).SandboxFlags, " "); !strings.Contains(got, w) {
+				t.Errorf("trace cell %s: flags %q, want %q", a.name, got, w)
+			}
+		}
 	}
 	// Secrets never reach the kernel, the trace or the run folder.
 	filepath.Walk(cfg.Out, func(p string, fi os.FileInfo, err error) error {
@@ -243,6 +283,11 @@ func TestSealedEpisodeAdversarial(t *testing.T) {
 		t.Errorf("the forging cells should have run: %s %s", out["forge_report"], out["truncate_ledger"])
 	}
 	t.Logf("refused %v; flags total %d", res.Seal.Refused, res.Generation.SandboxFlagsTotal)
+	for _, f := range res.Generation.SandboxFlags {
+		if !strings.Contains(f, "/flood/") {
+			t.Logf("flag %s", f)
+		}
+	}
 	b, _ := json.MarshalIndent(res.Seal, "", " ")
 	t.Logf("seal: %s", b)
 }

@@ -20,6 +20,7 @@ func TestRefusesWhatJupyterRefuses(t *testing.T) {
 		{"rebinding host", "GET", "/api/kernels", "evil.example", "", 403, ""},
 		{"rebinding host with port", "GET", "/api", "evil.example:8888", "", 403, ""},
 		{"rebinding host before auth", "GET", "/api/kernels?token=nope", "evil.example", "", 403, ""},
+		{"rebinding host on a kernel's socket", "GET", "/api/kernels/x/channels", "evil.example", "", 403, ""},
 		{"localhost", "GET", "/api/kernels", "localhost:8888", "", 200, ""},
 		{"loopback v4", "GET", "/api/kernels", "127.0.0.1:8888", "", 200, ""},
 		{"loopback v6", "GET", "/api/kernels", "[::1]:8888", "", 200, ""},

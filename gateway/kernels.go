@@ -272,6 +272,8 @@ func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
 	c.readLoop(mk, s.cfg.MaxMessageBytes)
 	mk.detach(c)
 	close(c.gone)
+	<-c.writerDone // the writer has flushed what it could and said goodbye; only then is the connection closed
+	c.ws.Close()
 	s.log.Info("websocket closed", "kernel", mk.id, "session", session)
 }
 

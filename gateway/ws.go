@@ -30,7 +30,9 @@ type queued struct {
 // reaches the kernel's socket buffer, and a client that has closed (or vanished) never reads what is
 // still in flight. Each backlog frame is preceded by a ping carrying its sequence number; a client's
 // WebSocket layer answers that ping while reading the frame that follows it, so the pong says that
-// frame was read. Frames written but not acknowledged are sent again when the session comes back.
+// frame was read. Frames written but not acknowledged are sent again when the session comes back: none
+// is lost. After a clean close that is exactly once; a client whose connection ends in a TCP reset (it
+// closed with unread data) loses the pongs its kernel had not sent yet, and gets those frames again.
 type wsConn struct {
 	ws      *websocket.Conn
 	session string
@@ -39,6 +41,12 @@ type wsConn struct {
 
 	out   chan queued
 	acked atomic.Uint64 // last backlog sequence number the client acknowledged (pong) reading
+	// drainBy (unix nanoseconds, 0 = not yet) is when the reader must give up once the writer has
+	// ended: the reader, not the writer, ends the connection, so acknowledgements already in the
+	// socket's receive buffer are still read (a writer that closed the connection on a write error
+	// would lose them, and a reconnecting session would get those frames twice).
+	drainBy    atomic.Int64
+	writerDone chan struct{}
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -49,7 +57,7 @@ type wsConn struct {
 
 func newWSConn(ws *websocket.Conn, session string, v1 bool, queue int, log *slog.Logger) *wsConn {
 	return &wsConn{ws: ws, session: session, v1: v1, log: log, out: make(chan queued, queue), closing: make(chan struct{}),
-		gone: make(chan struct{})}
+		gone: make(chan struct{}), writerDone: make(chan struct{})}
 }
 
 func (c *wsConn) enqueue(seq uint64, o *outMsg) {
@@ -72,7 +80,8 @@ func (c *wsConn) closeWith(code int, reason string) {
 func (c *wsConn) writeLoop() {
 	ping := time.NewTicker(pingInterval)
 	defer ping.Stop()
-	defer c.ws.Close()
+	defer close(c.writerDone)
+	defer c.stopReading()
 	for {
 		select {
 		case q := <-c.out:
@@ -124,6 +133,30 @@ func (c *wsConn) write(q queued) error {
 	return c.ws.WriteMessage(kind, frame)
 }
 
+// drainWait is how long the reader goes on after the writer ended: long enough to read what the client
+// already sent (its last acknowledgements, its close frame), short enough not to keep a dead socket.
+const drainWait = time.Second
+
+// stopReading tells the reader to end within drainWait.
+func (c *wsConn) stopReading() {
+	by := time.Now().Add(drainWait)
+	c.drainBy.Store(by.UnixNano())
+	_ = c.ws.SetReadDeadline(by)
+}
+
+// extendRead pushes the read deadline out by pongWait, unless the writer has ended. The second look at
+// drainBy closes the race with stopReading: whichever deadline is set last, the drain one wins.
+func (c *wsConn) extendRead() error {
+	if by := c.drainBy.Load(); by != 0 {
+		return c.ws.SetReadDeadline(time.Unix(0, by))
+	}
+	err := c.ws.SetReadDeadline(time.Now().Add(pongWait))
+	if by := c.drainBy.Load(); by != 0 {
+		return c.ws.SetReadDeadline(time.Unix(0, by))
+	}
+	return err
+}
+
 // onPong records the acknowledgement a pong carries (keep-alive pings carry none).
 func (c *wsConn) onPong(data string) {
 	seq, err := strconv.ParseUint(data, 10, 64)
@@ -141,10 +174,10 @@ func (c *wsConn) onPong(data string) {
 // readLoop decodes client frames and hands them to the kernel until the client goes away or misbehaves.
 func (c *wsConn) readLoop(mk *managedKernel, maxBytes int64) {
 	c.ws.SetReadLimit(maxBytes)
-	_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
+	_ = c.extendRead()
 	c.ws.SetPongHandler(func(data string) error {
 		c.onPong(data)
-		return c.ws.SetReadDeadline(time.Now().Add(pongWait))
+		return c.extendRead()
 	})
 	for {
 		kind, data, err := c.ws.ReadMessage()
@@ -160,7 +193,7 @@ func (c *wsConn) readLoop(mk *managedKernel, maxBytes int64) {
 			}
 			return
 		}
-		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
+		_ = c.extendRead()
 		var m *wireMsg
 		switch {
 		case c.v1:

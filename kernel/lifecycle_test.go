@@ -268,6 +268,36 @@ func TestThousandSequentialCells(t *testing.T) {
 	}
 }
 
+// TestRequestRightAfterIdle sends each request as soon as the previous one's idle status arrives,
+// before its execute_reply has been read, as JupyterLab and the gateway do. ipykernel 7.3 could leave
+// such a request unread in its shell socket until some later message woke it (ipython/ipykernel#1554,
+// fixed in 7.4): the kernel then looks idle forever.
+func TestRequestRightAfterIdle(t *testing.T) {
+	k := launchTest(t)
+	c := k.Client()
+	sub, cancel := c.Subscribe(4096)
+	defer cancel()
+	for i := range 300 {
+		m, err := NewMessage("execute_request", map[string]any{"code": fmt.Sprintf("print(%d)", i), "silent": false,
+			"store_history": true, "user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(Shell, m); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(20 * time.Second)
+		for idle := false; !idle; {
+			select {
+			case r := <-sub:
+				idle = r.ParentMsgID == m.MsgID && r.MsgType == "status" && strings.Contains(string(r.Content), `"idle"`)
+			case <-deadline:
+				t.Fatalf("request %d was never run: the kernel sits idle with it unread", i)
+			}
+		}
+	}
+}
+
 func TestParallelKernels(t *testing.T) {
 	const n = 8
 	var wg sync.WaitGroup

@@ -25,7 +25,10 @@ const (
 )
 
 // claudeArgs builds the Claude Code arguments: print mode, stream-json in and out, our MCP server only,
-// no built-in tools, only our tools allowed (so nothing prompts), no settings or sessions from disk.
+// no settings or sessions from disk. Of the built-in tools only the seed's read-only ones (Read, Glob,
+// Grep) are offered, so the agent can read the guides its prompt points to; they are not in the allowed
+// list, so Claude Code's own rule applies: reads in the working directory (the workspace) go through,
+// anything outside it would need a person's approval, which dontAsk turns into a refusal.
 func claudeArgs(cfg Config, mcpURL string, tools []agent.ToolSpec) []string {
 	mcpConfig, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
 		mcp.DefaultName: map[string]any{"type": "http", "url": mcpURL}}})
@@ -38,7 +41,7 @@ func claudeArgs(cfg Config, mcpURL string, tools []agent.ToolSpec) []string {
 	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--input-format", "stream-json",
 		"--include-partial-messages",
 		"--mcp-config", string(mcpConfig), "--strict-mcp-config",
-		"--tools", "", "--allowedTools", strings.Join(allowed, ","), "--permission-mode", "dontAsk",
+		"--tools", strings.Join(claudeReadTools, ","), "--allowedTools", strings.Join(allowed, ","), "--permission-mode", "dontAsk",
 		"--setting-sources", "", "--no-session-persistence", "--disable-slash-commands"}
 	if cfg.MaxTurns > 0 {
 		args = append(args, "--max-turns", strconv.Itoa(cfg.MaxTurns+5)) // seed: N+5; the Toolkit enforces N
@@ -51,6 +54,9 @@ func claudeArgs(cfg Config, mcpURL string, tools []agent.ToolSpec) []string {
 	}
 	return append(args, cfg.ExtraArgs...)
 }
+
+// claudeReadTools are the built-ins the seed gives Claude Code (ClaudeAgentOptions tools=[...]).
+var claudeReadTools = []string{"Read", "Glob", "Grep"}
 
 // claudeInput is the first (and only) user message on stdin: the prompt text and the card images.
 func claudeInput(p agent.Prompt) []byte {

@@ -85,7 +85,9 @@ func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []script
 	}
 
 	ecfg.Robot, ecfg.Task, ecfg.Runtime, ecfg.Model = "tabletop", "stack_blocks", runtime, ccfg.Model
-	ecfg.Out = filepath.Join(t.TempDir(), runtime)
+	if ecfg.Out == "" { // a test whose script names run-folder paths sets it
+		ecfg.Out = filepath.Join(t.TempDir(), runtime)
+	}
 	if keep := os.Getenv("PYRUALEAN_TEST_KEEP"); keep != "" { // keep run folders for debugging
 		ecfg.Out = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
 		os.RemoveAll(ecfg.Out)
@@ -145,7 +147,9 @@ var runtimes = []struct {
 // harmless are CLI built-ins that cannot act outside the episode: Codex's MCP resource readers (we
 // serve no resources) and its question tool (nobody answers in exec mode), Claude Code's placeholder.
 var harmless = map[string]bool{"list_mcp_resources": true, "list_mcp_resource_templates": true,
-	"read_mcp_resource": true, "request_user_input": true, "DeferredToolPlaceholder": true}
+	"read_mcp_resource": true, "request_user_input": true, "DeferredToolPlaceholder": true,
+	// Claude Code's read-only tools, which the seed gives it; confined to the workspace (TestClaudeReadsOnlyTheWorkspace)
+	"Read": true, "Glob": true, "Grep": true}
 
 func TestSolvedEpisode(t *testing.T) {
 	cells := solutionCells(t, "stack_blocks")
@@ -437,5 +441,91 @@ func TestUnreachableModel(t *testing.T) {
 				t.Errorf("the run took %s", o.wall)
 			}
 		})
+	}
+}
+
+// TestClaudeReadsOnlyTheWorkspace: Claude Code has the seed's Read, Glob and Grep, so it can read the
+// guides its prompt points to (workspace/guides); a file outside the workspace is refused, and its
+// contents reach neither the model nor the run folder.
+func TestClaudeReadsOnlyTheWorkspace(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "outside.txt")
+	const secretText = "outside-the-workspace-4f1c9e"
+	if err := os.WriteFile(secret, []byte(secretText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "claude")
+	guide := filepath.Join(out, "workspace", "guides", "hybrid_guide.md")
+	steps := []scripted.Step{
+		{Tool: "Read", Args: map[string]any{"file_path": guide}},
+		{Tool: "Glob", Args: map[string]any{"pattern": "guides/*.md"}},
+		{Tool: "Read", Args: map[string]any{"file_path": secret}},
+		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "read the guides"}},
+		{Text: "done"},
+	}
+	o := play(t, "claude", agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5, Guides: true, Out: out}, steps, cli.Config{})
+	if o.runErr != nil {
+		t.Fatalf("run: %v", o.runErr)
+	}
+	want, err := os.ReadFile(guide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstLine := strings.SplitN(strings.TrimSpace(string(want)), "\n", 2)[0]
+	results := lastResults(o.model)
+	if len(results) != 4 { // the three reads, then finish
+		t.Fatalf("the model saw %d tool results, want 4: %+v", len(results), results)
+	}
+	if results[0].IsError || !strings.Contains(results[0].Text, firstLine) {
+		t.Errorf("Read of the guide: error %v, text %.300s; want it to contain %q", results[0].IsError, results[0].Text, firstLine)
+	}
+	if !strings.Contains(results[1].Text, "hybrid_guide.md") {
+		t.Errorf("Glob guides/*.md: %.300s", results[1].Text)
+	}
+	if strings.Contains(results[2].Text, secretText) {
+		t.Errorf("a file outside the workspace was read: %.300s", results[2].Text)
+	}
+	t.Logf("outside read answered: error=%v %.200s", results[2].IsError, results[2].Text)
+	for _, r := range o.model.Requests() {
+		if strings.Contains(string(r.Body), secretText) {
+			t.Errorf("the outside file reached the model (%s)", r.Path)
+		}
+	}
+	filepath.Walk(o.dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), secretText) {
+				t.Errorf("the outside file's text is in %s", p)
+			}
+		}
+		return nil
+	})
+	if o.res.Finish == nil || o.res.Finish.Status != "failure" {
+		t.Errorf("finish %+v", o.res.Finish)
+	}
+}
+
+// TestCodexHomeGiven: a CODEX_HOME given (PYRUALEAN_CODEX_HOME, e.g. the user's login) is the one Codex
+// runs with: its session rollout lands there, not in the run folder (which keeps only the prompt images).
+func TestCodexHomeGiven(t *testing.T) {
+	home := t.TempDir()
+	steps := []scripted.Step{
+		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "home"}},
+		{Text: "done"},
+	}
+	o := play(t, "codex", agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 3}, steps, cli.Config{Home: home})
+	if o.runErr != nil || o.res.Finish == nil {
+		t.Fatalf("run: %v finish %+v", o.runErr, o.res.Finish)
+	}
+	var rollouts []string
+	filepath.Walk(filepath.Join(home, "sessions"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && strings.HasPrefix(fi.Name(), "rollout-") {
+			rollouts = append(rollouts, p)
+		}
+		return nil
+	})
+	if len(rollouts) != 1 {
+		t.Errorf("rollouts under the given CODEX_HOME: %v, want 1", rollouts)
+	}
+	if _, err := os.Stat(filepath.Join(o.dir, cli.CodexHome, "sessions")); err == nil {
+		t.Errorf("the session went to the run folder's %s, not the given home", cli.CodexHome)
 	}
 }

@@ -35,6 +35,13 @@ var codexFeaturesOff = []string{"shell_tool", "unified_exec", "shell_snapshot", 
 	// Without this, Codex retries an unreachable model server forever; we want a planner error.
 	"unbounded_connection_retries"}
 
+// CodexReasoningDefault is the reasoning effort Codex runs with unless told otherwise (the seed's).
+const CodexReasoningDefault = "xhigh"
+
+// codexSandbox is the seed's sandbox mode for Codex. With the shell and every other acting built-in
+// turned off (codexFeaturesOff) it only bounds what Codex itself may write: the workspace.
+const codexSandbox = "workspace-write"
+
 // codexArgs builds `codex exec` arguments. mcpURL is our streamable HTTP MCP server.
 func codexArgs(cfg Config, mcpURL, workspace, lastMessage string, images []string) []string {
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) } // a TOML basic string
@@ -49,7 +56,7 @@ func codexArgs(cfg Config, mcpURL, workspace, lastMessage string, images []strin
 		toolTimeout = int(cfg.Budget/time.Second) + 60
 	}
 	args := []string{"exec", "--json", "--skip-git-repo-check", "--color", "never", "--ignore-rules",
-		"-s", "read-only", "-C", workspace, "-o", lastMessage,
+		"-s", codexSandbox, "-C", workspace, "-o", lastMessage,
 		"-c", "approval_policy=" + q("never"),
 		"-c", "project_doc_max_bytes=0",
 		"-c", "model_provider=" + q(provider),

@@ -171,7 +171,7 @@ func TestCodexArgs(t *testing.T) {
 		"http://127.0.0.1:9/mcp", "/ws", "/run/last_message.md", []string{"/a.png", "/b.png"})
 	joined := strings.Join(args, "\x00")
 	for _, want := range []string{
-		"exec\x00--json", "-m\x00gpt-x", `model_reasoning_effort="xhigh"`, `model_providers.pyrualean.base_url="http://h:1/v1"`,
+		"exec\x00--json", "-s\x00workspace-write", "-m\x00gpt-x", `model_reasoning_effort="xhigh"`, `model_providers.pyrualean.base_url="http://h:1/v1"`,
 		`model_providers.pyrualean.wire_api="responses"`, `model_providers.pyrualean.env_key="K"`,
 		`mcp_servers.pyrualean.url="http://127.0.0.1:9/mcp"`, "mcp_servers.pyrualean.tool_timeout_sec=120",
 		`mcp_servers.pyrualean.default_tools_approval_mode="approve"`, "--disable\x00shell_tool",
@@ -191,7 +191,7 @@ func TestClaudeArgs(t *testing.T) {
 	args := claudeArgs(Config{Model: "m", ReasoningEffort: "high", MaxTurns: 7}, "http://127.0.0.1:9/mcp", tools)
 	joined := strings.Join(args, "\x00")
 	for _, want := range []string{
-		"-p\x00--output-format\x00stream-json\x00--verbose", "--strict-mcp-config", "--tools\x00\x00",
+		"-p\x00--output-format\x00stream-json\x00--verbose", "--strict-mcp-config", "--tools\x00Read,Glob,Grep\x00",
 		"--allowedTools\x00mcp__pyrualean__python,mcp__pyrualean__finish", "--max-turns\x0012", "--model\x00m",
 		"--effort\x00high", `{"mcpServers":{"pyrualean":{"type":"http","url":"http://127.0.0.1:9/mcp"}}}`,
 	} {

@@ -39,6 +39,9 @@ type Row struct {
 	Stateful  int      `json:"stateful_calls"`
 	Reasoning int      `json:"reasoning_tok"`
 	Sealed    bool     `json:"sealed"` // the agent's kernel ran in an OS sandbox, the judge in the robot server
+	// Perception is where segment()'s masks came from when the robot says ("sam3", or the privileged
+	// "simulator-masks"); empty for robots without the distinction.
+	Perception string `json:"perception,omitempty"`
 }
 
 // LoadError names a run folder that could not be read.
@@ -48,7 +51,8 @@ type LoadError struct {
 }
 
 // LoadRuns reads every run folder under the given paths. A path may be a run folder (it holds
-// result.json) or any directory above run folders. Missing or corrupt folders are reported, not fatal.
+// result.json, or is an RPent run folder: transcript_*.json, see rpent.go) or any directory above run
+// folders. Missing or corrupt folders are reported, not fatal.
 func LoadRuns(paths []string) ([]Row, []LoadError) {
 	var rows []Row
 	var errs []LoadError
@@ -77,6 +81,9 @@ func LoadRuns(paths []string) ([]Row, []LoadError) {
 			}
 			if !d.IsDir() && d.Name() == "result.json" {
 				dirs = append(dirs, filepath.Dir(path))
+			}
+			if d.IsDir() && isRPentRun(path) {
+				dirs = append(dirs, path)
 			}
 			return nil
 		})
@@ -107,9 +114,12 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// LoadRun reads one run folder's result.json. A result still marked running whose play process is
-// gone is reported as interrupted; the file is left as it is.
+// LoadRun reads one run folder's result.json (or, lacking one, an RPent run's transcript). A result
+// still marked running whose play process is gone is reported as interrupted; the file is left as it is.
 func LoadRun(dir string) (Row, error) {
+	if _, err := os.Stat(filepath.Join(dir, "result.json")); err != nil && isRPentRun(dir) {
+		return loadRPentRun(dir)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
 	if err != nil {
 		return Row{}, err
@@ -140,7 +150,7 @@ func LoadRun(dir string) (Row, error) {
 		Steps: res.EnvSteps, WallS: res.PolicyWallS, InTok: res.Generation.InputTokens,
 		Cached: res.Generation.CachedInputTokens, OutTok: res.Generation.OutputTokens,
 		LLMCalls: res.Generation.Turns, Cost: res.CostUSD, Stateful: res.StatefulCalls,
-		Reasoning: res.Generation.ReasoningOutputTokens, Sealed: res.Sealed,
+		Reasoning: res.Generation.ReasoningOutputTokens, Sealed: res.Sealed, Perception: res.Perception,
 	}, nil
 }
 
@@ -177,6 +187,8 @@ type Summary struct {
 	PerSolved              *Means         `json:"per_solved"`
 	// Unsealed counts episodes whose kernel was not sealed: their numbers are only as good as the agent's honesty.
 	Unsealed int `json:"unsealed"`
+	// Perception counts episodes by where their segmentation came from (only robots that say).
+	Perception map[string]int `json:"perception,omitempty"`
 }
 
 // Means are averages over a subset of episodes (the solved ones).
@@ -200,8 +212,14 @@ func Summarize(rows []Row) Summary {
 	var solved []Row
 	for _, r := range rows {
 		s.Statuses[r.Status]++
-		if !r.Sealed {
+		if !r.Sealed && !strings.HasPrefix(r.System, RPentSystem) {
 			s.Unsealed++
+		}
+		if r.Perception != "" {
+			if s.Perception == nil {
+				s.Perception = map[string]int{}
+			}
+			s.Perception[r.Perception]++
 		}
 		switch {
 		case r.Status == agent.StatusPlannerError || r.Status == agent.StatusInterrupted || r.Status == agent.StatusRunning:
@@ -291,11 +309,29 @@ func WriteSummaryTable(w io.Writer, rows []Row, s Summary) {
 	}
 	sort.Strings(st)
 	fmt.Fprintf(w, "\nepisodes %d  success %s  statuses %s\n", s.Episodes, sr, strings.Join(st, " "))
-	fmt.Fprintf(w, "sealed %d/%d", s.Episodes-s.Unsealed, s.Episodes)
+	ours := 0
+	for _, r := range rows {
+		if !strings.HasPrefix(r.System, RPentSystem) {
+			ours++
+		}
+	}
+	fmt.Fprintf(w, "sealed %d/%d", ours-s.Unsealed, ours)
 	if s.Unsealed > 0 {
 		fmt.Fprintf(w, "  (NOT SEALED: %d; their kernels could reach the robot and the machine)", s.Unsealed)
 	}
 	fmt.Fprintln(w)
+	if len(s.Perception) > 0 {
+		var ps []string
+		for k, v := range s.Perception {
+			ps = append(ps, fmt.Sprintf("%s=%d", k, v))
+		}
+		sort.Strings(ps)
+		fmt.Fprintf(w, "perception %s", strings.Join(ps, " "))
+		if s.Perception[PerceptionSimulatorMasks] > 0 {
+			fmt.Fprint(w, "  (simulator-masks: segment() read the simulator's own masks, privileged next to the seed's SAM 3)")
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "mean: turns %.1f  calls %.1f  steps %.0f  wall_s %.1f  llm_calls %.1f  in_tok %.0f  cached %.0f  out_tok %.0f  cost %s\n",
 		s.MeanTurns, s.MeanCalls, s.MeanEnvSteps, s.MeanWallTimeS, s.MeanLLMCalls, s.MeanInputTokens, s.MeanCachedInputTokens, s.MeanOutputTokens, fmtCost(s.MeanCostUSD))
 	if p := s.PerSolved; p != nil {

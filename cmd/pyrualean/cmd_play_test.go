@@ -185,18 +185,28 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 	if code := cmdSummarize(context.Background(), []string{"--json", filepath.Join(dir, "runs"), filepath.Join(dir, "nope")}, &stdout, &stderr); code != 0 {
 		t.Fatalf("summarize exit %d: %s", code, stderr.String())
 	}
+	// The seed's keys at the top level ("episodes" a count), our rows beside them.
 	var sum struct {
-		Episodes []map[string]any `json:"episodes"`
-		Summary  runs.Summary     `json:"summary"`
+		runs.Summary
+		Rows []map[string]any `json:"rows"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
 		t.Fatal(err)
 	}
-	if len(sum.Episodes) != 1 || sum.Episodes[0]["ok"] != true || sum.Episodes[0]["system"] != "pyrualean:cells" || sum.Summary.Solved != 1 {
+	if sum.Episodes != 1 || len(sum.Rows) != 1 || sum.Rows[0]["ok"] != true || sum.Rows[0]["system"] != "pyrualean:cells" || sum.Solved != 1 ||
+		sum.NativeSR == nil || *sum.NativeSR != 1 {
 		t.Errorf("summarize: %+v", sum)
 	}
+	var top map[string]any
+	json.Unmarshal(stdout.Bytes(), &top)
+	for _, k := range []string{"episodes", "native_sr", "native_sr_denominator", "unknown_outcome_episodes", "statuses", "mean_calls",
+		"mean_stateful_calls", "mean_env_steps", "mean_turns", "mean_wall_time_s", "mean_input_tokens", "mean_output_tokens"} {
+		if _, ok := top[k]; !ok {
+			t.Errorf("summarize --json lacks the seed's key %q", k)
+		}
+	}
 	for _, col := range []string{"system", "task", "seed", "ok", "status", "turns", "calls", "steps", "wall_s", "in_tok", "cached", "out_tok", "cost"} {
-		if _, ok := sum.Episodes[0][col]; !ok {
+		if _, ok := sum.Rows[0][col]; !ok {
 			t.Errorf("summarize --json row lacks %q", col)
 		}
 	}

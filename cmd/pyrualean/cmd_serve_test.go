@@ -3,11 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -75,5 +82,119 @@ func TestServeCommand(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not stop on cancel")
+	}
+}
+
+// TestServeChild is the gateway process of TestServeSIGKILLLeavesNoStaleFiles (main's signal handling).
+func TestServeChild(t *testing.T) {
+	raw := os.Getenv("PYRUALEAN_SERVE_CHILD")
+	if raw == "" {
+		t.Skip("run by TestServeSIGKILLLeavesNoStaleFiles")
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		t.Fatal(err)
+	}
+	os.Exit(runWithSignals(args))
+}
+
+// startServeChild runs `pyrualean serve` in a child process with runtime as its JUPYTER_RUNTIME_DIR and
+// returns it with its base URL.
+func startServeChild(t *testing.T, runtime string) (*exec.Cmd, string) {
+	t.Helper()
+	args, _ := json.Marshal([]string{"serve", "--port", "0", "--no-auth"})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$")
+	cmd.Env = append(os.Environ(), "PYRUALEAN_SERVE_CHILD="+string(args), "JUPYTER_RUNTIME_DIR="+runtime)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`serving on (http://\S+)`)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return cmd, m[1]
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatalf("serve printed no URL: %q", out.String())
+	return nil, ""
+}
+
+func startKernelOver(t *testing.T, base string) {
+	t.Helper()
+	resp, err := http.Post(base+"/api/kernels", "application/json", strings.NewReader(`{"name": "pyrualean"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("POST /api/kernels: %d", resp.StatusCode)
+	}
+}
+
+func ownedConnectionFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "kernel-pyrualean-*.json"))
+	return m
+}
+
+// kernelPIDOf finds the live process whose command line names the connection file.
+func kernelPIDOf(connFile string) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(connFile)) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	return 0
+}
+
+// TestServeSIGKILLLeavesNoStaleFiles: a gateway killed with SIGKILL cannot remove its kernels' connection
+// files; its kernel does not outlive it for long (ipykernel watches its parent), and the next gateway
+// removes the dead one's files when it starts a kernel; a gateway stopped by a signal leaves none.
+func TestServeSIGKILLLeavesNoStaleFiles(t *testing.T) {
+	runtime := t.TempDir()
+	first, base := startServeChild(t, runtime)
+	startKernelOver(t, base)
+	files := ownedConnectionFiles(t, runtime)
+	if len(files) != 1 || !strings.Contains(files[0], fmt.Sprintf("-%d-", first.Process.Pid)) {
+		t.Fatalf("connection files %v, want one owned by the gateway (pid %d)", files, first.Process.Pid)
+	}
+	stale := files[0]
+	orphan := kernelPIDOf(stale)
+	if orphan == 0 {
+		first.Process.Kill()
+		first.Wait()
+		t.Fatalf("no process runs with %s", stale)
+	}
+	first.Process.Signal(syscall.SIGKILL)
+	first.Wait()
+	if _, err := os.Stat(stale); err != nil {
+		t.Fatalf("the killed gateway's connection file should still be there: %v", err)
+	}
+	gone := false
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !gone; time.Sleep(100 * time.Millisecond) {
+		gone = kernelPIDOf(stale) == 0
+	}
+	if !gone {
+		syscall.Kill(-orphan, syscall.SIGKILL) // ours: started by this test's gateway
+		t.Errorf("the killed gateway's kernel (pid %d) outlived it by 15 s", orphan)
+	}
+
+	second, base2 := startServeChild(t, runtime)
+	startKernelOver(t, base2)
+	files = ownedConnectionFiles(t, runtime)
+	if len(files) != 1 || files[0] == stale {
+		t.Errorf("after the next gateway started a kernel: %v, want only its own (the stale %s removed)", files, filepath.Base(stale))
+	}
+	second.Process.Signal(syscall.SIGTERM)
+	if err := second.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v", err)
+	}
+	if files := ownedConnectionFiles(t, runtime); len(files) != 0 {
+		t.Errorf("a gateway stopped by SIGTERM left %v", files)
 	}
 }

@@ -23,7 +23,7 @@ func cmdSummarize(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			"1 when no run folder could be read (or, with --strict, when any could not), 64 on bad usage.")
 		fs.PrintDefaults()
 	}
-	asJSON := fs.Bool("json", false, `print {"episodes":[...], "summary":{...}, "errors":[...]}`)
+	asJSON := fs.Bool("json", false, `print the seed's summary keys ("episodes" a count, "native_sr", "statuses", "mean_*", ...) with ours beside them ("rows", "errors", "solved", "per_solved", ...)`)
 	strict := fs.Bool("strict", false, "exit 1 when any path is missing or any result.json is corrupt")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -50,7 +50,7 @@ func cmdSummarize(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(map[string]any{"episodes": rows, "summary": sum, "errors": errs})
+		enc.Encode(summaryJSON{Summary: sum, Rows: rows, Errors: errs})
 	} else {
 		runs.WriteSummaryTable(stdout, rows, sum)
 	}
@@ -64,4 +64,12 @@ func cmdSummarize(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "pyrualean summarize: %d path(s) could not be read; the table leaves them out (--strict makes this exit 1)\n", len(errs))
 	}
 	return 0
+}
+
+// summaryJSON is summarize --json: the seed's keys at the top level (runs.Summary: "episodes" is a
+// count, as the seed's), the per-episode rows and the unreadable paths beside them.
+type summaryJSON struct {
+	runs.Summary
+	Rows   []runs.Row       `json:"rows"`
+	Errors []runs.LoadError `json:"errors"`
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runs"
 )
 
 func writeRun(t *testing.T, dir string, r agent.Result) {
@@ -102,5 +104,84 @@ func TestCompareUnmatchedAndSuiteKeys(t *testing.T) {
 	code := cmdCompare(context.Background(), []string{filepath.Join(dir, "left"), filepath.Join(dir, "right")}, &stdout, &stderr)
 	if code != exitEpisodeError || !strings.Contains(stderr.String(), "libero/libero_spatial_swap:1/1") || !strings.Contains(stderr.String(), "unmatched on the right") {
 		t.Errorf("unmatched key: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// rpentTranscript is a run record as RPent's CLI writes it (rpent/cli/main.py: {**task_desc, model,
+// elapsed_s, finish, stats, messages}, json.dump with indent 2, opened for appending).
+func rpentTranscript(suite string, task, seed int, finish string, in int) string {
+	fin := "null"
+	if finish != "" {
+		fin = `{"status": "` + finish + `", "summary": "done"}`
+	}
+	return fmt.Sprintf(`{
+  "suite": %q,
+  "task": %d,
+  "seed": %d,
+  "model": "gpt-6-astra",
+  "elapsed_s": 812.4,
+  "finish": %s,
+  "stats": {"turns_used": 21, "tool_calls": 20, "total_input_tokens": %d, "total_output_tokens": 5000,
+            "cache_read_tokens": 100000, "cache_write_tokens": 0, "requests": 21},
+  "messages": [{"role": "user", "content": "put the bowl on the plate"}]
+}`, suite, task, seed, fin, in)
+}
+
+// TestSummarizeReadsRPentRuns: an RPent run folder (transcript_*.json + states.json, no result.json) is a
+// row of its own (success = any step terminated, status = finish.status or no_finish), and compare
+// pairs it with our episode of the same suite, task and seed.
+func TestSummarizeReadsRPentRuns(t *testing.T) {
+	dir := t.TempDir()
+	solved := filepath.Join(dir, "rpent", "20261001_libero_spatial_swap_t7_s2")
+	os.MkdirAll(filepath.Join(solved, "agentview_depth.npz"), 0o755)
+	// RPent appends: a rerun into the same folder leaves two records; the last one is the run.
+	writeFile(t, filepath.Join(solved, "transcript_libero_spatial_swap_t7_s2.json"),
+		rpentTranscript("libero_spatial_swap", 7, 2, "failure", 1)+rpentTranscript("libero_spatial_swap", 7, 2, "success", 1230000))
+	writeFile(t, filepath.Join(solved, "states.json"), `{"run_artifacts": ["episode.mp4"], "steps": [
+  {"step_idx": 0, "state": {}, "terminated": false, "truncated": false, "artifacts": []},
+  {"step_idx": 1, "state": {}, "terminated": true, "truncated": false, "artifacts": []}]}`)
+	unfinished := filepath.Join(dir, "rpent", "20261001_libero_spatial_swap_t8_s2")
+	os.MkdirAll(unfinished, 0o755)
+	writeFile(t, filepath.Join(unfinished, "transcript_libero_spatial_swap_t8_s2.json"), rpentTranscript("libero_spatial_swap", 8, 2, "", 50000))
+	writeFile(t, filepath.Join(unfinished, "states.json"), `{"run_artifacts": [], "steps": [{"step_idx": 0, "terminated": false}]}`)
+	yes := true
+	writeRun(t, filepath.Join(dir, "ours", "a"), agent.Result{Schema: agent.ResultSchema, Arm: "cells", Robot: "libero",
+		Suite: "libero_spatial_swap", Task: "7", Seed: 2, Status: agent.StatusCompleted, EnvironmentSuccess: &yes, Sealed: true,
+		Generation: agent.Generation{Turns: 8, InputTokens: 273000}})
+
+	var stdout, stderr bytes.Buffer
+	if code := cmdSummarize(context.Background(), []string{"--json", "--strict", filepath.Join(dir, "rpent")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("summarize exit %d: %s", code, stderr.String())
+	}
+	var sum struct {
+		Episodes int        `json:"episodes"`
+		Rows     []runs.Row `json:"rows"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Episodes != 2 || len(sum.Rows) != 2 {
+		t.Fatalf("rows %+v", sum.Rows)
+	}
+	r := sum.Rows[0]
+	if r.System != "rpent:tools" || r.Robot != "libero" || r.Task != "libero_spatial_swap:7" || r.Seed != 2 || r.OK == nil || !*r.OK ||
+		r.Status != "success" || r.InTok != 1230000 || r.LLMCalls != 21 || r.Steps != 2 {
+		t.Errorf("solved RPent run: %+v", r)
+	}
+	if u := sum.Rows[1]; u.Status != "no_finish" || u.OK == nil || *u.OK {
+		t.Errorf("RPent run without finish: %+v", u)
+	}
+	stdout.Reset()
+	cmdSummarize(context.Background(), []string{filepath.Join(dir, "rpent"), filepath.Join(dir, "ours")}, &stdout, &stderr)
+	if !strings.Contains(stdout.String(), "rpent:tools") || !strings.Contains(stdout.String(), "no_finish") || !strings.Contains(stdout.String(), "sealed 1/1") {
+		t.Errorf("table:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code := cmdCompare(context.Background(), []string{"--json", solved, filepath.Join(dir, "ours")}, &stdout, &stderr)
+	var c runs.Comparison
+	if err := json.Unmarshal(stdout.Bytes(), &c); code != 0 || err != nil || c.Pairs != 1 || c.JointlySolved != 1 || c.Ratios.InputTokens == nil ||
+		*c.Ratios.InputTokens != 1230000.0/273000.0 {
+		t.Errorf("compare RPent vs ours: exit %d %v %+v\n%s", code, err, c, stderr.String())
 	}
 }

@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -88,14 +92,45 @@ func TestPlayEnvironmentSettings(t *testing.T) {
 	}
 }
 
+// TestPlayCodexSeedDefaults: Codex runs with the seed's reasoning effort (xhigh) unless --reasoning
+// says otherwise, recorded in result.json; other runtimes send none unless asked.
+func TestPlayCodexSeedDefaults(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("PYRUALEAN_RUNTIME", "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runtime", "codex"}, "xhigh"},
+		{[]string{"--runtime", "codex", "--reasoning", "high"}, "high"},
+		{[]string{"--runtime", "claude"}, ""},
+		{[]string{"--runtime", "openai"}, ""},
+	} {
+		s, err := parsePlay(c.args, io.Discard, time.Now())
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if s.settings.Reasoning != c.want || s.episode.ReasoningEffort != c.want {
+			t.Errorf("%v: reasoning sent %q, recorded %q; want %q", c.args, s.settings.Reasoning, s.episode.ReasoningEffort, c.want)
+		}
+	}
+}
+
 // TestPlaySeedCommandRuns runs the seed's LIBERO command line for real, up to the model: LIBERO boots
 // in the kernel (a suite implies its robot). The seed's model speaks only the Responses API, so the
 // openai runtime ends with a planner_error naming the fix (--runtime codex); a chat model answers.
+// The answered run moves the arm with --images on-motion: the feedback attaches the seed's on-motion
+// images (agentview_high.png and wrist_high.png at 1024 px, issue 14 #12), and without --sam3-endpoint
+// the episode records its privileged perception (perception: simulator-masks in card.json,
+// result.json and summarize, #13).
 func TestPlaySeedCommandRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots LIBERO")
 	}
-	srv := openaitest.New(openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "seed command"}`}}}})
+	srv := openaitest.New(
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python",
+			Arguments: `{"code": "s = robo.state()\nrobo.move_to([s.eef_pos[0], s.eef_pos[1], s.eef_pos[2] + 0.02])"}`}}}},
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "seed command"}`}}}})
 	defer srv.Close()
 	for _, c := range []struct {
 		model, status string
@@ -107,7 +142,7 @@ func TestPlaySeedCommandRuns(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "run")
 		var stdout, stderr bytes.Buffer
 		code := cmdPlay(context.Background(), []string{"--arm", "cells", "--suite", "libero_spatial_swap", "--task", "7", "--seed", "2",
-			"--model", c.model, "--libero-type", "pro", "--base-url", srv.BaseURL(), "--images", "none", "--out", out}, &stdout, &stderr)
+			"--model", c.model, "--libero-type", "pro", "--base-url", srv.BaseURL(), "--images", "on-motion", "--out", out}, &stdout, &stderr)
 		res, err := readResult(out)
 		if err != nil {
 			t.Fatalf("exit %d, no result.json (%v): %s", code, err, stderr.String())
@@ -127,6 +162,56 @@ func TestPlaySeedCommandRuns(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(out, "trace.ipynb")); err != nil || !strings.Contains(string(b), `make(\"libero\"`) {
 			t.Errorf("trace setup cell: %v", err)
 		}
+		// #13: no --sam3-endpoint, so segment() reads the simulator's masks; the run says so everywhere.
+		var card struct {
+			Facts map[string]any `json:"facts"`
+		}
+		if b, err := os.ReadFile(filepath.Join(out, "card.json")); err != nil || json.Unmarshal(b, &card) != nil || card.Facts["perception"] != "simulator-masks" {
+			t.Errorf("card.json facts perception: %v (%v)", card.Facts["perception"], err)
+		}
+		if res.Perception != "simulator-masks" {
+			t.Errorf("result.json perception %q, want simulator-masks", res.Perception)
+		}
+		var sum bytes.Buffer
+		if cmdSummarize(context.Background(), []string{out}, &sum, io.Discard); !strings.Contains(sum.String(), "perception simulator-masks=1") {
+			t.Errorf("summarize does not show the perception:\n%s", sum.String())
+		}
+	}
+	// #12: the motion's feedback attaches the seed's on-motion images at the seed's resolution.
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	msgs := reqs[1].Messages()
+	var toolText string
+	var sizes []string
+	for i, m := range msgs {
+		if m["role"] != "tool" {
+			continue
+		}
+		toolText, _ = m["content"].(string)
+		sizes = nil
+		if i+1 < len(msgs) && msgs[i+1]["role"] == "user" {
+			parts, _ := msgs[i+1]["content"].([]any)
+			for _, p := range parts {
+				iu, _ := p.(map[string]any)["image_url"].(map[string]any) // text parts have none
+				url, _ := iu["url"].(string)
+				if b64, ok := strings.CutPrefix(url, "data:image/png;base64,"); ok {
+					raw, _ := base64.StdEncoding.DecodeString(b64)
+					if cfg, err := png.DecodeConfig(bytes.NewReader(raw)); err == nil {
+						sizes = append(sizes, fmt.Sprintf("%dx%d", cfg.Width, cfg.Height))
+					}
+				}
+			}
+		}
+	}
+	var cell struct {
+		Images    []string `json:"images"`
+		Exception string   `json:"exception"`
+	}
+	json.Unmarshal([]byte(strings.Split(toolText, "\n[")[0]), &cell)
+	if strings.Join(cell.Images, ",") != "agentview_high.png,wrist_high.png" || strings.Join(sizes, ",") != "1024x1024,1024x1024" {
+		t.Errorf("on-motion images %v sizes %v (exception %q), want agentview_high.png and wrist_high.png at 1024x1024", cell.Images, sizes, cell.Exception)
 	}
 }
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -41,6 +42,14 @@ REFUSED_EVENTS = ("subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_s
                   "os.rename", "os.rmdir", "os.unlink", "os.chmod", "os.chown", "os.truncate", "os.symlink",
                   "os.link", "webbrowser.", "urllib.Request", "http.client.connect", "ftplib.", "smtplib.")
 MAX_FLAGS = 40
+# Builtins that reach attributes or code by name: an alias (`f = getattr`) dodges the call checks above,
+# so taking one as a value is flagged. get_ipython() reaches the shell (ev, run_cell) and is flagged too.
+ESCAPE_VALUES = ATTR_CALLS | BLOCKED_CALLS | {"get_ipython", "__import__"}
+# Dunder attributes policy code has no business with (object.__getattribute__(robo, ...), x.__dict__).
+FLAGGED_DUNDERS = frozenset("""__getattribute__ __getattr__ __setattr__ __delattr__ __dict__ __class__ __bases__
+__mro__ __reduce__ __reduce_ex__ __getstate__ __setstate__""".split())
+_PRIVATE_NAME = re.compile(r"_[A-Za-z][A-Za-z0-9_]*")
+_PRIVATE_IN_CODE = re.compile(r"\._([A-Za-z][A-Za-z0-9_]*)")
 
 
 def _robot_root(node: ast.AST, names: frozenset[str]) -> Optional[str]:
@@ -105,9 +114,15 @@ def check_source(code: str, workspace: str, robot_names: Iterable[str] = ("robo"
             return True
         return os.path.isfile(os.path.join(workspace, top + ".py"))
 
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in BLOCKED_NAMES:
             refusals.append(node.id)
+        elif isinstance(node, ast.Name) and node.id in ESCAPE_VALUES:
+            if node.id == "get_ipython":
+                flags.append("probe:get_ipython")
+            elif id(node) not in called:
+                flags.append(f"escape:alias-of-{node.id}")
         elif isinstance(node, ast.Attribute):
             root = _robot_root(node.value, robots) if node.attr.startswith("_") else None
             if node.attr in BLOCKED_NAMES or node.attr in BLOCKED_ATTRS:
@@ -117,6 +132,8 @@ def check_source(code: str, workspace: str, robot_names: Iterable[str] = ("robo"
                 flags.append(f"private-attr:{node.attr}")
             elif node.attr.startswith("_") and not node.attr.startswith("__"):
                 flags.append(f"private-attr:{node.attr}")
+            elif node.attr in FLAGGED_DUNDERS:
+                flags.append(f"dunder-attr:{node.attr}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             for b in BLOCKED_NAMES:
                 if b in node.value:
@@ -125,6 +142,16 @@ def check_source(code: str, workspace: str, robot_names: Iterable[str] = ("robo"
                 refusals.append(node.value)
             if node.value.startswith("/") and len(node.value) > 1:
                 flags.append(f"path:{node.value[:80]}")
+            # a private name handed over as data (getattr alias, attrgetter, object.__getattribute__) or
+            # inside code run later (get_ipython().ev("robo._client..."))
+            if _PRIVATE_NAME.fullmatch(node.value):
+                flags.append(f"private-attr:{node.value}")
+            else:
+                flags.extend(f"private-attr:_{m}" for m in dict.fromkeys(_PRIVATE_IN_CODE.findall(node.value)))
+            if os.path.basename(node.value) == "calls.jsonl":
+                flags.append(f"ledger:{node.value[:80]}")
+            elif node.value.endswith(".py") and "\n" not in node.value:
+                flags.append(f"pyfile:{node.value[:80]}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BLOCKED_CALLS:
             refusals.append(node.func.id)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ATTR_CALLS:

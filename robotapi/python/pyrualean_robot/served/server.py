@@ -10,7 +10,8 @@ Two sockets, two audiences:
 * the **host socket** (never bound into the kernel) is the judge's: ``host.report`` (env steps, ledger
   records and the success flag since the last host report; its own window, which the agent cannot move),
   ``host.card``, ``host.ledger``, ``host.stop(reason)`` (``host.report`` also lists the agent's RPCs the
-  server refused: private names asked for over the raw socket) and RPent's ``healthz`` / ``shutdown``.
+  server refused: private names asked for over the raw socket), ``host.check_source(code)`` (the static
+  check's flags for a cell, computed here) and RPent's ``healthz`` / ``shutdown``.
 
 Every robot call runs on one thread (the one that built the robot: its GL context lives there), in order.
 Only JSON crosses either socket.
@@ -126,7 +127,19 @@ class RobotService:
             "host.ledger": lambda: self._run(lambda: to_json(self.robot.ledger)),
             "host.stop": lambda reason: self._run(self.robot._stop_episode, str(reason)),
             "host.describe": lambda: self._run(self._describe),
+            "host.check_source": self._check_source,
         }
+
+    @staticmethod
+    def _check_source(code: Any) -> dict:
+        """The in-kernel static check, run here on the source the host sent: its flags are the judge's
+        record of what a cell tried, which nothing in the kernel (a replaced cell_report) can hide."""
+        from ..sandbox import check_source
+
+        if not isinstance(code, str):
+            return {"flags": []}
+        _, flags = check_source(code, os.devnull)
+        return {"flags": flags}
 
     def _host_report(self) -> dict:
         r = self.robot
