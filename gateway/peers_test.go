@@ -317,8 +317,8 @@ func artifactsDir(t testing.TB) string {
 // traceEpisode is a listed episode whose trace is a real notebook file.
 type traceEpisode struct{ trace string }
 
-func (e *traceEpisode) ID() string  { return "live-episode" }
-func (e *traceEpisode) Status() any { return map[string]any{"status": "running", "trace": e.trace} }
-func (e *traceEpisode) Pause()      {}
-func (e *traceEpisode) Resume()     {}
-func (e *traceEpisode) Step()       {}
+func (e *traceEpisode) ID() string    { return "live-episode" }
+func (e *traceEpisode) Status() any   { return map[string]any{"status": "running", "trace": e.trace} }
+func (e *traceEpisode) Pause() error  { return nil }
+func (e *traceEpisode) Resume() error { return nil }
+func (e *traceEpisode) Step() error   { return nil }
