@@ -148,7 +148,8 @@ func TestLiveKernelSpec(t *testing.T) {
 	if len(refusals) != 2 || eps[0]["agent_session"] != k.Client().Session() || eps[0]["kernel_name"] != "pyrualean-episode-ep-1" {
 		t.Fatalf("episode model: %v", eps[0])
 	}
-	if r, _ := refusals[0].(map[string]any); r["action"] != "restart" || !strings.Contains(r["message"].(string), "restart refused") {
+	if r, _ := refusals[0].(map[string]any); r["action"] != "restart" || r["reason"] != "restarting it would lose the robot" ||
+		!strings.Contains(r["message"].(string), "(restart refused)") {
 		t.Errorf("first refusal: %v", refusals[0])
 	}
 	if k.Err() != nil {

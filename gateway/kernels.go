@@ -191,7 +191,7 @@ func (s *Server) ShutdownKernel(ctx context.Context, id string) error {
 	if mk.external {
 		// A person closing JupyterLab (or its server shutting down) must not kill an agent's kernel:
 		// the request succeeds, the kernel stays (the episode removes it with RemoveKernel).
-		_ = mk.refuse("shutdown", fmt.Sprintf("kernel %s belongs to a live episode: it keeps running (shutdown ignored)", id))
+		_ = mk.refuse("shutdown", "it keeps running for the agent")
 		return nil
 	}
 	s.kernels.remove(id)
@@ -232,7 +232,7 @@ func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mk.external {
-		s.kernelError(w, mk.refuse("restart", fmt.Sprintf("kernel %s belongs to a live episode; restarting it would lose the robot (restart refused)", mk.id)))
+		s.kernelError(w, mk.refuse("restart", "restarting it would lose the robot"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 60*time.Second)

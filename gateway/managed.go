@@ -88,16 +88,19 @@ type managedKernel struct {
 type Refusal struct {
 	At      string `json:"at"`
 	Action  string `json:"action"`
-	Message string `json:"message"`
+	Reason  string `json:"reason"`  // short, for a person: "restarting it would lose the robot"
+	Message string `json:"message"` // the whole error
 }
 
 // maxRefusals bounds the refusals kept per kernel.
 const maxRefusals = 50
 
-// refuse records a refusal and returns its message as an error wrapping ErrForbidden.
-func (mk *managedKernel) refuse(action, msg string) error {
+// refuse records that the gateway refused action on a live episode's kernel, and why, and returns
+// the error (wrapping ErrForbidden).
+func (mk *managedKernel) refuse(action, reason string) error {
+	msg := fmt.Sprintf("kernel %s belongs to a live episode; %s (%s refused)", mk.id, reason, action)
 	mk.mu.Lock()
-	mk.refusals = append(mk.refusals, Refusal{At: jupyterTime(time.Now()), Action: action, Message: msg})
+	mk.refusals = append(mk.refusals, Refusal{At: jupyterTime(time.Now()), Action: action, Reason: reason, Message: msg})
 	if n := len(mk.refusals); n > maxRefusals {
 		mk.refusals = append([]Refusal(nil), mk.refusals[n-maxRefusals:]...)
 	}
@@ -283,7 +286,7 @@ func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
 	}
 	if mk.external && m.MsgType == "shutdown_request" {
 		mk.mu.Unlock()
-		return mk.refuse("shutdown", fmt.Sprintf("kernel %s belongs to a live episode; shutdown_request refused", mk.id))
+		return mk.refuse("shutdown", "the agent is still using it")
 	}
 	if m.Channel == "shell" || m.Channel == "control" {
 		key := pendingKey{m.Session, m.MsgID}

@@ -39,6 +39,11 @@ type Row struct {
 	Stateful  int      `json:"stateful_calls"`
 	Reasoning int      `json:"reasoning_tok"`
 	Sealed    bool     `json:"sealed"` // the agent's kernel ran in an OS sandbox, the judge in the robot server
+	// What people did in the live episode (JupyterLab through the gateway): never in the agent's columns.
+	HumanCells    int `json:"human_cells"`
+	HumanCalls    int `json:"human_calls"`
+	HumanStateful int `json:"human_stateful_calls"`
+	HumanSteps    int `json:"human_env_steps"`
 }
 
 // LoadError names a run folder that could not be read.
@@ -141,6 +146,7 @@ func LoadRun(dir string) (Row, error) {
 		Cached: res.Generation.CachedInputTokens, OutTok: res.Generation.OutputTokens,
 		LLMCalls: res.Generation.Turns, Cost: res.CostUSD, Stateful: res.StatefulCalls,
 		Reasoning: res.Generation.ReasoningOutputTokens, Sealed: res.Sealed,
+		HumanCells: res.HumanCells, HumanCalls: res.HumanCalls, HumanStateful: res.HumanStatefulCalls, HumanSteps: res.HumanEnvSteps,
 	}, nil
 }
 
@@ -177,6 +183,12 @@ type Summary struct {
 	PerSolved              *Means         `json:"per_solved"`
 	// Unsealed counts episodes whose kernel was not sealed: their numbers are only as good as the agent's honesty.
 	Unsealed int `json:"unsealed"`
+	// With people: episodes where a person ran cells, and the people's totals (apart from the agent's).
+	WithPeople         int `json:"episodes_with_people"`
+	HumanCells         int `json:"human_cells"`
+	HumanCalls         int `json:"human_calls"`
+	HumanStatefulCalls int `json:"human_stateful_calls"`
+	HumanEnvSteps      int `json:"human_env_steps"`
 }
 
 // Means are averages over a subset of episodes (the solved ones).
@@ -203,6 +215,13 @@ func Summarize(rows []Row) Summary {
 		if !r.Sealed {
 			s.Unsealed++
 		}
+		if r.HumanCells > 0 {
+			s.WithPeople++
+		}
+		s.HumanCells += r.HumanCells
+		s.HumanCalls += r.HumanCalls
+		s.HumanStatefulCalls += r.HumanStateful
+		s.HumanEnvSteps += r.HumanSteps
 		switch {
 		case r.Status == agent.StatusPlannerError || r.Status == agent.StatusInterrupted || r.Status == agent.StatusRunning:
 		case r.OK == nil:
@@ -296,6 +315,10 @@ func WriteSummaryTable(w io.Writer, rows []Row, s Summary) {
 		fmt.Fprintf(w, "  (NOT SEALED: %d; their kernels could reach the robot and the machine)", s.Unsealed)
 	}
 	fmt.Fprintln(w)
+	if s.WithPeople > 0 {
+		fmt.Fprintf(w, "people: %d episode(s) with people's cells: %d cells, %d calls (%d stateful), %d env steps; not in the agent's calls, steps or stateful calls\n",
+			s.WithPeople, s.HumanCells, s.HumanCalls, s.HumanStatefulCalls, s.HumanEnvSteps)
+	}
 	fmt.Fprintf(w, "mean: turns %.1f  calls %.1f  steps %.0f  wall_s %.1f  llm_calls %.1f  in_tok %.0f  cached %.0f  out_tok %.0f  cost %s\n",
 		s.MeanTurns, s.MeanCalls, s.MeanEnvSteps, s.MeanWallTimeS, s.MeanLLMCalls, s.MeanInputTokens, s.MeanCachedInputTokens, s.MeanOutputTokens, fmtCost(s.MeanCostUSD))
 	if p := s.PerSolved; p != nil {
