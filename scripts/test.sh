@@ -18,3 +18,6 @@ done
 if compgen -G 'robotapi/python/tests/test_*.py' >/dev/null; then
   echo "== pytest"; .venv/bin/python -m pytest -q robotapi/python/tests
 fi
+if compgen -G 'labextension/tests/test_*.py' >/dev/null; then
+  echo "== pytest (labextension)"; .venv/bin/python -m pytest -q labextension/tests
+fi

@@ -116,8 +116,8 @@ func (l *labServer) get(t *testing.T, path string, out any) {
 }
 
 // TestLabLiveEpisode is issue #18's end-to-end check, in JupyterLab 4 in Debian's Chromium (e2e/hitl.mjs):
-// an episode driven by the production OpenAI client against the scripted server runs with --serve
-// (sealed where bubblewrap works) and --serve-linger; Lab lists its kernel without attach; attach makes
+// an episode driven by the production OpenAI client against the scripted server runs sealed (robot
+// server, kernel in bubblewrap) with --serve and --serve-linger; Lab lists its kernel without attach; attach makes
 // the live notebook; in the browser the agent's cells appear without a reload, the person pauses from
 // the toolbar, runs a cell queued behind the agent's (noticed), runs one that moves the robot, is told
 // that the gateway refused a restart, steps,
@@ -158,7 +158,7 @@ func TestLabLiveEpisode(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
-			"--task", "stack_blocks", "--out", out, "--serve", "127.0.0.1:0", "--serve-token", gwToken, "--serve-linger", "15s"}, &playOut, &playErr)
+			"--task", "stack_blocks", "--out", out, "--sealed", "on", "--serve", "127.0.0.1:0", "--serve-token", gwToken, "--serve-linger", "15s"}, &playOut, &playErr)
 	}()
 	addrRe := regexp.MustCompile(`gateway http://(\S+) token`)
 	var gw string
@@ -281,6 +281,9 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 	b, _ := os.ReadFile(filepath.Join(out, "result.json"))
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
+	}
+	if !res.Sealed {
+		t.Errorf("the episode was not sealed: %+v", res.Seal)
 	}
 	if res.StatefulCalls != 0 || res.EnvSteps != 0 || res.HumanCells != 2 || res.HumanStatefulCalls != 1 || res.HumanEnvSteps == 0 || res.ToolTurns != 4 {
 		t.Errorf("result.json: agent stateful %d steps %d, person cells %d stateful %d steps %d, turns %d",
