@@ -28,13 +28,13 @@ from .mirror import Mirror
 class LiveDocument:
     """Mirrors one episode's agent cells into the notebook at ``path`` until the episode is gone."""
 
-    def __init__(self, episodes: "Episodes", episode: dict, path: str, known: set[str]) -> None:
+    def __init__(self, episodes: "Episodes", episode: dict, path: str, known: set[str], session_id: str) -> None:
         self.episodes = episodes
         self.episode_id: str = episode["id"]
         self.kernel_id: str = episode["kernel_id"]
         self.path = path
         self.mirror = Mirror(episode.get("agent_session", ""), known)
-        self.session_id = f"pyrualean-live-{uuid.uuid4()}"  # kept across reconnects: the gateway resumes
+        self.session_id = session_id  # kept across reconnects: the gateway resends what was not read
         self.log = episodes.log
         self.task: Optional[asyncio.Task] = None
         self.first: Optional[asyncio.Future] = None
@@ -214,7 +214,8 @@ class Episodes:
         live = self.live.get(path)
         if live is None or live.task is None or live.task.done():
             # Follow the kernel first, so nothing between the trace and the socket is lost.
-            ws = await self.gateway.channels(kid, f"pyrualean-live-{uuid.uuid4()}")
+            session_id = f"pyrualean-live-{uuid.uuid4()}"
+            ws = await self.gateway.channels(kid, session_id)
             ans = await self.gateway.request("GET", f"/api/episodes/{episode_id}/trace", timeout=30.0)
             if ans.status != 200 or not isinstance(ans.body, dict):
                 ws.close()
@@ -233,8 +234,7 @@ class Episodes:
                 await _maybe_await(cm.save({"type": "notebook", "format": "json", "content": nb}, path))
                 doc = await self.document(path)
             known = Mirror.msg_ids_in(doc) if doc is not None else set()
-            live = LiveDocument(self, ep, path, known)
-            live.session_id = _session_of(ws, live.session_id)
+            live = LiveDocument(self, ep, path, known, session_id)
             rc = ep.get("running_cell") or {}
             if doc is not None and rc.get("msg_id") and rc["msg_id"] not in known:
                 # The cell running now started before we listened: show it from here on.
@@ -259,14 +259,6 @@ class Episodes:
 
 def ydoc_missing(serverapp: Any) -> bool:
     return not serverapp.extension_manager.extension_apps.get("jupyter_server_ydoc")
-
-
-def _session_of(ws: Any, default: str) -> str:
-    """The session_id the socket was opened with (its URL's query)."""
-    url = getattr(getattr(ws, "request", None), "url", "") or ""
-    if "session_id=" in url:
-        return url.split("session_id=", 1)[1].split("&", 1)[0]
-    return default
 
 
 def _safe(s: str) -> str:
