@@ -170,11 +170,32 @@ func (e *Episode) callFinish(args json.RawMessage) (ToolResult, error) {
 	return ToolResult{Text: text, Finished: true}, nil
 }
 
-// runCell executes one agent (or tool-arm) cell: budget, gate, kernel execution with the sandbox on,
-// trace, ledger, feedback.
+// runCell executes one agent (or tool-arm) cell: gate, budget, kernel execution with the sandbox
+// on, accounting (the agent's share of the robot report), trace, ledger, feedback.
 func (e *Episode) runCell(ctx context.Context, code, tool, author string, args map[string]any) (ToolResult, error) {
-	if err := e.gate.wait(ctx); err != nil {
+	shown := code
+	if tool == ToolRunProgram {
+		shown, _ = args["code"].(string)
+	}
+	held, err := e.gate.toolWait(ctx, CellInfo{Tool: tool, Code: shown})
+	if err != nil {
 		return ToolResult{}, err
+	}
+	if held {
+		// A cell decided before the pause: after a person's cells it would run on a stale plan.
+		if err := e.waitHumans(ctx); err != nil {
+			return ToolResult{}, err
+		}
+		if notes := e.takeHumans(); len(notes) > 0 {
+			e.recordEvent("replan", "", TrimMiddle(shown, 2000))
+			u := e.humanUpdate(notes, "while this call was held by a pause")
+			return ToolResult{Text: encodeFeedback(struct {
+				NotRun bool   `json:"not_run"`
+				Reason string `json:"reason"`
+				People any    `json:"people"`
+			}{true, "A person ran cells while this call was held by a pause, so it was NOT run: decide again with what they did.",
+				json.RawMessage(u.Text)}), Images: u.Images}, nil
+		}
 	}
 	e.callMu.Lock()
 	defer e.callMu.Unlock()
@@ -206,12 +227,18 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 	e.lastTool = tool
 	humans := e.humans
 	e.humans = nil
+	e.running, e.interrupted = &CellInfo{Turn: i, Tool: tool, Code: shown}, false
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.running = nil
+		e.mu.Unlock()
+	}()
 
 	file, src := fmt.Sprintf("cell_%03d.py", i), code
 	if tool == ToolRunProgram {
 		file = fmt.Sprintf("program_%02d.py", i)
-		src, _ = args["code"].(string)
+		src = shown
 	}
 	if err := atomicfile.Write(filepath.Join(e.workspace, file), []byte(src)); err != nil {
 		e.log.Warn("cannot save cell source", "err", err)
@@ -223,6 +250,13 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 		UserExpressions: map[string]string{"pyrualean": robotapi.CellReportExpr},
 		Timeout:         e.cellTimeout(tool),
 		OnOutput:        func(o notebooks.Output) { partial = append(partial, o) },
+		OnSent: func(msgID string) {
+			e.mu.Lock()
+			if e.running != nil {
+				e.running.MsgID = msgID
+			}
+			e.mu.Unlock()
+		},
 	}
 	start := time.Now()
 	res, err := e.kern.Client().Execute(ctx, code, opts)
@@ -233,6 +267,15 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 	// sandbox: the cell ran under the sandbox, so replay runs it the same way.
 	elapsedS := round3(elapsed.Seconds())
 	meta := notebooks.CellMeta{Author: author, Turn: i, Tool: tool, Sandbox: &sandboxed, ElapsedS: &elapsedS, Args: args}
+	e.mu.Lock()
+	if e.running != nil {
+		meta.MsgID = e.running.MsgID
+	}
+	byPerson := e.interrupted
+	e.mu.Unlock()
+	if byPerson {
+		meta.InterruptedBy = "person"
+	}
 	if err != nil {
 		// The cell did not finish: the kernel died, or the budget/ctx ended. Keep what it printed.
 		outs := mergeStreams(partial)
@@ -251,13 +294,16 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 		outs = append(outs, notebooks.Output{OutputType: notebooks.OutputError, Ename: errorType(cause), Evalue: cause.Error(), Traceback: []string{errorType(cause) + ": " + cause.Error()}})
 		meta.Status = "aborted"
 		_ = appendToolTurn(e.cfg.Out, i, tool, "aborted", elapsed, nil)
-		_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: outs}, meta.Map())
+		_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: outs, Tags: []string{notebooks.TagRaisesException}}, meta.Map())
 		e.mu.Lock()
 		e.res.ToolTurns = e.turns
 		e.mu.Unlock()
 		_ = e.saveResult()
 		return ToolResult{}, fmt.Errorf("cell %d: %w", i, cause)
 	}
+	span := execSpan{turn: i, start: firstTime(res.Timing.Busy, res.Timing.ExecuteInput, start),
+		end: firstTime(res.Timing.Idle, res.Timing.ExecuteReply, time.Now())}
+	e.addSpan(span)
 	report, rerr := parseReport(res.UserExpressions)
 	if rerr != nil && !res.Restarted && !isDone(e.kern.Done()) {
 		// IPython evaluates user_expressions only after a cell that succeeded; after an exception ask
@@ -269,9 +315,14 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 			e.log.Warn("no cell report", "cell", i, "err", rerr)
 		}
 	}
-	report = e.judgeReport(ctx, src, report) // sealed: the robot server's numbers and flags (of what the agent wrote), not the kernel's
+	report = e.judgeReport(ctx, src, report)   // sealed: the robot server's numbers and flags (of what the agent wrote), not the kernel's
+	report = e.account(report, owner{turn: i}) // the agent's share: a person's calls are theirs
 	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: elapsed, Report: report,
 		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: e.cellTimeout(tool).Seconds()}
+	if byPerson {
+		run.Notes = append(run.Notes, "A person interrupted this cell from JupyterLab (the KeyboardInterrupt above is theirs, "+
+			"not a timeout): its output is partial; the robot is where the interrupt left it.")
+	}
 	var result ToolResult
 	switch {
 	case author == notebooks.AuthorTool:
@@ -281,6 +332,10 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 	default:
 		result, _ = buildCellFeedback(run, e.cfg.Feedback, e.cfg.Images, humans)
 	}
+	if len(humans) > 0 && len(result.Images) == 0 {
+		// People's cells ran before this one (a runtime that has no AwaitTurn): their fresh images.
+		result.Images = e.humanUpdate(humans, "").Images
+	}
 	meta.Status = res.Status
 	for _, im := range result.Images {
 		meta.ImagesSent = append(meta.ImagesSent, im.Name)
@@ -288,7 +343,11 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 	if report != nil {
 		meta.SandboxFlags = report.SandboxFlags
 	}
-	if err := e.trace.AddCode(code, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing}, meta.Map()); err != nil {
+	var tags []string
+	if res.Status == "error" || raised(res.Outputs) {
+		tags = []string{notebooks.TagRaisesException}
+	}
+	if err := e.trace.AddCode(code, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing, Tags: tags}, meta.Map()); err != nil {
 		e.log.Warn("trace", "err", err)
 	}
 	e.applyDisplayUpdates(res.DisplayUpdates)
@@ -299,14 +358,6 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 		// Keep the trace's verdict current, so a trace cut short by a kill still says it.
 		_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Success = &success })
 	}
-	if report != nil {
-		for _, c := range report.Calls {
-			c["cell"] = i
-			if err := e.callsW.Write(c); err != nil {
-				e.log.Warn("calls.jsonl", "err", err)
-			}
-		}
-	}
 	if err := e.saveResult(); err != nil {
 		return result, fmt.Errorf("result.json: %w", err)
 	}
@@ -316,6 +367,16 @@ func (e *Episode) runCell(ctx context.Context, code, tool, author string, args m
 		return result, fmt.Errorf("cell %d: %w", i, ErrKernelRestarted)
 	}
 	return result, nil
+}
+
+// firstTime is the first non-zero time.
+func firstTime(ts ...time.Time) time.Time {
+	for _, t := range ts {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
 }
 
 // applyDisplayUpdates carries update_display_data for displays shown by earlier cells into the trace

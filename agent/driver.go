@@ -1,6 +1,9 @@
 package agent
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Driver is what a runtime sees of a live episode: the tools to call, the prompt to send, and where
 // to record each LLM call. *Episode implements it; package agent/runtimes drives it.
@@ -14,6 +17,10 @@ type Driver interface {
 	Dir() string                              // the run folder
 	SetCLI(CLIInfo)                           // result.json "cli" (agent CLI runtimes)
 	SetUsageTotals(u Usage, costUSD *float64) // authoritative totals from a CLI's own summary
+	// AwaitTurn comes before each model decision of a runtime that makes the model call itself: it
+	// waits while a person has the episode paused and returns what people did meanwhile, to tell the
+	// model before it decides (humans.go).
+	AwaitTurn(ctx context.Context) (HumanUpdate, error)
 }
 
 // ErrPlanner marks a provider failure that ended an episode (status planner_error).

@@ -156,7 +156,8 @@ type Episode struct {
 	runFolder  // the run folder's files (ledger.go)
 	humanWatch // the watcher of other clients' cells (humans.go)
 	gate       *gate
-	callMu     sync.Mutex // serialises tool calls
+	callMu     sync.Mutex // serialises tool calls and the robot reports taken for people's cells
+	closeOnce  sync.Once  // the kernel (and robot server) is shut down once: by Finish, or by Close after a linger
 	served     *served    // robot server and sandbox of a sealed episode (sealed.go); nil: the robot is in the kernel
 
 	createdAt, policyStart time.Time

@@ -618,11 +618,14 @@ func TestToolsArm(t *testing.T) {
 	checkTraceMeta(t, nb, res, map[string]any{"max_turns": nil, "budget_s": nil, "max_env_steps": "10000", "cell_timeout_s": "60"})
 }
 
+// TestHumanCellsAndPause: a person's cell reaches the agent's next decision (before the model call,
+// not in a later feedback); a pause holds the agent before its decision, Step lets exactly one
+// decision through, Resume lets it go on.
 func TestHumanCellsAndPause(t *testing.T) {
 	srv := openaitest.New(call(py("y = 1")), call(py("y")), call(finish("failure", "x")))
 	defer srv.Close()
 	cfg := episodeConfig(t, nil)
-	turnsWhilePaused, turnsAfterStep := -1, -1
+	requestsWhilePaused, turnsWhilePaused, requestsAfterStep, turnsAfterStep := -1, -1, -1, -1
 	res, ep := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
 		// A person attaches to the episode's kernel, with its own session, and types a cell.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -635,11 +638,7 @@ func TestHumanCellsAndPause(t *testing.T) {
 		if _, err := c.Execute(ctx, "print('hello from a person')\nh = 41", kernel.ExecuteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for ep.Status().HumanCells == 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		// The person pauses the agent, lets one call through, then resumes.
+		// The person pauses the agent, lets one decision through, then resumes.
 		ep.Pause()
 		go func() {
 			waitFor := func(cond func() bool) {
@@ -647,32 +646,44 @@ func TestHumanCellsAndPause(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
-			waitFor(func() bool { return len(srv.Requests()) >= 1 })
-			time.Sleep(300 * time.Millisecond)
-			turnsWhilePaused = ep.Status().Turns
+			waiting := func() bool { return ep.Status().Phase == "waiting" }
+			waitFor(waiting)
+			time.Sleep(200 * time.Millisecond)
+			requestsWhilePaused, turnsWhilePaused = len(srv.Requests()), ep.Status().Turns
 			ep.Step()
-			waitFor(func() bool { return ep.Status().Turns >= 1 })
-			time.Sleep(300 * time.Millisecond)
-			turnsAfterStep = ep.Status().Turns
+			waitFor(func() bool { return ep.Status().Turns >= 1 && waiting() })
+			time.Sleep(200 * time.Millisecond)
+			requestsAfterStep, turnsAfterStep = len(srv.Requests()), ep.Status().Turns
 			ep.Resume()
 		}()
 	})
-	if turnsWhilePaused != 0 || turnsAfterStep != 1 {
-		t.Errorf("turns while paused %d, after one step %d; want 0 and 1", turnsWhilePaused, turnsAfterStep)
+	if requestsWhilePaused != 0 || turnsWhilePaused != 0 || requestsAfterStep != 1 || turnsAfterStep != 1 {
+		t.Errorf("while paused %d model calls, %d cells; after one step %d, %d; want 0, 0 then 1, 1",
+			requestsWhilePaused, turnsWhilePaused, requestsAfterStep, turnsAfterStep)
 	}
 	if res.HumanCells != 1 {
 		t.Fatalf("human_cells = %d", res.HumanCells)
 	}
-	if st := ep.Controller().Status().(agent.EpisodeStatus); st.HumanCells != 1 || st.ID != "run" || st.Turns != 2 {
+	if st := ep.Controller().Status().(agent.EpisodeStatus); st.HumanCells != 1 || st.ID != "run" || st.Turns != 2 || st.State != "over" {
 		t.Errorf("status %+v", st)
 	}
-	fb := lastToolText(t, srv.Requests()[1])
-	if !strings.Contains(fb, "human_cells") || !strings.Contains(fb, "hello from a person") {
-		t.Errorf("agent was not told about the human cell: %s", fb)
+	// Told before the first decision: the first request already carries the person's cell.
+	first, _ := json.Marshal(srv.Requests()[0].Messages())
+	if !strings.Contains(string(first), "human_cells") || !strings.Contains(string(first), "hello from a person") ||
+		!strings.Contains(string(first), "The robot did not move") {
+		t.Errorf("the agent's first decision was not told about the person's cell: %s", first)
 	}
 	hc := cellsBy(readTrace(t, cfg.Out), "human")
 	if len(hc) != 1 || !strings.Contains(hc[0].Source, "h = 41") {
 		t.Errorf("human cells in trace: %+v", hc)
+	}
+	nb := readTrace(t, cfg.Out)
+	var kinds []string
+	for _, ev := range notebooks.ParseEpisodeMeta(nb.Metadata).Events {
+		kinds = append(kinds, ev.Kind+":"+ev.By)
+	}
+	if strings.Join(kinds, " ") != "pause:person step:person resume:person" {
+		t.Errorf("trace events %v", kinds)
 	}
 }
 
@@ -856,7 +867,7 @@ func TestDisplayUpdatesInTrace(t *testing.T) {
 			defer cancel()
 			defer c.Close()
 			defer ep.Resume()
-			waitFor(func() bool { return len(srv.Requests()) >= 1 })
+			waitFor(func() bool { return ep.Status().Phase == "waiting" })
 			ep.Step() // the agent's h.update('v2')
 			waitFor(func() bool { return ep.Status().Turns >= 1 })
 			time.Sleep(200 * time.Millisecond)

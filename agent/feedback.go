@@ -38,12 +38,21 @@ type cellRun struct {
 	TimedOut  bool
 	Restarted bool
 	TimeoutS  float64
+	Notes     []string // plain words about what people did to this cell (a person interrupted it)
 }
 
-// humanNote tells the agent about a cell a person ran in its kernel.
+// humanNote tells the agent about a cell a person ran in its kernel and what it did to the robot
+// (the person's calls and steps: never counted as the agent's).
 type humanNote struct {
-	Code   string `json:"code"`
-	Output string `json:"output,omitempty"`
+	Cell     int      `json:"cell"` // the person's cell number in the episode
+	Code     string   `json:"code"`
+	Output   string   `json:"output,omitempty"`
+	Moved    bool     `json:"moved"`
+	EnvSteps int      `json:"env_steps,omitempty"`
+	Calls    []string `json:"primitive_calls,omitempty"` // the primitives the person called, in order
+
+	images []Image // fresh camera images per the image policy (not in the JSON: attached)
+	state  any     // the robot's state after the cell
 }
 
 // cellFeedback is the python tool's result. Field order is the seed's key order (arms._python and
@@ -63,6 +72,7 @@ type cellFeedback struct {
 	State           any         `json:"state,omitempty"`
 	EpisodeDone     *bool       `json:"episode_done,omitempty"`
 	Images          []string    `json:"images,omitempty"`
+	Notes           []string    `json:"notes,omitempty"`
 	HumanCells      []humanNote `json:"human_cells,omitempty"`
 }
 
@@ -240,7 +250,7 @@ func buildCellFeedback(run cellRun, feedback, images string, humans []humanNote)
 	ct := collectText(run.Outputs)
 	fb := cellFeedback{
 		Cell: run.Index, Stdout: ct.stdout, Stderr: ct.stderr,
-		ElapsedS: float64(int64(run.Elapsed.Seconds()*100+0.5)) / 100, Value: ct.value, HumanCells: humans,
+		ElapsedS: float64(int64(run.Elapsed.Seconds()*100+0.5)) / 100, Value: ct.value, HumanCells: humans, Notes: run.Notes,
 	}
 	if ct.hasError {
 		if ct.ename == "EpisodeFinished" {

@@ -11,8 +11,21 @@ import (
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
-// EpisodeStatus is a live episode's state, for the gateway's /api/episodes.
+// EpisodeStatus is a live episode's state, for the gateway's /api/episodes (and JupyterLab's
+// episode bar, through it).
 type EpisodeStatus struct {
+	// State is running, paused or over; Phase what the agent does now: thinking (a model call or,
+	// for a CLI runtime, anything between cells), cell (the kernel runs its cell), waiting (paused
+	// before its next decision), held (a decided cell waits at the pause) or done.
+	State        string    `json:"state"`
+	Phase        string    `json:"phase"`
+	Running      *CellInfo `json:"running_cell,omitempty"`
+	Held         *CellInfo `json:"held_cell,omitempty"`
+	HumanRunning int       `json:"human_cells_running"`
+	HumanCalls   int       `json:"human_calls"`
+	HumanSteps   int       `json:"human_env_steps"`
+	LingerUntil  string    `json:"linger_until,omitempty"` // the kernel is kept after the end until then
+
 	ID          string   `json:"id"`
 	RunDir      string   `json:"run_dir"`
 	Robot       string   `json:"robot"`
@@ -36,6 +49,14 @@ type EpisodeStatus struct {
 	Flags       []string `json:"sandbox_flags"`
 }
 
+// CellInfo names an agent cell for the live view: its turn, tool, code and execute_request msg_id.
+type CellInfo struct {
+	Turn  int    `json:"turn"`
+	Tool  string `json:"tool"`
+	Code  string `json:"code"`
+	MsgID string `json:"msg_id,omitempty"`
+}
+
 // Finished says whether finish was called or the episode ended.
 func (e *Episode) Finished() bool {
 	e.mu.Lock()
@@ -56,11 +77,12 @@ func (e *Episode) Success() *bool {
 
 // Status reports the live episode.
 func (e *Episode) Status() EpisodeStatus {
+	paused, waiting, held := e.gate.view()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := EpisodeStatus{
 		ID: filepath.Base(e.cfg.Out), RunDir: e.cfg.Out, Robot: e.cfg.Robot, Task: e.res.Task, Seed: e.cfg.Seed,
-		Arm: e.cfg.Arm, Model: e.cfg.Model, Runtime: e.cfg.Runtime, Status: e.res.Status, Paused: e.gate.isPaused(),
+		Arm: e.cfg.Arm, Model: e.cfg.Model, Runtime: e.cfg.Runtime, Status: e.res.Status, Paused: paused,
 		Turns: e.turns, MaxTurns: e.cfg.MaxTurns, LLMCalls: e.res.Generation.Turns, InputTokens: e.usage.InputTokens,
 		HumanCells: e.res.HumanCells, Success: e.res.EnvironmentSuccess, ElapsedS: round3(time.Since(e.createdAt).Seconds()),
 		LastTool: e.lastTool, Trace: filepath.Join(e.cfg.Out, "trace.ipynb"),
@@ -69,7 +91,56 @@ func (e *Episode) Status() EpisodeStatus {
 	if e.kern != nil {
 		st.KernelPID = e.kern.Pid()
 	}
+	st.HumanRunning, st.HumanCalls, st.HumanSteps = e.humansRunning, e.res.HumanCalls, e.res.HumanEnvSteps
+	switch {
+	case e.ended:
+		st.State, st.Phase = "over", "done"
+		if !e.lingerUntil.IsZero() {
+			st.LingerUntil = e.lingerUntil.UTC().Format(time.RFC3339)
+		}
+	case paused:
+		st.State = "paused"
+	default:
+		st.State = "running"
+	}
+	if !e.ended {
+		switch {
+		case e.running != nil:
+			r := *e.running
+			st.Running, st.Phase = &r, "cell"
+		case held != nil:
+			st.Held, st.Phase = held, "held"
+		case waiting:
+			st.Phase = "waiting"
+		default:
+			st.Phase = "thinking"
+		}
+	}
 	return st
+}
+
+// KeepKernel makes Finish leave the kernel (and a sealed episode's robot server) running, for people
+// to work in after the end (play --serve-linger) until Close.
+func (e *Episode) KeepKernel(until time.Time) {
+	e.mu.Lock()
+	e.lingerUntil = until
+	e.mu.Unlock()
+}
+
+// Close shuts down what Finish kept (KeepKernel); without KeepKernel Finish already did.
+func (e *Episode) Close(ctx context.Context) {
+	e.shutdownKernel(ctx)
+}
+
+func (e *Episode) shutdownKernel(ctx context.Context) {
+	e.closeOnce.Do(func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		if err := e.kern.Shutdown(sctx); err != nil && !errors.Is(err, kernel.ErrShutdown) && !errors.Is(err, kernel.ErrKernelDied) {
+			e.log.Warn("kernel shutdown", "err", err)
+		}
+		e.closeServed()
+	})
 }
 
 // Finish ends the episode: it derives the status (when status is ""), writes result.json and the
@@ -100,10 +171,20 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	e.res.PID = 0
 	e.mu.Unlock()
 
-	// Let the human-cell watcher record what already ran, then stop it.
+	e.gate.close()
+	// Let the human-cell watcher record what already ran, then stop it; give people's cells a moment
+	// to be accounted (their reports need the kernel), then put what is left under the last one.
 	if e.stopHumans != nil {
 		e.stopHumans()
 		<-e.humansDone
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = e.waitHumans(wctx)
+		cancel()
+		e.mu.Lock()
+		e.accountingOver = true
+		e.mu.Unlock()
+		e.stopSettling()
+		e.flushPending()
 	}
 	e.mu.Lock()
 	r := e.res
@@ -127,18 +208,15 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	_ = e.trace.Close()
 	e.turnsW.Close()
 	e.callsW.Close()
-	release := func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		defer cancel()
-		if err := e.kern.Shutdown(sctx); err != nil && !errors.Is(err, kernel.ErrShutdown) && !errors.Is(err, kernel.ErrKernelDied) {
-			e.log.Warn("kernel shutdown", "err", err)
-		}
-		e.closeServed()
-	}
-	if e.cfg.Release != nil {
-		e.cfg.Release(release)
-	} else {
-		release()
+	e.mu.Lock()
+	keep := !e.lingerUntil.IsZero()
+	e.mu.Unlock()
+	switch {
+	case keep: // --serve-linger: the kernel outlives the episode for a while (the linger ends it)
+	case e.cfg.Release != nil:
+		e.cfg.Release(func() { e.shutdownKernel(ctx) })
+	default:
+		e.shutdownKernel(ctx)
 	}
 	return &r, errors.Join(errs...)
 }

@@ -2,23 +2,66 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
+
+	"github.com/pyrualean/pyrualean/notebooks"
 )
 
-// Pause holds the next tool call until Resume or Step (a person wants to look or type cells).
-func (e *Episode) Pause() { e.gate.pause() }
+// The pause gate. A person pauses an episode before the model's next decision: runtimes that make
+// the model call themselves (openai, local, replay) call AwaitTurn first, which waits while paused,
+// so the person's cells and notes reach that decision. A tool call whose decision was already under
+// way when the pause came is held at the tool gate (runCell) and shown as the held cell; after a
+// person's cells it is not run but handed back to the model to re-plan. Step lets one decision (and
+// the tool calls it makes) through, or one held call. Runtimes whose model runs in another program
+// (codex, claude) only ever meet the tool gate, which then holds every call while paused.
 
-// Resume lets tool calls run again.
-func (e *Episode) Resume() { e.gate.resume() }
+// ErrNotPaused refuses a Step while the episode runs (there is nothing to step through).
+var ErrNotPaused = errors.New("the episode is not paused: Step lets one decision through a paused episode")
 
-// Step lets exactly one tool call through while paused.
-func (e *Episode) Step() { e.gate.step() }
+// Pause holds the agent before its next decision (and holds a tool call already decided).
+func (e *Episode) Pause() error { return e.gateAction("pause", e.gate.pause) }
 
-// gate implements Pause/Resume/Step for tool calls.
+// Resume lets the agent decide and act again.
+func (e *Episode) Resume() error { return e.gateAction("resume", e.gate.resume) }
+
+// Step lets one decision (or the held tool call) through while paused.
+func (e *Episode) Step() error { return e.gateAction("step", e.gate.step) }
+
+// gateAction applies a person's action to the gate and records it in the trace.
+func (e *Episode) gateAction(kind string, act func() error) error {
+	if err := act(); err != nil {
+		return err
+	}
+	e.recordEvent(kind, "person", "")
+	return nil
+}
+
+// recordEvent appends an event to the trace's episode metadata (never after the trace is closed).
+func (e *Episode) recordEvent(kind, by, detail string) {
+	e.mu.Lock()
+	ev := notebooks.EpisodeEvent{At: time.Now().UTC().Format(time.RFC3339Nano), Kind: kind, By: by, Turn: e.turns, Detail: detail}
+	ended := e.ended
+	e.mu.Unlock()
+	if ended {
+		return
+	}
+	if err := e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Events = append(m.Events, ev) }); err != nil &&
+		!errors.Is(err, notebooks.ErrTraceClosed) {
+		e.log.Warn("trace: event", "kind", kind, "err", err)
+	}
+}
+
+// gate implements Pause/Resume/Step: the decision gate (awaitTurn) and the tool gate (toolWait).
 type gate struct {
 	mu      sync.Mutex
 	paused  bool
-	steps   int
+	steps   int  // Steps not used yet
+	granted bool // the decision under way was let through by a Step: its tool calls run though paused
+	over    bool
+	waiting bool      // a decision waits at the gate
+	held    *CellInfo // the tool call waiting at the gate
 	changed chan struct{}
 }
 
@@ -29,37 +72,108 @@ func (g *gate) signalLocked() {
 	g.changed = make(chan struct{})
 }
 
-func (g *gate) pause() { g.mu.Lock(); g.paused = true; g.signalLocked(); g.mu.Unlock() }
-
-func (g *gate) resume() { g.mu.Lock(); g.paused = false; g.steps = 0; g.signalLocked(); g.mu.Unlock() }
-
-func (g *gate) step() { g.mu.Lock(); g.steps++; g.signalLocked(); g.mu.Unlock() }
-
-func (g *gate) isPaused() bool {
+func (g *gate) act(change func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.paused
+	if g.over {
+		return ErrEpisodeOver
+	}
+	if err := change(); err != nil {
+		return err
+	}
+	g.signalLocked()
+	return nil
 }
 
-// wait blocks while paused, unless a Step lets this call through.
-func (g *gate) wait(ctx context.Context) error {
-	for {
-		g.mu.Lock()
+func (g *gate) pause() error { return g.act(func() error { g.paused = true; return nil }) }
+
+func (g *gate) resume() error {
+	return g.act(func() error { g.paused, g.steps = false, 0; return nil })
+}
+
+func (g *gate) step() error {
+	return g.act(func() error {
 		if !g.paused {
-			g.mu.Unlock()
+			return ErrNotPaused
+		}
+		g.steps++
+		return nil
+	})
+}
+
+// close ends the gate with the episode: later actions are refused.
+func (g *gate) close() {
+	g.mu.Lock()
+	g.over, g.paused, g.held = true, false, nil
+	g.signalLocked()
+	g.mu.Unlock()
+}
+
+// view is the gate as the status shows it.
+func (g *gate) view() (paused, waiting bool, held *CellInfo) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held != nil {
+		h := *g.held
+		held = &h
+	}
+	return g.paused, g.waiting, held
+}
+
+// awaitTurn blocks before a decision while paused, unless a Step lets this decision through.
+func (g *gate) awaitTurn(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for {
+		if !g.paused || g.over {
+			g.granted, g.waiting = false, false
 			return nil
 		}
 		if g.steps > 0 {
 			g.steps--
-			g.mu.Unlock()
+			g.granted, g.waiting = true, false
 			return nil
 		}
-		ch := g.changed
-		g.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-ch:
+		g.waiting = true
+		if err := g.waitLocked(ctx); err != nil {
+			g.waiting = false
+			return err
 		}
+	}
+}
+
+// toolWait blocks a tool call while paused, unless its decision was stepped through or a Step lets
+// it through; held says whether it had to wait (it was the held cell).
+func (g *gate) toolWait(ctx context.Context, call CellInfo) (held bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	defer func() { g.held = nil }()
+	for {
+		if !g.paused || g.granted || g.over {
+			return held, nil
+		}
+		if g.steps > 0 {
+			g.steps--
+			return held, nil
+		}
+		held = true
+		c := call
+		g.held = &c
+		if err := g.waitLocked(ctx); err != nil {
+			return held, err
+		}
+	}
+}
+
+// waitLocked waits, unlocked, for the next change or the end of ctx.
+func (g *gate) waitLocked(ctx context.Context) error {
+	ch := g.changed
+	g.mu.Unlock()
+	defer g.mu.Lock()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-ch:
+		return nil
 	}
 }

@@ -24,9 +24,22 @@ type ledger struct {
 	finished  bool // finish called, or the episode ended (budget, success refusal, death)
 	budgetOut bool
 	lastTool  string
-	humans    []humanNote           // cells a person ran since the last tool call
+	humans    []humanNote           // cells a person ran since the agent last heard of people
 	ended     bool                  // Finish ran
 	meta      notebooks.EpisodeMeta // the trace's metadata.pyrualean
+
+	// People in the live episode (humans.go, accounting.go).
+	spans         []execSpan          // cells the kernel ran, recent first last
+	pendingCalls  []map[string]any    // ledger records whose cell is not known yet
+	tallies       map[int]*humanTally // per person's cell: what it did to the robot
+	humanSeq      int                 // people's cells seen so far
+	humansRunning int                 // people's cells running or being accounted
+	humansChanged chan struct{}       // closed and replaced when humansRunning changes
+	running       *CellInfo           // the agent cell the kernel runs now
+	interrupted   bool                // a person interrupted the running agent cell
+	lingerUntil   time.Time           // kernel kept after the end until then (play --serve-linger)
+	// accountingOver: Finish no longer accounts people's cells (their notes are still kept).
+	accountingOver bool
 }
 
 // runFolder is the run folder's append-only files and the robot's workspace in it.
@@ -150,8 +163,8 @@ func (e *Episode) SetUsageTotals(u Usage, costUSD *float64) {
 	_ = e.saveResult()
 }
 
-// absorbReport folds a cell report into the episode's counters; it returns the environment's verdict
-// and whether this report changed it.
+// absorbReport folds the agent's share of a cell report (account) into the episode's counters; it
+// returns the environment's verdict and whether this report changed it.
 func (e *Episode) absorbReport(r *cellReport) (success bool, changed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -161,12 +174,7 @@ func (e *Episode) absorbReport(r *cellReport) (success bool, changed bool) {
 	}
 	e.res.Calls += len(r.Calls)
 	for _, c := range r.Calls {
-		s, ok := c["stateful"].(bool)
-		if !ok {
-			name, _ := c["tool"].(string)
-			s = e.stateful[name]
-		}
-		if s {
+		if e.statefulLocked(c) {
 			e.res.StatefulCalls++
 		}
 	}

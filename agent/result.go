@@ -44,18 +44,23 @@ type Result struct {
 	Generation         Generation  `json:"generation"`
 	CostUSD            *float64    `json:"cost_usd"`
 	HumanCells         int         `json:"human_cells"`
-	Host               string      `json:"host"`
-	PID                int         `json:"pid,omitempty"`        // the play process, while it runs
-	KernelPID          int         `json:"kernel_pid,omitempty"` // the kernel process (its own process group)
-	Perception         string      `json:"perception,omitempty"` // where segment() masks come from, when the robot says (LIBERO)
-	Sealed             bool        `json:"sealed"`               // the agent's kernel ran in an OS sandbox
-	Seal               *SealInfo   `json:"seal,omitempty"`       // where robot and judge live, the sandbox (sealed.go)
-	CreatedAt          string      `json:"created_at"`
-	FinishedAt         string      `json:"finished_at,omitempty"`
-	Notes              string      `json:"notes,omitempty"`
-	PlannerAttempts    int         `json:"planner_attempts"`
-	Files              RunFiles    `json:"files"`
-	CLI                *CLIInfo    `json:"cli,omitempty"`
+	// A person's robot calls, their stateful ones and env steps (cells run in JupyterLab): never
+	// counted in calls, stateful_calls or env_steps, which are the agent's.
+	HumanCalls         int       `json:"human_calls"`
+	HumanStatefulCalls int       `json:"human_stateful_calls"`
+	HumanEnvSteps      int       `json:"human_env_steps"`
+	Host               string    `json:"host"`
+	PID                int       `json:"pid,omitempty"`        // the play process, while it runs
+	KernelPID          int       `json:"kernel_pid,omitempty"` // the kernel process (its own process group)
+	Perception         string    `json:"perception,omitempty"` // where segment() masks come from, when the robot says (LIBERO)
+	Sealed             bool      `json:"sealed"`               // the agent's kernel ran in an OS sandbox
+	Seal               *SealInfo `json:"seal,omitempty"`       // where robot and judge live, the sandbox (sealed.go)
+	CreatedAt          string    `json:"created_at"`
+	FinishedAt         string    `json:"finished_at,omitempty"`
+	Notes              string    `json:"notes,omitempty"`
+	PlannerAttempts    int       `json:"planner_attempts"`
+	Files              RunFiles  `json:"files"`
+	CLI                *CLIInfo  `json:"cli,omitempty"`
 	// AfterSuccess is what the LLM calls made once the environment said success cost (nil: none).
 	AfterSuccess *AfterSuccess `json:"after_success,omitempty"`
 }

@@ -158,7 +158,9 @@ func (e *Episode) judgeReport(ctx context.Context, code string, kernelReport *ce
 	var checked struct {
 		Flags []string `json:"flags"`
 	}
-	if raw, err := e.served.srv.Call(context.WithoutCancel(ctx), "host.check_source", code); err != nil {
+	if code == "" {
+		// no agent source to check (a report after a person's cells)
+	} else if raw, err := e.served.srv.Call(context.WithoutCancel(ctx), "host.check_source", code); err != nil {
 		e.log.Warn("robot server source check", "err", err)
 	} else if err := json.Unmarshal(raw, &checked); err != nil {
 		e.log.Warn("robot server source check", "err", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"image"
 	"image/png"
 	"os"
@@ -154,34 +155,73 @@ func TestCellFeedbackShapes(t *testing.T) {
 func TestGatePauseStepResume(t *testing.T) {
 	g := newGate()
 	ctx := context.Background()
-	if err := g.wait(ctx); err != nil {
+	call := CellInfo{Tool: "python", Code: "robo.move_to([0.5, 0, 0.3])"}
+	if held, err := g.toolWait(ctx, call); err != nil || held {
+		t.Fatalf("running: held %v, err %v", held, err)
+	}
+	if err := g.awaitTurn(ctx); err != nil {
 		t.Fatal(err)
 	}
-	blocked := func() chan error {
-		done := make(chan error, 1)
-		go func() { done <- g.wait(ctx) }()
+	type outcome struct {
+		held bool
+		err  error
+	}
+	blocked := func(what string, f func() outcome) chan outcome {
+		done := make(chan outcome, 1)
+		go func() { done <- f() }()
 		select {
-		case err := <-done:
-			t.Fatalf("call went through while paused (%v)", err)
+		case o := <-done:
+			t.Fatalf("%s went through while paused (%+v)", what, o)
 		case <-time.After(50 * time.Millisecond):
 		}
 		return done
 	}
-	g.pause()
-	done := blocked()
-	g.step()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	decision := func() outcome { return outcome{err: g.awaitTurn(ctx)} }
+	tool := func() outcome { h, err := g.toolWait(ctx, call); return outcome{h, err} }
+
+	if err := g.step(); !errors.Is(err, ErrNotPaused) {
+		t.Errorf("step while running: %v", err)
 	}
-	done = blocked() // one step lets exactly one call through
+	// A pause that comes while the model decides holds the decided call, and shows it.
+	g.pause()
+	done := blocked("a decided call", tool)
+	if _, _, held := g.view(); held == nil || held.Code != call.Code {
+		t.Errorf("held cell shown as %+v", held)
+	}
+	g.step()
+	if o := <-done; o.err != nil || !o.held {
+		t.Fatalf("stepped held call: %+v", o)
+	}
+	// Paused: the next decision waits; one step lets one decision, and all its calls, through.
+	done = blocked("a decision", decision)
+	if _, waiting, _ := g.view(); !waiting {
+		t.Error("a decision waiting at the pause is not shown as waiting")
+	}
+	g.step()
+	if o := <-done; o.err != nil {
+		t.Fatal(o.err)
+	}
+	for range 2 {
+		if held, err := g.toolWait(ctx, call); err != nil || held {
+			t.Fatalf("a stepped decision's call: held %v, err %v", held, err)
+		}
+	}
+	done = blocked("the next decision", decision) // one step lets exactly one decision through
 	g.resume()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if o := <-done; o.err != nil {
+		t.Fatal(o.err)
 	}
 	g.pause()
 	cctx, cancel := context.WithCancelCause(ctx)
 	go func() { time.Sleep(20 * time.Millisecond); cancel(ErrBudgetExceeded) }()
-	if err := g.wait(cctx); err != ErrBudgetExceeded {
+	if err := g.awaitTurn(cctx); err != ErrBudgetExceeded {
 		t.Errorf("paused wait on a cancelled context = %v", err)
+	}
+	g.close()
+	if err := g.pause(); !errors.Is(err, ErrEpisodeOver) {
+		t.Errorf("pause after the end: %v", err)
+	}
+	if err := g.awaitTurn(ctx); err != nil {
+		t.Errorf("decision after the end: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,6 +101,60 @@ func Attach(ctx context.Context, o AttachOptions) (AttachResult, error) {
 		u += "?token=" + url.QueryEscape(o.ServerToken)
 	}
 	return AttachResult{SessionID: sess.ID, KernelID: o.KernelID, Path: path, URL: u}, nil
+}
+
+// ErrNoLiveDocuments means the Jupyter Server cannot keep a live document: it lacks pyrualean's server
+// extension (pyrualean_lab) or jupyter-collaboration.
+var ErrNoLiveDocuments = errors.New("the Jupyter Server has no live documents (install pyrualean_lab and jupyter-collaboration in its environment: scripts/setup.sh does)")
+
+// AttachLive asks the Jupyter Server's pyrualean extension to make o.Path the live document of the
+// episode (POST /pyrualean/api/episodes/{id}/live): it writes the trace there, binds a session to the
+// episode's kernel and keeps writing the agent's cells into the shared document as they run.
+func AttachLive(ctx context.Context, o AttachOptions, episodeID string) (AttachResult, error) {
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	base := strings.TrimRight(o.ServerURL, "/")
+	raw, _ := json.Marshal(map[string]string{"path": strings.TrimLeft(o.Path, "/")})
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/pyrualean/api/episodes/"+url.PathEscape(episodeID)+"/live", bytes.NewReader(raw))
+	if err != nil {
+		return AttachResult{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if o.ServerToken != "" {
+		req.Header.Set("Authorization", "token "+o.ServerToken)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return AttachResult{}, fmt.Errorf("attach: %w", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var out struct {
+		Path      string `json:"path"`
+		KernelID  string `json:"kernel_id"`
+		SessionID string `json:"session_id"`
+		Message   string `json:"message"`
+	}
+	_ = json.Unmarshal(data, &out)
+	switch {
+	case resp.StatusCode == http.StatusNotFound && out.Message == "":
+		return AttachResult{}, ErrNoLiveDocuments // no such route: the extension is not there
+	case resp.StatusCode == http.StatusNotFound && strings.Contains(out.Message, "jupyter-collaboration"):
+		return AttachResult{}, fmt.Errorf("%w: %s", ErrNoLiveDocuments, out.Message)
+	case resp.StatusCode >= 300:
+		msg := out.Message
+		if msg == "" {
+			msg = strings.TrimSpace(string(data))
+		}
+		return AttachResult{}, fmt.Errorf("attach: live document: HTTP %d: %s", resp.StatusCode, msg)
+	}
+	u := base + "/lab/tree/" + escapePath(out.Path)
+	if o.ServerToken != "" {
+		u += "?token=" + url.QueryEscape(o.ServerToken)
+	}
+	return AttachResult{SessionID: out.SessionID, KernelID: out.KernelID, Path: out.Path, URL: u}, nil
 }
 
 func escapePath(p string) string {

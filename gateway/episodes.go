@@ -30,7 +30,10 @@ func (s *Server) RemoveEpisode(id string) {
 }
 
 // episodeJSON is the controller's Status() as a JSON object, plus "id" and "kernel_id" (when the
-// status does not set them). A non-object status lands under "status".
+// status does not set them), and what the gateway knows of the episode's kernel: "kernel_name" (its
+// spec as listed), "agent_session" (the session id of the agent's own kernel client: cells whose
+// parent carries it are the agent's) and "refusals" (what the gateway refused to do to it, for
+// JupyterLab to show). A non-object status lands under "status".
 func (s *Server) episodeJSON(e *episodeEntry) map[string]any {
 	out := map[string]any{}
 	st := e.ctl.Status()
@@ -46,6 +49,11 @@ func (s *Server) episodeJSON(e *episodeEntry) map[string]any {
 	}
 	if _, ok := out["kernel_id"]; !ok && e.kernelID != "" {
 		out["kernel_id"] = e.kernelID
+	}
+	if mk, err := s.kernel(e.kernelID); err == nil {
+		out["kernel_name"] = mk.name
+		out["agent_session"] = mk.handle().Client().Session()
+		out["refusals"] = mk.refusalList()
 	}
 	return out
 }
@@ -86,16 +94,42 @@ func (s *Server) handleEpisodeAction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 404, fmt.Sprintf("no such episode: %s", r.PathValue("id")))
 		return
 	}
+	var err error
 	switch r.PathValue("action") {
 	case "pause":
-		e.ctl.Pause()
+		err = e.ctl.Pause()
 	case "resume":
-		e.ctl.Resume()
+		err = e.ctl.Resume()
 	case "step":
-		e.ctl.Step()
+		err = e.ctl.Step()
 	default:
 		writeError(w, 404, fmt.Sprintf("unknown episode action %q (pause, resume, step)", r.PathValue("action")))
 		return
 	}
+	if err != nil {
+		writeError(w, http.StatusConflict, fmt.Sprintf("episode %s: %s refused: %v", e.ctl.ID(), r.PathValue("action"), err))
+		return
+	}
 	writeJSON(w, 200, s.episodeJSON(e))
+}
+
+// handleEpisodeTrace serves the episode's trace notebook as it is now.
+func (s *Server) handleEpisodeTrace(w http.ResponseWriter, r *http.Request) {
+	e := s.episode(r.PathValue("id"))
+	if e == nil {
+		writeError(w, 404, fmt.Sprintf("no such episode: %s", r.PathValue("id")))
+		return
+	}
+	tr, ok := e.ctl.(EpisodeTrace)
+	if !ok {
+		writeError(w, 404, fmt.Sprintf("episode %s does not serve its trace", e.ctl.ID()))
+		return
+	}
+	b, err := tr.TraceJSON()
+	if err != nil {
+		writeError(w, 500, fmt.Sprintf("episode %s trace: %v", e.ctl.ID(), err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ipynb+json")
+	_, _ = w.Write(b)
 }

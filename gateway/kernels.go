@@ -83,6 +83,10 @@ func (s *Server) startKernel(ctx context.Context, name string, reqEnv map[string
 	if name == "" {
 		name = s.defaultSpec(specs)
 	}
+	if mk := s.liveKernel(name); mk != nil {
+		// A live kernel's own spec: "starting" it connects to the live kernel (Lab's launcher tile).
+		return mk, nil
+	}
 	var spec specInfo
 	found := false
 	for _, sp := range specs {
@@ -187,7 +191,7 @@ func (s *Server) ShutdownKernel(ctx context.Context, id string) error {
 	if mk.external {
 		// A person closing JupyterLab (or its server shutting down) must not kill an agent's kernel:
 		// the request succeeds, the kernel stays (the episode removes it with RemoveKernel).
-		s.log.Info("not shutting down a live episode's kernel", "id", id)
+		_ = mk.refuse("shutdown", "it keeps running for the agent")
 		return nil
 	}
 	s.kernels.remove(id)
@@ -228,7 +232,7 @@ func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mk.external {
-		s.kernelError(w, fmt.Errorf("%w: kernel %s belongs to a live episode; restarting it would lose the robot", ErrForbidden, mk.id))
+		s.kernelError(w, mk.refuse("restart", "restarting it would lose the robot"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 60*time.Second)
@@ -283,6 +287,48 @@ func (s *Server) AddKernel(k Kernel, name string) string {
 	id := uuid.NewString()
 	s.register(s.ctx, id, name, k, nil)
 	return id
+}
+
+// LiveSpec is the kernelspec an added kernel is listed under: a name of its own, so JupyterLab lists
+// it apart from the kernels its launcher starts (Running panel, "Connect to Existing Kernel"), and
+// starting a kernel of that spec connects to the live kernel instead of launching one. Base is the
+// installed spec whose language and logos it shares.
+type LiveSpec struct {
+	Name, DisplayName, Base string
+}
+
+var specNameRE = regexp.MustCompile(`^[a-z0-9._-]+$`)
+
+// AddLiveKernel is AddKernel with a spec of the kernel's own (see LiveSpec); the name must be a valid
+// kernelspec name (lowercase letters, digits, '.', '_', '-') that no installed spec has.
+func (s *Server) AddLiveKernel(k Kernel, spec LiveSpec) (string, error) {
+	if !specNameRE.MatchString(spec.Name) {
+		return "", fmt.Errorf("live kernel spec name %q: want lowercase letters, digits, '.', '_' or '-'", spec.Name)
+	}
+	if _, err := s.findInstalledSpec(spec.Name); err == nil {
+		return "", fmt.Errorf("live kernel spec name %q is an installed kernelspec's", spec.Name)
+	}
+	if s.liveKernel(spec.Name) != nil {
+		return "", fmt.Errorf("%w: a live kernel is already listed as %q", errConflict, spec.Name)
+	}
+	id := uuid.NewString()
+	mk := newManagedKernel(id, spec.Name, k, true, s.log, s.cfg.BacklogMessages, s.cfg.BacklogBytes)
+	sp := spec
+	mk.live = &sp
+	mk.start(s.ctx)
+	s.kernels.add(mk)
+	s.log.Info("kernel serving", "id", id, "name", spec.Name, "pid", k.Pid(), "external", true)
+	return id, nil
+}
+
+// liveKernel is the added kernel listed under spec name (nil: none).
+func (s *Server) liveKernel(name string) *managedKernel {
+	for _, mk := range s.kernels.all() {
+		if mk.live != nil && strings.EqualFold(mk.live.Name, name) {
+			return mk
+		}
+	}
+	return nil
 }
 
 // RemoveKernel stops serving a kernel added with AddKernel (sockets are told it is dead).

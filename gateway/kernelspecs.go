@@ -61,7 +61,45 @@ func (s *Server) specModel(sp specInfo) map[string]any {
 	}
 }
 
+// liveSpecs are the specs of live kernels (AddLiveKernel), each with its base spec's language,
+// resources and argv (never run: starting one connects to the live kernel).
+func (s *Server) liveSpecs(installed []specInfo) []specInfo {
+	var out []specInfo
+	for _, mk := range s.kernels.all() {
+		if mk.live == nil {
+			continue
+		}
+		sp := specInfo{Name: mk.live.Name, DisplayName: mk.live.DisplayName, Language: "python",
+			Metadata: map[string]any{"pyrualean": map[string]any{"live_kernel_id": mk.id}}}
+		for _, b := range installed {
+			if b.Name == mk.live.Base {
+				sp.ResourceDir, sp.Language, sp.Argv, sp.InterruptMode = b.ResourceDir, b.Language, b.Argv, b.InterruptMode
+			}
+		}
+		if sp.DisplayName == "" {
+			sp.DisplayName = mk.live.Name
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// findSpec finds an installed or live spec by name.
 func (s *Server) findSpec(name string) (specInfo, error) {
+	sp, err := s.findInstalledSpec(name)
+	if err == nil || !errors.Is(err, ErrNoSuchSpec) {
+		return sp, err
+	}
+	specs, _ := s.cfg.specs()
+	for _, ls := range s.liveSpecs(specs) {
+		if strings.EqualFold(ls.Name, name) {
+			return ls, nil
+		}
+	}
+	return specInfo{}, err
+}
+
+func (s *Server) findInstalledSpec(name string) (specInfo, error) {
 	specs, err := s.cfg.specs()
 	if err != nil {
 		return specInfo{}, err
@@ -81,7 +119,7 @@ func (s *Server) handleSpecs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := map[string]any{}
-	for _, sp := range specs {
+	for _, sp := range append(specs, s.liveSpecs(specs)...) {
 		all[sp.Name] = s.specModel(sp)
 	}
 	writeJSON(w, 200, map[string]any{"default": s.defaultSpec(specs), "kernelspecs": all})

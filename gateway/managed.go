@@ -54,7 +54,8 @@ const maxPending = 4096
 // IOPub goes to all; shell/control/stdin replies go to the socket whose request they answer.
 type managedKernel struct {
 	id, name string
-	external bool // added with AddKernel (a live episode): the agent owns its lifetime
+	external bool      // added with AddKernel (a live episode): the agent owns its lifetime
+	live     *LiveSpec // the spec an added kernel is listed under (nil: name is an ordinary kernelspec)
 	log      *slog.Logger
 	ringMax  [2]int
 	// relaunch starts a replacement process when the kernel is dead (nil: not ours to relaunch);
@@ -77,8 +78,42 @@ type managedKernel struct {
 	pendingOrder  []pendingKey
 	closed        bool
 	restarting    bool
+	refusals      []Refusal // what the gateway refused to do to this kernel, newest last (bounded)
 
 	subCancel func()
+}
+
+// Refusal is one thing a client asked of a kernel that the gateway refused (restart or shutdown of a
+// live episode's kernel). Episodes list them so JupyterLab can say so instead of showing nothing.
+type Refusal struct {
+	At      string `json:"at"`
+	Action  string `json:"action"`
+	Reason  string `json:"reason"`  // short, for a person: "restarting it would lose the robot"
+	Message string `json:"message"` // the whole error
+}
+
+// maxRefusals bounds the refusals kept per kernel.
+const maxRefusals = 50
+
+// refuse records that the gateway refused action on a live episode's kernel, and why, and returns
+// the error (wrapping ErrForbidden).
+func (mk *managedKernel) refuse(action, reason string) error {
+	msg := fmt.Sprintf("kernel %s belongs to a live episode; %s (%s refused)", mk.id, reason, action)
+	mk.mu.Lock()
+	mk.refusals = append(mk.refusals, Refusal{At: jupyterTime(time.Now()), Action: action, Reason: reason, Message: msg})
+	if n := len(mk.refusals); n > maxRefusals {
+		mk.refusals = append([]Refusal(nil), mk.refusals[n-maxRefusals:]...)
+	}
+	mk.mu.Unlock()
+	mk.log.Info("refused", "action", action, "reason", msg)
+	return fmt.Errorf("%w: %s", ErrForbidden, msg)
+}
+
+// refusalList is a copy of the refusals, oldest first.
+func (mk *managedKernel) refusalList() []Refusal {
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	return append([]Refusal{}, mk.refusals...)
 }
 
 // Restarter limits, as jupyter_client's KernelRestarter: a kernel that dies again within stableStart of
@@ -251,7 +286,7 @@ func (mk *managedKernel) fromClient(c *wsConn, m *wireMsg) error {
 	}
 	if mk.external && m.MsgType == "shutdown_request" {
 		mk.mu.Unlock()
-		return fmt.Errorf("%w: kernel %s belongs to a live episode; shutdown_request refused", ErrForbidden, mk.id)
+		return mk.refuse("shutdown", "the agent is still using it")
 	}
 	if m.Channel == "shell" || m.Channel == "control" {
 		key := pendingKey{m.Session, m.MsgID}

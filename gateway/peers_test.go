@@ -64,8 +64,10 @@ func startJupyter(t testing.TB, app, gatewayURL, gatewayToken string) *jupyterPe
 			"--ServerApp.open_browser=False")
 	}
 	cmd := exec.Command(jupyter, args...)
+	cmd.Dir = tmp // jupyter-collaboration keeps its .jupyter_ystore.db in the working directory
 	cmd.Env = append(os.Environ(), "JUPYTER_RUNTIME_DIR="+filepath.Join(tmp, "runtime"),
-		"JUPYTER_CONFIG_DIR="+filepath.Join(tmp, "config"), "JUPYTER_PLATFORM_DIRS=1", "PYTHONUNBUFFERED=1")
+		"JUPYTER_CONFIG_DIR="+filepath.Join(tmp, "config"), "JUPYTER_DATA_DIR="+filepath.Join(tmp, "data"),
+		"JUPYTER_PLATFORM_DIRS=1", "PYTHONUNBUFFERED=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = cmd.Stdout
@@ -317,8 +319,8 @@ func artifactsDir(t testing.TB) string {
 // traceEpisode is a listed episode whose trace is a real notebook file.
 type traceEpisode struct{ trace string }
 
-func (e *traceEpisode) ID() string  { return "live-episode" }
-func (e *traceEpisode) Status() any { return map[string]any{"status": "running", "trace": e.trace} }
-func (e *traceEpisode) Pause()      {}
-func (e *traceEpisode) Resume()     {}
-func (e *traceEpisode) Step()       {}
+func (e *traceEpisode) ID() string    { return "live-episode" }
+func (e *traceEpisode) Status() any   { return map[string]any{"status": "running", "trace": e.trace} }
+func (e *traceEpisode) Pause() error  { return nil }
+func (e *traceEpisode) Resume() error { return nil }
+func (e *traceEpisode) Step() error   { return nil }

@@ -62,13 +62,20 @@ type Config struct {
 	specs  func() ([]specInfo, error)
 }
 
-// EpisodeController is a live episode the gateway exposes under /api/episodes.
+// EpisodeController is a live episode the gateway exposes under /api/episodes. An action the episode
+// refuses (it is over) returns an error, which the client gets as a 409 with the error's message.
 type EpisodeController interface {
 	ID() string
 	Status() any // JSON-marshalled into the episode model
-	Pause()
-	Resume()
-	Step()
+	Pause() error
+	Resume() error
+	Step() error
+}
+
+// EpisodeTrace is an EpisodeController that can hand out its trace notebook (.ipynb bytes), served as
+// GET /api/episodes/{id}/trace: a live document on another machine starts from it.
+type EpisodeTrace interface {
+	TraceJSON() ([]byte, error)
 }
 
 // Server is the gateway: an http.Handler plus the kernels it serves.
@@ -192,6 +199,7 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /api/sessions/{id}", s.handleDeleteSession)
 	m.HandleFunc("GET /api/episodes", s.handleEpisodes)
 	m.HandleFunc("GET /api/episodes/{id}", s.handleEpisode)
+	m.HandleFunc("GET /api/episodes/{id}/trace", s.handleEpisodeTrace)
 	m.HandleFunc("POST /api/episodes/{id}/{action}", s.handleEpisodeAction)
 	s.mux = m
 	s.handler = http.HandlerFunc(s.dispatch)

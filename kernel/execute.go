@@ -22,6 +22,9 @@ type ExecuteOptions struct {
 	// OnOutput receives each output as it arrives (a stream chunk as its own stream output; an
 	// update_display_data as a display_data carrying DisplayID).
 	OnOutput func(notebooks.Output)
+	// OnSent, when set, is told the execute_request's msg_id once it is sent (a live view names the
+	// running cell by it).
+	OnSent func(msgID string)
 	// Input answers input_request when AllowStdin is set. Without it, input() gets EOF and raises
 	// EOFError in the cell, so a cell never hangs waiting for a person.
 	Input func(ctx context.Context, prompt string, password bool) (string, error)
@@ -97,6 +100,9 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 	defer c.unregister(m.MsgID)
 	if err := c.send(Shell, m); err != nil {
 		return nil, err
+	}
+	if opts.OnSent != nil {
+		opts.OnSent(m.MsgID)
 	}
 	res := &ExecuteResult{MsgID: m.MsgID}
 	var out outputs

@@ -30,8 +30,25 @@ type CellMeta struct {
 	ImagesSent   []string       // images the model was sent with the cell's feedback
 	SandboxFlags []string       // what the sandbox flagged during the cell
 	Finish       *FinishMeta    // the finish call (markdown cell of tool finish)
-	Extra        map[string]any // keys not listed above
+	MsgID        string         // the execute_request's msg_id (the live document finds a cell by it)
+	HumanCell    int            // a person's cell: its number in the episode (1-based); 0: none
+	Ledger       *CellLedger    // what the cell did to the robot (a person's cell: never charged to the agent)
+	// InterruptedBy says who interrupted the cell ("person": from JupyterLab through the gateway).
+	InterruptedBy string
+	Extra         map[string]any // keys not listed above
 }
+
+// CellLedger is what one cell did to the robot: primitive calls, the stateful ones, simulator steps.
+type CellLedger struct {
+	Calls, StatefulCalls, EnvSteps int
+}
+
+// Cell tags (metadata.tags, read by JupyterLab and nbclient). A cell that raised carries
+// TagRaisesException so Run All goes on past it; a person's cell carries TagHuman.
+const (
+	TagRaisesException = "raises-exception"
+	TagHuman           = "human"
+)
 
 // Map encodes m as the value of metadata.pyrualean (zero fields are left out).
 func (m CellMeta) Map() map[string]any {
@@ -63,6 +80,14 @@ func (m CellMeta) Map() map[string]any {
 	}
 	if m.Finish != nil {
 		out["finish"] = map[string]any{"status": m.Finish.Status, "summary": m.Finish.Summary}
+	}
+	setStr(out, "msg_id", m.MsgID)
+	setStr(out, "interrupted_by", m.InterruptedBy)
+	if m.HumanCell != 0 {
+		out["human_cell"] = m.HumanCell
+	}
+	if l := m.Ledger; l != nil {
+		out["calls"], out["stateful_calls"], out["env_steps"] = l.Calls, l.StatefulCalls, l.EnvSteps
 	}
 	return out
 }
@@ -97,6 +122,20 @@ func ParseCellMeta(v any) CellMeta {
 		sum, _ := f["summary"].(string)
 		m.Finish = &FinishMeta{Status: s, Summary: sum}
 		delete(rest, "finish")
+	}
+	m.MsgID = takeStr(rest, "msg_id")
+	m.InterruptedBy = takeStr(rest, "interrupted_by")
+	if n, ok := takeNum(rest, "human_cell"); ok {
+		m.HumanCell = int(n)
+	}
+	if _, ok := rest["calls"]; ok {
+		l := &CellLedger{}
+		for k, p := range map[string]*int{"calls": &l.Calls, "stateful_calls": &l.StatefulCalls, "env_steps": &l.EnvSteps} {
+			if n, ok := takeNum(rest, k); ok {
+				*p = int(n)
+			}
+		}
+		m.Ledger = l
 	}
 	if len(rest) > 0 {
 		m.Extra = rest
@@ -136,6 +175,16 @@ type EpisodeTotals struct {
 	PolicyWallS                                  float64
 }
 
+// EpisodeEvent is one thing a person (or the gateway for them) did to a live episode: pause, resume,
+// step, interrupt (of a cell), replan (a held cell dropped after a person's cells), linger.
+type EpisodeEvent struct {
+	At     string // RFC 3339 UTC
+	Kind   string
+	By     string // "person" (through the gateway); "" : the episode itself
+	Turn   int    // the tool calls made when it happened
+	Detail string
+}
+
 // EpisodeMeta is the notebook's metadata.pyrualean: what ran, under which budgets and versions, and
 // how it ended. Success stays nil (written as null) until the environment says otherwise.
 type EpisodeMeta struct {
@@ -152,6 +201,7 @@ type EpisodeMeta struct {
 	TaskLanguage, PromptSHA256   string
 	Totals                       *EpisodeTotals // nil until the episode ends
 	Error                        string
+	Events                       []EpisodeEvent // what people did to the live episode, in order
 	Extra                        map[string]any // keys not listed above (replay, ...)
 }
 
@@ -159,7 +209,7 @@ type EpisodeMeta struct {
 var episodeKeys = []string{"robot", "suite", "task", "seed", "arm", "model", "runtime", "images", "feedback",
 	"primitives", "max_turns", "budget_s", "status", "success", "environment_success", "budgets", "versions",
 	"task_language", "prompt_sha256", "tool_turns", "llm_calls", "input_tokens", "cached_input_tokens",
-	"output_tokens", "reasoning_output_tokens", "total_tokens", "policy_wall_s", "env_steps", "error"}
+	"output_tokens", "reasoning_output_tokens", "total_tokens", "policy_wall_s", "env_steps", "error", "events"}
 
 // Map encodes m as the value of the notebook's metadata.pyrualean.
 func (m EpisodeMeta) Map() map[string]any {
@@ -190,6 +240,16 @@ func (m EpisodeMeta) Map() map[string]any {
 	setStr(out, "task_language", m.TaskLanguage)
 	setStr(out, "prompt_sha256", m.PromptSHA256)
 	setStr(out, "error", m.Error)
+	if len(m.Events) > 0 {
+		evs := make([]any, len(m.Events))
+		for i, e := range m.Events {
+			ev := map[string]any{"at": e.At, "kind": e.Kind, "turn": e.Turn}
+			setStr(ev, "by", e.By)
+			setStr(ev, "detail", e.Detail)
+			evs[i] = ev
+		}
+		out["events"] = evs
+	}
 	if t := m.Totals; t != nil {
 		for k, v := range map[string]any{"tool_turns": t.ToolTurns, "llm_calls": t.LLMCalls, "env_steps": t.EnvSteps,
 			"input_tokens": t.InputTokens, "cached_input_tokens": t.CachedInputTokens, "output_tokens": t.OutputTokens,
@@ -257,6 +317,23 @@ func ParseEpisodeMeta(nbMeta map[string]any) EpisodeMeta {
 		}
 		t.PolicyWallS, _ = toFloat(src["policy_wall_s"])
 		m.Totals = t
+	}
+	if evs, ok := src["events"].([]any); ok {
+		for _, v := range evs {
+			ev, _ := v.(map[string]any)
+			if ev == nil {
+				continue
+			}
+			e := EpisodeEvent{}
+			e.At, _ = ev["at"].(string)
+			e.Kind, _ = ev["kind"].(string)
+			e.By, _ = ev["by"].(string)
+			e.Detail, _ = ev["detail"].(string)
+			if n, ok := toFloat(ev["turn"]); ok {
+				e.Turn = int(n)
+			}
+			m.Events = append(m.Events, e)
+		}
 	}
 	rest := maps.Clone(src)
 	for _, k := range episodeKeys {

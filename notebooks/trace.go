@@ -52,6 +52,8 @@ type CodeRun struct {
 	Outputs        []Output
 	ExecutionCount *int
 	Timing         ExecTiming
+	Tags           []string // metadata.tags (TagRaisesException, TagHuman); none: no tags key
+	ID             string   // the cell's id; "" : a fresh one
 }
 
 // TraceMeta is the notebook-level metadata of an episode trace.
@@ -147,11 +149,54 @@ func (t *Trace) AddCode(source string, res CodeRun, meta map[string]any) error {
 	if ex := res.Timing.Metadata(); len(ex) > 0 {
 		m["execution"] = ex
 	}
+	if len(res.Tags) > 0 {
+		m["tags"] = append([]string(nil), res.Tags...)
+	}
 	outs := res.Outputs
 	if outs == nil {
 		outs = []Output{}
 	}
-	return t.AddCell(Cell{CellType: CellCode, Source: source, Outputs: outs, ExecutionCount: res.ExecutionCount, Metadata: m})
+	return t.AddCell(Cell{ID: res.ID, CellType: CellCode, Source: source, Outputs: outs, ExecutionCount: res.ExecutionCount, Metadata: m})
+}
+
+// ErrNoSuchCell is returned by PatchCellMeta for an id no cell has.
+var ErrNoSuchCell = errors.New("notebooks: no cell with that id")
+
+// PatchCellMeta merges patch into the metadata.pyrualean of the cell with id (a nil value removes the
+// key) and saves: what is known of a cell only after it was written (a person's cell's robot ledger).
+func (t *Trace) PatchCellMeta(id string, patch map[string]any) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrTraceClosed
+	}
+	for i := range t.nb.Cells {
+		c := &t.nb.Cells[i]
+		if c.ID != id {
+			continue
+		}
+		// Fresh maps: a Snapshot taken earlier shares the old ones.
+		md := maps.Clone(c.Metadata)
+		if md == nil {
+			md = map[string]any{}
+		}
+		pm, _ := md[MetaKey].(map[string]any)
+		pm = maps.Clone(pm)
+		if pm == nil {
+			pm = map[string]any{}
+		}
+		for k, v := range patch {
+			if v == nil {
+				delete(pm, k)
+			} else {
+				pm[k] = v
+			}
+		}
+		md[MetaKey] = pm
+		c.Metadata = md
+		return t.saveLocked()
+	}
+	return fmt.Errorf("%w: %q", ErrNoSuchCell, id)
 }
 
 // AddCell appends any cell (a fresh unique id is given when it has none) and saves. As in nbclient,

@@ -42,6 +42,11 @@ type Row struct {
 	// Perception is where segment()'s masks came from when the robot says ("sam3", or the privileged
 	// "simulator-masks"); empty for robots without the distinction.
 	Perception string `json:"perception,omitempty"`
+	// What people did in the live episode (JupyterLab through the gateway): never in the agent's columns.
+	HumanCells    int `json:"human_cells"`
+	HumanCalls    int `json:"human_calls"`
+	HumanStateful int `json:"human_stateful_calls"`
+	HumanSteps    int `json:"human_env_steps"`
 }
 
 // LoadError names a run folder that could not be read.
@@ -151,6 +156,7 @@ func LoadRun(dir string) (Row, error) {
 		Cached: res.Generation.CachedInputTokens, OutTok: res.Generation.OutputTokens,
 		LLMCalls: res.Generation.Turns, Cost: res.CostUSD, Stateful: res.StatefulCalls,
 		Reasoning: res.Generation.ReasoningOutputTokens, Sealed: res.Sealed, Perception: res.Perception,
+		HumanCells: res.HumanCells, HumanCalls: res.HumanCalls, HumanStateful: res.HumanStatefulCalls, HumanSteps: res.HumanEnvSteps,
 	}, nil
 }
 
@@ -189,6 +195,12 @@ type Summary struct {
 	Unsealed int `json:"unsealed"`
 	// Perception counts episodes by where their segmentation came from (only robots that say).
 	Perception map[string]int `json:"perception,omitempty"`
+	// With people: episodes where a person ran cells, and the people's totals (apart from the agent's).
+	WithPeople         int `json:"episodes_with_people"`
+	HumanCells         int `json:"human_cells"`
+	HumanCalls         int `json:"human_calls"`
+	HumanStatefulCalls int `json:"human_stateful_calls"`
+	HumanEnvSteps      int `json:"human_env_steps"`
 }
 
 // Means are averages over a subset of episodes (the solved ones).
@@ -221,6 +233,13 @@ func Summarize(rows []Row) Summary {
 			}
 			s.Perception[r.Perception]++
 		}
+		if r.HumanCells > 0 {
+			s.WithPeople++
+		}
+		s.HumanCells += r.HumanCells
+		s.HumanCalls += r.HumanCalls
+		s.HumanStatefulCalls += r.HumanStateful
+		s.HumanEnvSteps += r.HumanSteps
 		switch {
 		case r.Status == agent.StatusPlannerError || r.Status == agent.StatusInterrupted || r.Status == agent.StatusRunning:
 		case r.OK == nil:
@@ -331,6 +350,10 @@ func WriteSummaryTable(w io.Writer, rows []Row, s Summary) {
 			fmt.Fprint(w, "  (simulator-masks: segment() read the simulator's own masks, privileged next to the seed's SAM 3)")
 		}
 		fmt.Fprintln(w)
+	}
+	if s.WithPeople > 0 {
+		fmt.Fprintf(w, "people: %d episode(s) with people's cells: %d cells, %d calls (%d stateful), %d env steps; not in the agent's calls, steps or stateful calls\n",
+			s.WithPeople, s.HumanCells, s.HumanCalls, s.HumanStatefulCalls, s.HumanEnvSteps)
 	}
 	fmt.Fprintf(w, "mean: turns %.1f  calls %.1f  steps %.0f  wall_s %.1f  llm_calls %.1f  in_tok %.0f  cached %.0f  out_tok %.0f  cost %s\n",
 		s.MeanTurns, s.MeanCalls, s.MeanEnvSteps, s.MeanWallTimeS, s.MeanLLMCalls, s.MeanInputTokens, s.MeanCachedInputTokens, s.MeanOutputTokens, fmtCost(s.MeanCostUSD))

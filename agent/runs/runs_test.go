@@ -111,3 +111,27 @@ func TestTaskKey(t *testing.T) {
 		}
 	}
 }
+
+// A person's robot work in a live episode is summarised apart from the agent's.
+func TestSummarizeKeepsPeopleApart(t *testing.T) {
+	base := t.TempDir()
+	yes := true
+	writeResult(t, filepath.Join(base, "live"), agent.Result{Schema: agent.ResultSchema, Arm: "cells", Robot: "tabletop", Task: "stack",
+		EnvironmentSuccess: &yes, Status: agent.StatusCompleted, Calls: 3, StatefulCalls: 1, EnvSteps: 40,
+		HumanCells: 2, HumanCalls: 2, HumanStatefulCalls: 1, HumanEnvSteps: 8})
+	writeResult(t, filepath.Join(base, "alone"), agent.Result{Schema: agent.ResultSchema, Arm: "cells", Robot: "tabletop", Task: "stack",
+		Seed: 1, EnvironmentSuccess: &yes, Status: agent.StatusCompleted, Calls: 5, StatefulCalls: 3, EnvSteps: 60})
+	rows, errs := LoadRuns([]string{base})
+	if len(errs) != 0 || len(rows) != 2 {
+		t.Fatalf("rows %v errs %v", rows, errs)
+	}
+	s := Summarize(rows)
+	if s.MeanStatefulCalls != 2 || s.MeanEnvSteps != 50 || s.WithPeople != 1 || s.HumanStatefulCalls != 1 || s.HumanEnvSteps != 8 || s.HumanCells != 2 {
+		t.Errorf("summary %+v", s)
+	}
+	var buf bytes.Buffer
+	WriteSummaryTable(&buf, rows, s)
+	if !strings.Contains(buf.String(), "people: 1 episode(s) with people's cells: 2 cells, 2 calls (1 stateful), 8 env steps") {
+		t.Errorf("table:\n%s", buf.String())
+	}
+}

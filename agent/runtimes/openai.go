@@ -219,6 +219,15 @@ func RunOpenAI(ctx context.Context, ep agent.Driver, cfg OpenAIConfig) error {
 		if grace > 0 {
 			grace--
 		}
+		// A person may hold the episode here (paused before the decision); what people did in the
+		// kernel meanwhile reaches this decision as a user message.
+		update, err := ep.AwaitTurn(ctx)
+		if err != nil {
+			return err
+		}
+		if !update.Empty() {
+			msgs = append(msgs, humanMessage(update, cfg.TextOnly))
+		}
 		if cfg.MaxImages > 0 {
 			msgs = dropOldImages(msgs, cfg.MaxImages)
 		}
@@ -318,6 +327,19 @@ func RunOpenAI(ctx context.Context, ep agent.Driver, cfg OpenAIConfig) error {
 		}
 	}
 	return fmt.Errorf("%w: reached the ceiling of %d LLM calls", agent.ErrNoToolCall, maxCalls)
+}
+
+// humanMessage tells the model what people did in its kernel, with their fresh camera images.
+func humanMessage(u agent.HumanUpdate, textOnly bool) openai.ChatCompletionMessage {
+	if len(u.Images) == 0 || textOnly {
+		text := u.Text
+		if len(u.Images) > 0 {
+			text += fmt.Sprintf("\n[%d image(s) not shown: this model takes no images]", len(u.Images))
+		}
+		return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: text}
+	}
+	parts := append([]openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: u.Text}}, imageParts(u.Images)...)
+	return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, MultiContent: parts}
 }
 
 // providerFailure says whether err came from the provider or the network (worth a planner retry),

@@ -98,6 +98,10 @@ func RunScript(ctx context.Context, ep agent.Driver, actions []Action) error {
 		if ep.Finished() {
 			return nil
 		}
+		// Each action stands for a decision: a person's pause holds it here.
+		if _, err := ep.AwaitTurn(ctx); err != nil {
+			return err
+		}
 		res, err := tk.Call(ctx, a.Tool, a.Args)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,10 +13,12 @@ import (
 	"github.com/pyrualean/pyrualean/gateway"
 )
 
-// cmdAttach opens a live episode's kernel in the user's JupyterLab: it finds the episode on the
-// gateway (`play --serve` or `serve`), uploads the episode's trace notebook to the Jupyter Server and
-// creates a session on the live kernel, then prints the URL to open. The Jupyter Server must run with
-// --gateway-url pointing at the gateway (it only adopts gateway kernels a session names).
+// cmdAttach opens a live episode's kernel in the user's JupyterLab. With pyrualean's server extension
+// and jupyter-collaboration on the Jupyter Server (scripts/setup.sh installs both in the venv), the
+// notebook is the episode's live document: the agent's cells appear in it as they run (the server
+// extension follows the kernel and writes them into the shared document). Without them it falls back
+// to uploading the episode's trace and creating a session on the live kernel (a snapshot). Either way
+// it prints the URL to open. The Jupyter Server must run with --gateway-url pointing at the gateway.
 func cmdAttach(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -61,6 +64,19 @@ func cmdAttach(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if *path == "" {
 		*path = "pyrualean-episodes/" + safeName(name) + ".ipynb"
+	}
+	if *episode != "" || name != *kernelID {
+		live, err := gateway.AttachLive(ctx, gateway.AttachOptions{ServerURL: *server, ServerToken: *serverToken, Path: *path}, name)
+		switch {
+		case err == nil:
+			fmt.Fprintf(stdout, "attached %s (kernel %s) as %s, live\nopen: %s\n", name, live.KernelID, live.Path, live.URL)
+			return 0
+		case errors.Is(err, gateway.ErrNoLiveDocuments):
+			fmt.Fprintf(stderr, "pyrualean attach: %v; uploading a snapshot of the trace instead (new agent cells will not appear in it)\n", err)
+		default:
+			fmt.Fprintf(stderr, "pyrualean attach: %v\n", err)
+			return 1
+		}
 	}
 	var nb []byte
 	if *trace != "" {

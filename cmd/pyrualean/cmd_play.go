@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
@@ -30,6 +31,7 @@ type playFlags struct {
 	priceIn, priceCached, priceOut                         float64
 	imagesInTool, textOnly, verbose                        bool
 	serve, serveToken                                      string
+	serveLinger                                            time.Duration
 }
 
 func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
@@ -67,6 +69,7 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
 	fs.StringVar(&f.serve, "serve", "", "serve a Jupyter-compatible gateway on ADDR (e.g. 127.0.0.1:8890) with this episode's kernel, for people to attach")
 	fs.StringVar(&f.serveToken, "serve-token", "", "the gateway's token (default $PYRUALEAN_TOKEN, else a random one printed on stderr)")
+	fs.DurationVar(&f.serveLinger, "serve-linger", 0, "with --serve: keep the kernel (its robot) and the gateway this long after the episode ends, for people to work in it (shown as \"episode over\"; Ctrl-C ends it sooner)")
 	return fs, f
 }
 
@@ -78,6 +81,7 @@ type playSetup struct {
 	settings runtimes.Settings
 	serve    string // gateway address; "" = none
 	token    string
+	linger   time.Duration // keep kernel and gateway after the end
 	stderr   io.Writer
 }
 
@@ -109,7 +113,13 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	case entry.Name != "replay" && f.from != "":
 		return nil, fmt.Errorf("--from is only for --runtime replay (the runtime is %s)", entry.Name)
 	}
-	s := &playSetup{runtime: entry.Name, serve: f.serve, token: f.serveToken, stderr: stderr}
+	s := &playSetup{runtime: entry.Name, serve: f.serve, token: f.serveToken, linger: f.serveLinger, stderr: stderr}
+	switch {
+	case f.serveLinger < 0:
+		return nil, fmt.Errorf("--serve-linger %s: want a duration >= 0", f.serveLinger)
+	case f.serveLinger > 0 && f.serve == "":
+		return nil, errors.New("--serve-linger keeps the --serve gateway: give --serve ADDR too")
+	}
 	if s.serve != "" {
 		if _, _, err := net.SplitHostPort(s.serve); err != nil {
 			return nil, fmt.Errorf("--serve %q: want HOST:PORT: %v", s.serve, err)
@@ -271,15 +281,45 @@ func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
 			return ep.Finish(context.WithoutCancel(ctx), agent.StatusError, runErr)
 		}
 		defer stopServe()
+		if s.linger > 0 {
+			// Finish keeps the kernel; it goes when the linger does (or Ctrl-C).
+			ep.KeepKernel(time.Now().Add(s.linger)) // re-set from the real end below
+			defer ep.Close(context.WithoutCancel(ctx))
+			res, err := runtimes.Play(ctx, s.rt, ep)
+			until := time.Now().Add(s.linger)
+			ep.KeepKernel(until)
+			fmt.Fprintf(s.stderr, "pyrualean play: episode over (%s); its kernel and gateway stay until %s (--serve-linger %s; Ctrl-C ends it sooner)\n",
+				resultStatus(res), until.Format(time.TimeOnly), s.linger)
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.linger):
+			case <-ep.Kernel().Done(): // nothing left to work in
+			}
+			return res, err
+		}
 	}
 	return runtimes.Play(ctx, s.rt, ep)
+}
+
+func resultStatus(r *agent.Result) string {
+	if r == nil {
+		return "no result"
+	}
+	return r.Status
 }
 
 // serveEpisode runs the gateway in-process with the episode's kernel and its /api/episodes entry, so a
 // person can attach JupyterLab to the kernel the agent drives. The returned func stops it.
 func serveEpisode(ctx context.Context, s *playSetup, ep *agent.Episode) (func(), error) {
 	srv := gateway.New(gateway.Config{Token: s.token, Logger: s.episode.Logger})
-	kid := srv.AddKernel(ep.Kernel(), ep.Kernel().Spec().Name)
+	// The episode's kernel is listed under a spec of its own, so JupyterLab shows it apart from the
+	// kernels its launcher starts and can connect to it without attach; interrupts through the gateway
+	// are a person's (PersonKernel).
+	kid, err := srv.AddLiveKernel(ep.PersonKernel(), gateway.LiveSpec{Name: liveSpecName(ep.ID()),
+		DisplayName: "pyrualean episode " + ep.ID() + " (live agent kernel)", Base: ep.Kernel().Spec().Name})
+	if err != nil {
+		return nil, err
+	}
 	srv.AddEpisode(ep.Controller(), kid)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ready := make(chan net.Addr, 1)
@@ -299,6 +339,20 @@ func serveEpisode(ctx context.Context, s *playSetup, ep *agent.Episode) (func(),
 		cancel()
 		<-errc
 	}, nil
+}
+
+// liveSpecName is the kernelspec name an episode's kernel is listed under: pyrualean-episode-<id>,
+// lowercased, other characters as '-'.
+func liveSpecName(id string) string {
+	return "pyrualean-episode-" + strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '-'
+	}, id)
 }
 
 func readResult(dir string) (*agent.Result, error) {

@@ -49,6 +49,9 @@ func TestPlayBadFlags(t *testing.T) {
 		{"--env-endpoint", "http://127.0.0.1:9"},                         // tabletop runs in the kernel
 		{"--robot", "robotwin", "--env-endpoint", "127.0.0.1:9"},         // no scheme
 		{"--vla-endpoint", "ws://127.0.0.1:9", "--primitives", "no-vla"}, // VLA hidden
+		{"--serve-linger", "1m"},                                         // keeps --serve's gateway: needs --serve
+		{"--serve", "127.0.0.1:0", "--serve-linger", "-1s"},              // negative
+		{"--serve", "127.0.0.1:0", "--serve-linger", "a while"},          // not a duration
 		{"--nope"},
 		{"stray"},
 	}
@@ -358,5 +361,14 @@ func TestPlayResponsesOnlyModel(t *testing.T) {
 	}
 	if !strings.Contains(res.Error.Message, "Responses API") || time.Since(start) > 20*time.Second {
 		t.Errorf("error %q after %v", res.Error.Message, time.Since(start))
+	}
+}
+
+func TestLiveSpecName(t *testing.T) {
+	for id, want := range map[string]string{"run": "pyrualean-episode-run", "Run 7/Cells": "pyrualean-episode-run-7-cells",
+		"a_b.c-d": "pyrualean-episode-a_b.c-d"} {
+		if got := liveSpecName(id); got != want {
+			t.Errorf("liveSpecName(%q) = %q, want %q", id, got, want)
+		}
 	}
 }

@@ -1,0 +1,229 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/notebooks"
+)
+
+// callsLines reads the run folder's calls.jsonl.
+func callsLines(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "calls.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("calls.jsonl line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// attachPerson connects a second client (a person's session) to the episode's kernel.
+func attachPerson(t *testing.T, ep *agent.Episode) *kernel.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := kernel.Attach(ctx, ep.Kernel().ConnectionFile(), kernel.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Errorf("timed out waiting for %s", what)
+			return
+		}
+	}
+}
+
+// TestPersonsRobotCallsAreTheirs: a person's robot calls (a move and a state read, typed in their own
+// session) are recorded under the person's cell and never charged to the agent: calls.jsonl says
+// author human, result.json counts them as human_*, the agent's feedback says it did not move, and
+// its next decision is told plainly that the person moved the robot, with fresh images. Sealed or
+// not: in the robot server the report window is the judge's own.
+func TestPersonsRobotCallsAreTheirs(t *testing.T) {
+	for _, sealed := range []string{agent.SealOff, agent.SealOn} {
+		t.Run("sealed="+sealed, func(t *testing.T) {
+			srv := openaitest.New(call(py("s = robo.state()\nprint('agent sees', s.step > 0)")), call(finish("failure", "x")))
+			defer srv.Close()
+			cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = sealed })
+			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
+				c := attachPerson(t, ep)
+				r, err := c.Execute(t.Context(), "m = robo.move_to([0.5, 0.05, 0.3])\nprint('person moved', robo.state().step > 0)", kernel.ExecuteOptions{})
+				if err != nil || r.Status != "ok" {
+					t.Fatalf("person's cell: %v %+v", err, r)
+				}
+			})
+			if res.Calls != 1 || res.StatefulCalls != 0 || res.EnvSteps != 0 {
+				t.Errorf("agent charged: calls %d stateful %d env_steps %d, want 1, 0, 0", res.Calls, res.StatefulCalls, res.EnvSteps)
+			}
+			if res.HumanCells != 1 || res.HumanCalls != 2 || res.HumanStatefulCalls != 1 || res.HumanEnvSteps == 0 {
+				t.Errorf("person's share: cells %d calls %d stateful %d env_steps %d, want 1, 2, 1, >0",
+					res.HumanCells, res.HumanCalls, res.HumanStatefulCalls, res.HumanEnvSteps)
+			}
+			// The first decision is told, with the person's fresh images (on-motion policy).
+			msgs := srv.Requests()[0].Messages()
+			last := msgs[len(msgs)-1]
+			parts, _ := last["content"].([]any)
+			text, _ := json.Marshal(last)
+			if !strings.Contains(string(text), "MOVED THE ROBOT") || !strings.Contains(string(text), "move_to") || len(parts) < 2 {
+				t.Errorf("the first decision's message about the person: %s", TrimForLog(string(text)))
+			}
+			var fb struct {
+				Stdout   string `json:"stdout"`
+				Moved    bool   `json:"moved"`
+				EnvSteps int    `json:"env_steps"`
+				Calls    []any  `json:"primitive_calls"`
+			}
+			if err := json.Unmarshal([]byte(lastToolText(t, srv.Requests()[1])), &fb); err != nil {
+				t.Fatal(err)
+			}
+			if fb.Moved || fb.EnvSteps != 0 || len(fb.Calls) != 1 || fb.Stdout != "agent sees True\n" {
+				t.Errorf("the agent's cell feedback: %+v", fb)
+			}
+			var human, agentCalls []string
+			for _, l := range callsLines(t, cfg.Out) {
+				switch l["author"] {
+				case "human":
+					if l["human_cell"] != float64(1) {
+						t.Errorf("a person's call without its cell: %v", l)
+					}
+					human = append(human, l["tool"].(string))
+				case "agent":
+					if l["cell"] != float64(1) {
+						t.Errorf("an agent call without its cell: %v", l)
+					}
+					agentCalls = append(agentCalls, l["tool"].(string))
+				default:
+					t.Errorf("calls.jsonl line without an author: %v", l)
+				}
+			}
+			if strings.Join(human, ",") != "move_to,state" || strings.Join(agentCalls, ",") != "state" {
+				t.Errorf("calls.jsonl: person %v, agent %v", human, agentCalls)
+			}
+			hc := cellsBy(readTrace(t, cfg.Out), "human")
+			if len(hc) != 1 {
+				t.Fatalf("human cells: %d", len(hc))
+			}
+			m := notebooks.CellMetaOf(hc[0])
+			if m.HumanCell != 1 || m.Ledger == nil || m.Ledger.Calls != 2 || m.Ledger.StatefulCalls != 1 || m.Ledger.EnvSteps != res.HumanEnvSteps {
+				t.Errorf("the person's trace cell: %+v ledger %+v", m, m.Ledger)
+			}
+			if tags, _ := hc[0].Metadata["tags"].([]any); len(tags) != 1 || tags[0] != notebooks.TagHuman {
+				t.Errorf("the person's cell tags: %v", hc[0].Metadata["tags"])
+			}
+		})
+	}
+}
+
+// TrimForLog keeps test failure messages readable (images are long).
+func TrimForLog(s string) string { return agent.TrimMiddle(s, 1500) }
+
+// TestPersonHoldsReplansAndInterrupts: a pause that comes while the model decides holds the cell it
+// decided (shown as the held cell); a person's cell meanwhile makes that cell stale, so it is not run
+// and the model decides again, told why. Then a person interrupts a running agent cell: the agent is
+// told it was the person, the trace cell says so and carries raises-exception, and the events are in
+// the trace.
+func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
+	srv := openaitest.New(
+		call(py("print('first')")),
+		openaitest.Step{Delay: 1500 * time.Millisecond, Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{py("print('stale plan')")}}},
+		call(py("print('replanned', h)")),
+		call(py("import time\nprint('sleeping', flush=True)\ntime.sleep(60)")),
+		call(finish("failure", "interrupted")),
+	)
+	defer srv.Close()
+	cfg := episodeConfig(t, nil)
+	var held *agent.CellInfo
+	res, ep := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
+		c := attachPerson(t, ep)
+		go func() {
+			waitUntil(t, "the second model call", func() bool { return len(srv.Requests()) >= 2 })
+			ep.Pause() // while the model decides
+			waitUntil(t, "the held cell", func() bool { return ep.Status().Phase == "held" })
+			held = ep.Status().Held
+			if _, err := c.Execute(context.Background(), "h = 'from a person'", kernel.ExecuteOptions{}); err != nil {
+				t.Error(err)
+			}
+			waitUntil(t, "the person's cell", func() bool { return ep.Status().HumanCells == 1 })
+			ep.Resume()
+			waitUntil(t, "the sleeping cell", func() bool {
+				r := ep.Status().Running
+				return r != nil && strings.Contains(r.Code, "sleep") && r.MsgID != ""
+			})
+			time.Sleep(500 * time.Millisecond) // into time.sleep
+			if err := ep.PersonKernel().Interrupt(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	})
+	if held == nil || held.Code != "print('stale plan')" {
+		t.Errorf("held cell shown as %+v", held)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 5 {
+		t.Fatalf("%d model calls, want 5", len(reqs))
+	}
+	if fb := lastToolText(t, reqs[2]); !strings.Contains(fb, `"not_run": true`) || !strings.Contains(fb, "h = 'from a person'") {
+		t.Errorf("the held cell's result: %s", fb)
+	}
+	if fb := lastToolText(t, reqs[3]); !strings.Contains(fb, "replanned from a person") {
+		t.Errorf("the re-planned cell: %s", fb)
+	}
+	fb := lastToolText(t, reqs[4])
+	if !strings.Contains(fb, "A person interrupted this cell") || !strings.Contains(fb, "KeyboardInterrupt") {
+		t.Errorf("the interrupted cell's feedback: %s", fb)
+	}
+	nb := readTrace(t, cfg.Out)
+	var sources []string
+	for _, c := range cellsBy(nb, "agent") {
+		sources = append(sources, c.Source)
+		if strings.Contains(c.Source, "sleep") {
+			m := notebooks.CellMetaOf(c)
+			tags, _ := c.Metadata["tags"].([]any)
+			if m.InterruptedBy != "person" || len(tags) != 1 || tags[0] != notebooks.TagRaisesException {
+				t.Errorf("interrupted cell: meta %+v tags %v", m, tags)
+			}
+		}
+	}
+	if strings.Contains(strings.Join(sources, "\n"), "stale plan") || res.ToolTurns != 3 {
+		t.Errorf("the stale cell ran, or turns %d != 3: %q", res.ToolTurns, sources)
+	}
+	var kinds []string
+	for _, ev := range notebooks.ParseEpisodeMeta(nb.Metadata).Events {
+		kinds = append(kinds, ev.Kind)
+	}
+	if strings.Join(kinds, " ") != "pause resume replan interrupt" {
+		t.Errorf("trace events %v", kinds)
+	}
+	if st := ep.Status(); st.State != "over" {
+		t.Errorf("status after the end: %+v", st)
+	}
+	if err := ep.Pause(); err == nil {
+		t.Error("pause after the end was accepted")
+	}
+}

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/notebooks"
+)
+
+// pyCall is a scripted model reply calling the python tool.
+func pyCall(code string) openaitest.Reply {
+	b, _ := json.Marshal(map[string]string{"code": code})
+	return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: string(b)}}}
+}
+
+// labServer is a real `jupyter lab --gateway-url` from the venv (with jupyter-collaboration and the
+// pyrualean extension), in its own folders, stopped at the end of the test.
+type labServer struct {
+	url, token, root string
+	logMu            sync.Mutex
+	log              strings.Builder
+}
+
+func (l *labServer) logs() string { l.logMu.Lock(); defer l.logMu.Unlock(); return l.log.String() }
+
+func (l *labServer) Write(p []byte) (int, error) {
+	l.logMu.Lock()
+	defer l.logMu.Unlock()
+	return l.log.Write(p)
+}
+
+func startLab(t *testing.T, root, gatewayURL, gatewayToken string) *labServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	tmp := t.TempDir()
+	l := &labServer{url: fmt.Sprintf("http://127.0.0.1:%d", port), token: "lab-" + fmt.Sprint(time.Now().UnixNano()), root: filepath.Join(tmp, "root")}
+	os.MkdirAll(l.root, 0o755)
+	cmd := exec.Command(filepath.Join(root, ".venv", "bin", "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
+		fmt.Sprintf("--port=%d", port), "--ServerApp.port_retries=0", "--IdentityProvider.token="+l.token,
+		"--ServerApp.root_dir="+l.root, "--gateway-url="+gatewayURL, "--GatewayClient.auth_token="+gatewayToken,
+		"--GatewayClient.request_timeout=60", "--allow-root", "--LabApp.news_url=",
+		"--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
+	cmd.Dir = tmp // jupyter-collaboration keeps its .jupyter_ystore.db in the working directory
+	cmd.Env = append(os.Environ(), "JUPYTER_RUNTIME_DIR="+filepath.Join(tmp, "runtime"), "JUPYTER_CONFIG_DIR="+filepath.Join(tmp, "config"),
+		"JUPYTER_DATA_DIR="+filepath.Join(tmp, "data"), "JUPYTER_PLATFORM_DIRS=1", "PYTHONUNBUFFERED=1")
+	cmd.Stdout, cmd.Stderr = l, l
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("jupyter lab log:\n%s", l.logs())
+		}
+	})
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if resp, err := http.Get(l.url + "/api?token=" + l.token); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return l
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("jupyter lab exited:\n%s", l.logs())
+		default:
+		}
+	}
+	t.Fatalf("jupyter lab did not come up:\n%s", l.logs())
+	return nil
+}
+
+func (l *labServer) get(t *testing.T, path string, out any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", l.url+path, nil)
+	req.Header.Set("Authorization", "token "+l.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || json.Unmarshal(b, out) != nil {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+}
+
+// TestLabLiveEpisode is issue #18's end-to-end check, in JupyterLab 4 in Debian's Chromium (e2e/hitl.mjs):
+// an episode driven by the production OpenAI client against the scripted server runs sealed (robot
+// server, kernel in bubblewrap) with --serve and --serve-linger; Lab lists its kernel without attach; attach makes
+// the live notebook; in the browser the agent's cells appear without a reload, the person pauses from
+// the toolbar, runs a cell queued behind the agent's (noticed), runs one that moves the robot, is told
+// that the gateway refused a restart, steps,
+// resumes, reloads in the middle of a streaming cell and loses nothing, sees the end, works in the
+// lingering kernel and sees the gateway go without a hanging cell. Then the run folder: the trace's
+// tags and events, the person's calls in calls.jsonl and result.json, never the agent's. Screenshots
+// of each step go to $PYRUALEAN_E2E_ARTIFACTS (else the test's temp dir); the live-output delay is logged.
+func TestLabLiveEpisode(t *testing.T) {
+	root, err := agent.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, need := range []string{"e2e/node_modules/playwright-core", ".venv/share/jupyter/labextensions/pyrualean-lab/package.json"} {
+		if _, err := os.Stat(filepath.Join(root, need)); err != nil {
+			t.Fatalf("%s missing: run scripts/setup.sh (%v)", need, err)
+		}
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Fatalf("Debian chromium missing (scripts/setup.sh installs it): %v", err)
+	}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	srv := openaitest.New(
+		// The agent waits until the browser shows the live notebook, so its cells appear there live.
+		openaitest.Step{Func: func(openaitest.Request) openaitest.Reply { <-release; return pyCall("print('agent cell 1')") }},
+		openaitest.Step{Reply: pyCall("import time\nfor i in range(28):\n    print(f'tick {i} {time.time():.3f}', flush=True)\n    time.sleep(0.25)")},
+		openaitest.Step{Reply: pyCall("print('agent cell 3 sees', h)\nimport time\nfor i in range(16):\n    print(f'beat {i} {time.time():.3f}', flush=True)\n    time.sleep(0.2)")},
+		openaitest.Step{Reply: pyCall("import time\nfor i in range(12):\n    print(f'slow {i} {time.time():.3f}', flush=True)\n    time.sleep(0.4)")},
+		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "e2e"}`}}}},
+	)
+	defer srv.Close()
+	defer releaseOnce.Do(func() { close(release) })
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "run")
+	const gwToken = "hitl-gateway-token"
+	var playOut, playErr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
+			"--task", "stack_blocks", "--out", out, "--sealed", "on", "--serve", "127.0.0.1:0", "--serve-token", gwToken, "--serve-linger", "15s"}, &playOut, &playErr)
+	}()
+	addrRe := regexp.MustCompile(`gateway http://(\S+) token`)
+	var gw string
+	for deadline := time.Now().Add(2 * time.Minute); gw == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if m := addrRe.FindStringSubmatch(playErr.String()); m != nil {
+			gw = "http://" + m[1]
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("play ended (exit %d) before serving: %s", code, playErr.String())
+		default:
+		}
+	}
+	if gw == "" {
+		t.Fatalf("no gateway address: %s", playErr.String())
+	}
+	lab := startLab(t, root, gw, gwToken)
+
+	// Without attach, Lab lists the episode's kernel (Running panel, "Connect to Existing Kernel") under
+	// its own spec, apart from the launcher's pyrualean kernels.
+	var kernels []struct{ ID, Name string }
+	for deadline := time.Now().Add(30 * time.Second); len(kernels) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		lab.get(t, "/api/kernels", &kernels)
+	}
+	if len(kernels) != 1 || kernels[0].Name != "pyrualean-episode-run" {
+		t.Fatalf("Lab lists kernels %+v, want the episode's as pyrualean-episode-run", kernels)
+	}
+	var specs struct {
+		Kernelspecs map[string]struct {
+			Spec struct {
+				DisplayName string `json:"display_name"`
+			} `json:"spec"`
+		} `json:"kernelspecs"`
+	}
+	lab.get(t, "/api/kernelspecs", &specs)
+	if d := specs.Kernelspecs["pyrualean-episode-run"].Spec.DisplayName; !strings.Contains(d, "live agent kernel") {
+		t.Errorf("the episode's kernelspec in Lab: %q", d)
+	}
+
+	var attachOut, attachErr strings.Builder
+	if code := cmdAttach(context.Background(), []string{"--gateway", gw, "--gateway-token", gwToken, "--server", lab.url,
+		"--server-token", lab.token}, &attachOut, &attachErr); code != 0 || !strings.Contains(attachOut.String(), ", live") {
+		t.Fatalf("attach: exit %d %s %s", code, attachOut.String(), attachErr.String())
+	}
+
+	artifacts := os.Getenv("PYRUALEAN_E2E_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = filepath.Join(t.TempDir(), "screenshots")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	node := exec.CommandContext(ctx, "node", "hitl.mjs")
+	node.Dir = filepath.Join(root, "e2e")
+	node.Env = append(os.Environ(), "LAB_URL="+lab.url, "LAB_TOKEN="+lab.token, "NB_PATH=pyrualean-episodes/run.ipynb",
+		"ARTIFACTS="+artifacts)
+	stdout, _ := node.StdoutPipe()
+	node.Stderr = node.Stdout
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var latency string
+	var log strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		log.WriteString(line + "\n")
+		switch {
+		case line == "@@ready":
+			releaseOnce.Do(func() { close(release) })
+		case strings.HasPrefix(line, "@@latency "):
+			latency = strings.TrimPrefix(line, "@@latency ")
+		}
+	}
+	nodeErr := node.Wait()
+	t.Logf("hitl.mjs (screenshots in %s):\n%s", artifacts, log.String())
+	if nodeErr != nil {
+		t.Fatalf("the browser steps failed: %v\nplay stderr:\n%s", nodeErr, playErr.String())
+	}
+	t.Logf("delay from an agent cell's output in the kernel to the browser, vs a person's own cell: %s", latency)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("play exit %d: %s", code, playErr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("play did not end after its linger: %s", playErr.String())
+	}
+	checkLiveRun(t, out, srv.Requests())
+}
+
+// checkLiveRun checks the run folder and what the model was told after the browser steps.
+func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
+	t.Helper()
+	nb, err := notebooks.ReadFile(filepath.Join(out, "trace.ipynb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var humans []notebooks.CellMeta
+	for _, c := range nb.Cells {
+		m := notebooks.CellMetaOf(c)
+		tags, _ := c.Metadata["tags"].([]any)
+		if m.Author == notebooks.AuthorHuman {
+			humans = append(humans, m)
+			if len(tags) == 0 || tags[0] != notebooks.TagHuman {
+				t.Errorf("a person's cell without the human tag: %v", c.Metadata)
+			}
+		}
+	}
+	if len(humans) != 2 || humans[1].Ledger == nil || humans[1].Ledger.StatefulCalls != 1 || humans[1].Ledger.EnvSteps == 0 {
+		t.Errorf("people's cells in the trace: %+v", humans)
+	}
+	var kinds []string
+	for _, ev := range notebooks.ParseEpisodeMeta(nb.Metadata).Events {
+		kinds = append(kinds, ev.Kind)
+	}
+	if strings.Join(kinds, " ") != "pause step resume" {
+		t.Errorf("trace events %v, want pause step resume", kinds)
+	}
+	var res agent.Result
+	b, _ := os.ReadFile(filepath.Join(out, "result.json"))
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Sealed {
+		t.Errorf("the episode was not sealed: %+v", res.Seal)
+	}
+	if res.StatefulCalls != 0 || res.EnvSteps != 0 || res.HumanCells != 2 || res.HumanStatefulCalls != 1 || res.HumanEnvSteps == 0 || res.ToolTurns != 4 {
+		t.Errorf("result.json: agent stateful %d steps %d, person cells %d stateful %d steps %d, turns %d",
+			res.StatefulCalls, res.EnvSteps, res.HumanCells, res.HumanStatefulCalls, res.HumanEnvSteps, res.ToolTurns)
+	}
+	f, err := os.Open(filepath.Join(out, "calls.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var byPerson []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var c map[string]any
+		json.Unmarshal(sc.Bytes(), &c)
+		if c["author"] == "human" {
+			byPerson = append(byPerson, fmt.Sprintf("%v@%v", c["tool"], c["human_cell"]))
+		} else if c["author"] != "agent" {
+			t.Errorf("calls.jsonl line without an author: %v", c)
+		}
+	}
+	if strings.Join(byPerson, " ") != "move_to@2 state@2" {
+		t.Errorf("the person's calls in calls.jsonl: %v", byPerson)
+	}
+	// The decision after the step was told, before the model call, that the person moved the robot.
+	if len(reqs) < 3 {
+		t.Fatalf("%d model calls", len(reqs))
+	}
+	told, _ := json.Marshal(reqs[2].Messages())
+	if !strings.Contains(string(told), "MOVED THE ROBOT") || !strings.Contains(string(told), "hello from a person") {
+		t.Errorf("the third decision was not told about the person's cells: %s", agent.TrimMiddle(string(told), 3000))
+	}
+}

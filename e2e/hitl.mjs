@@ -1,0 +1,214 @@
+// A person in JupyterLab with a live agent (issue #18), in Debian's headless Chromium: the episode's
+// live notebook (attached by the Go test, cmd/pyrualean/hitl_lab_test.go) is opened; agent cells must
+// appear without a reload; the person pauses from the toolbar, runs a cell that waits behind the agent's
+// (a notice says so), runs a cell that moves the robot, is told the gateway refused a restart, steps,
+// resumes, reloads in the middle of a streaming agent cell and must find every line, then sees the
+// episode end and linger, works in the kept kernel, and sees the gateway go without a cell hanging.
+//
+// Environment: LAB_URL, LAB_TOKEN, NB_PATH (the live notebook), ARTIFACTS (screenshots of every step),
+// CHROMIUM (default /usr/bin/chromium), STEP_TIMEOUT_MS. Lines starting with "@@" are for the Go test:
+// "@@ready" (release the agent), "@@latency <json>". Exit 0 when every step passed.
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const labURL = process.env.LAB_URL;
+const token = process.env.LAB_TOKEN ?? "";
+const nbPath = process.env.NB_PATH;
+const artifacts = process.env.ARTIFACTS ?? "";
+const timeout = Number(process.env.STEP_TIMEOUT_MS ?? 90000);
+if (!labURL || !nbPath) {
+  console.error("hitl.mjs: set LAB_URL and NB_PATH");
+  process.exit(2);
+}
+if (artifacts) mkdirSync(artifacts, { recursive: true });
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  headless: true,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
+});
+const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+const consoleLines = [];
+page.on("console", (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+page.on("pageerror", (e) => consoleLines.push(`pageerror: ${e.message}`));
+
+// First time each streamed line "<kind> <i> <unix seconds>" is seen on the page, per page load.
+await page.addInitScript(() => {
+  window.__seen = {};
+  const scan = () => {
+    for (const el of document.querySelectorAll(".jp-OutputArea-output")) {
+      for (const m of el.textContent.matchAll(/(tick|beat|own|slow) (\d+) (\d+\.\d+)/g)) {
+        const k = `${m[1]} ${m[2]}`;
+        if (!(k in window.__seen)) window.__seen[k] = { sent: parseFloat(m[3]) * 1000, seen: Date.now() };
+      }
+    }
+  };
+  new MutationObserver(scan).observe(document, { subtree: true, childList: true, characterData: true });
+});
+
+const P = ".jp-NotebookPanel:not(.lm-mod-hidden)";
+const bar = page.locator(`${P} .pyrualean-episode-bar`);
+let shots = 0;
+const shot = async (name) => {
+  if (!artifacts) return;
+  shots++;
+  await page.screenshot({ path: join(artifacts, `${String(shots).padStart(2, "0")}-${name}.png`) }).catch(() => {});
+};
+const step = async (name, fn) => {
+  const t0 = Date.now();
+  try {
+    await fn();
+  } catch (err) {
+    console.log(`FAIL ${name}: ${err.message.split("\n")[0]}`);
+    const outs = await page.locator(`${P} .jp-Cell`).allInnerTexts().catch(() => []);
+    console.log(`  cells on the page: ${JSON.stringify(outs).slice(0, 4000)}`);
+    console.log(`  episode bar: ${await bar.innerText().catch(() => "?")} ${JSON.stringify(await bar.evaluate((n) => ({ ...n.dataset })).catch(() => ({})))}`);
+    console.log(`  browser console (last 25):\n    ${consoleLines.slice(-25).join("\n    ")}`);
+    await shot(`FAIL-${name}`);
+    await browser.close();
+    process.exit(1);
+  }
+  console.log(`ok ${name} (${Date.now() - t0} ms)`);
+  await shot(name);
+};
+const output = (text) => page.locator(`${P} .jp-OutputArea-output`, { hasText: text }).first();
+const waitOutput = (text, t = timeout) => output(text).waitFor({ state: "visible", timeout: t });
+const waitBar = (attr, value, t = timeout) =>
+  page.waitForFunction(([a, v]) => {
+    const b = document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden) .pyrualean-episode-bar");
+    return b && b.dataset[a] === v && b.offsetParent !== null;
+  }, [attr, value], { timeout: t });
+const click = (action) => page.locator(`${P} .jp-Toolbar .pyrualean-${action}`).first().click();
+
+// A person's new cell below the last one, run in place (Ctrl+Enter).
+const runNewCell = async (code) => {
+  const last = page.locator(`${P} .jp-Notebook .jp-Cell`).last();
+  await last.locator(".jp-InputPrompt").first().click();
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("b");
+  const cell = page.locator(`${P} .jp-Notebook .jp-Cell.jp-mod-selected`).first();
+  await cell.locator(".jp-InputArea-editor").click();
+  await page.keyboard.insertText(code); // at once: no key-by-key delay, no auto-closed brackets
+  await page.keyboard.press("Control+Enter");
+  return cell;
+};
+const openNotebook = async () => {
+  await page.goto(`${labURL}/lab/tree/${nbPath}?token=${encodeURIComponent(token)}&reset`, { waitUntil: "domcontentloaded", timeout });
+  await page.locator(`${P} .jp-Cell`).first().waitFor({ state: "visible", timeout });
+  await bar.waitFor({ state: "visible", timeout });
+};
+
+await step("open-live-notebook", async () => {
+  await openNotebook();
+  await page.locator(".jp-StatusBar-Widget", { hasText: /\| Idle|\| Busy/ }).first().waitFor({ state: "visible", timeout });
+});
+console.log("@@ready");
+
+await step("agent-cells-appear", async () => {
+  await waitOutput("agent cell 1");
+  await waitOutput("tick 1 ");
+});
+
+await step("pause-from-toolbar", async () => {
+  await click("pause"); // during agent cell 2: the agent stops before its next decision
+  await waitBar("state", "paused");
+});
+
+await step("queued-behind-agent", async () => {
+  await runNewCell("h = 'hello from a person'; import time\nfor i in range(8): print(f'own {i} {time.time():.3f}', flush=True); time.sleep(0.25)");
+  await page.getByText(/queued behind agent cell 2/).first().waitFor({ state: "visible", timeout });
+  await waitOutput("own 7 ");
+  await waitBar("phase", "waiting");
+});
+
+await step("human-moves-robot", async () => {
+  await runNewCell("m = robo.move_to([0.5, 0.05, 0.3]); print('person moved', robo.state().step > 0)");
+  await waitOutput("person moved True");
+  await page.waitForFunction(() => document.querySelectorAll(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell.pyrualean-human-cell").length >= 2,
+    null, { timeout: 10000 });
+});
+
+await step("refused-restart-shown", async () => {
+  // Lab's restart, as its Kernel menu sends it: the gateway refuses (it would lose the robot), and
+  // the bar's extension says so instead of nothing.
+  const eps = await (await page.request.get(`${labURL}/pyrualean/api/episodes`, { headers: { Authorization: `token ${token}` } })).json();
+  const kid = eps.episodes[0].kernel_id;
+  const r = await page.request.post(`${labURL}/api/kernels/${kid}/restart`, { headers: { Authorization: `token ${token}` } });
+  if (r.ok()) throw new Error(`restart of the episode's kernel answered ${r.status()}`);
+  await page.getByText(/The gateway refused to restart the episode’s kernel: restarting it would lose the robot/).first().waitFor({ state: "visible", timeout });
+});
+
+await step("step", async () => {
+  await click("step"); // one decision: agent cell 3, then paused again
+  await waitOutput("agent cell 3 sees hello from a person");
+  await waitOutput("beat 15 ");
+  await waitBar("turn", "3");
+  await waitBar("phase", "waiting");
+});
+
+const before = await page.evaluate(() => window.__seen);
+
+await step("resume", async () => {
+  await click("resume");
+  await waitBar("state", "running");
+  await waitOutput("slow 1 ");
+});
+
+await step("reload-mid-cell", async () => {
+  await page.reload({ waitUntil: "domcontentloaded", timeout });
+  await page.locator(`${P} .jp-Cell`).first().waitFor({ state: "visible", timeout });
+  await waitOutput("slow 11 ");
+  const text = await output("slow 0 ").innerText();
+  const got = [...text.matchAll(/slow (\d+) /g)].map((m) => Number(m[1]));
+  const want = [...Array(12).keys()];
+  if (JSON.stringify(got) !== JSON.stringify(want)) throw new Error(`after the reload the cell shows slow ${got}, want ${want}`);
+  for (const t of ["agent cell 1", "tick 11 ", "own 7 ", "person moved True", "agent cell 3 sees"]) {
+    if (!(await output(t).isVisible())) throw new Error(`after the reload ${JSON.stringify(t)} is gone`);
+  }
+});
+
+await step("episode-over-lingers", async () => {
+  await waitBar("state", "over");
+  const text = await bar.innerText();
+  if (!/episode over/.test(text) || !/stays until/.test(text)) throw new Error(`bar says ${JSON.stringify(text)}`);
+});
+
+await step("post-mortem-cell", async () => {
+  await runNewCell("print('post-mortem', robo.state().step > 0)");
+  await waitOutput("post-mortem True");
+});
+
+await step("gateway-gone-no-hang", async () => {
+  await waitBar("state", "gone", timeout);
+  const cell = await runNewCell("print('never runs')");
+  // The cell must not wait for ever: Lab says there is no kernel (a dialog) or clears its prompt.
+  await page.waitForFunction(() => {
+    const dialog = document.querySelector(".jp-Dialog");
+    const cells = document.querySelectorAll(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell");
+    const prompt = cells[cells.length - 1]?.querySelector(".jp-InputPrompt")?.textContent ?? "";
+    return dialog !== null || !prompt.includes("*");
+  }, null, { timeout: 30000 });
+  if (await output("never runs").isVisible()) throw new Error("a cell ran with the gateway gone");
+  void cell;
+});
+
+// Delay from a line's print in the kernel to its first appearance in the page (first load only).
+const lat = (kind) => Object.entries(before).filter(([k]) => k.startsWith(kind)).map(([, v]) => v.seen - v.sent).sort((a, b) => a - b);
+const q = (xs, p) => (xs.length ? xs[Math.min(xs.length - 1, Math.floor(p * xs.length))] : null);
+// beat: an agent cell while the page is left alone; tick: one while the person pauses, writes and runs a
+// cell; own: the person's own cell (JupyterLab's kernel connection, no shared document): the anchor.
+const stats = (xs) => ({ n: xs.length, median: q(xs, 0.5), p95: q(xs, 0.95), max: xs[xs.length - 1] ?? null });
+const live = stats(lat("beat"));
+const own = stats(lat("own"));
+const ratio = (a, b) => (a !== null && b ? Math.round((100 * a) / b) / 100 : null);
+console.log(`@@latency ${JSON.stringify({
+  agent_live_ms: live,
+  agent_live_while_person_acts_ms: stats(lat("tick")),
+  own_cell_ms: own,
+  ratio_median: ratio(live.median, own.median),
+  ratio_p95: ratio(live.p95, own.p95),
+})}`);
+await browser.close();
+console.log("all steps passed");
