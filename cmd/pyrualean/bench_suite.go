@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -74,12 +75,13 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	runEval := func(name string, n int) (way, *suite.Manifest, error) {
 		out := filepath.Join(dir, name)
 		cmd := exec.CommandContext(ctx, exe, append(common, "--jobs", strconv.Itoa(n), "--out", out)...)
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		var errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &errOut
 		t0 := time.Now()
 		err := cmd.Run()
 		w := way{Name: name, WallS: time.Since(t0).Seconds()}
 		if err != nil {
-			return w, nil, fmt.Errorf("%s: %w", name, err)
+			return w, nil, fmt.Errorf("%s: %w (suite folder %s)\n%s", name, err, out, tailLines(errOut.String(), 20))
 		}
 		man, err := suite.ReadManifest(out)
 		if err != nil {
@@ -244,4 +246,10 @@ func benchSuiteLocal(ctx context.Context, exe, dir, model string, n int, asJSON 
 	fmt.Fprintf(stdout, "embedded %s, one shared server, %d episodes: first turn of episode 1 %.2f s; episodes 2..%d median %.2f s (%.2fx)\n",
 		model, len(firsts), firsts[0].LatencyS, len(firsts), median(rest), ratio)
 	return 0
+}
+
+// tailLines is the last n lines of s.
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
