@@ -1,24 +1,20 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/pyrualean/pyrualean/gateway/jupytertest"
 	"github.com/pyrualean/pyrualean/kernel"
 )
 
@@ -32,120 +28,29 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// jupyterPeer is a real `jupyter server` or `jupyter lab` from the venv, pointed at our gateway.
-type jupyterPeer struct {
-	url, token, root string
-	cmd              *exec.Cmd
-	logMu            sync.Mutex
-	log              strings.Builder
-}
-
-// startJupyter runs `jupyter <app> --gateway-url=<gw>` with its own runtime/config dirs and waits for /api.
-func startJupyter(t testing.TB, app, gatewayURL, gatewayToken string) *jupyterPeer {
-	t.Helper()
-	root := repoRoot(t)
-	jupyter := filepath.Join(root, ".venv", "bin", "jupyter")
-	if _, err := os.Stat(jupyter); err != nil {
-		t.Fatalf("jupyter not installed in .venv (pip install -r requirements/gateway.txt): %v", err)
-	}
-	tmp := t.TempDir()
-	nbRoot := filepath.Join(tmp, "root")
-	if err := os.MkdirAll(nbRoot, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	p := &jupyterPeer{url: fmt.Sprintf("http://127.0.0.1:%d", port), token: "jt-" + uuid.NewString()[:8], root: nbRoot}
-	args := []string{app, "--no-browser", "--ip=127.0.0.1", fmt.Sprintf("--port=%d", port), "--ServerApp.port_retries=0",
-		"--IdentityProvider.token=" + p.token, "--ServerApp.root_dir=" + nbRoot,
-		"--gateway-url=" + gatewayURL, "--GatewayClient.auth_token=" + gatewayToken,
-		"--GatewayClient.request_timeout=60", "--ServerApp.disable_check_xsrf=True", "--allow-root"}
-	if app == "lab" {
-		args = append(args, "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-			"--ServerApp.open_browser=False")
-	}
-	cmd := exec.Command(jupyter, args...)
-	cmd.Dir = tmp // jupyter-collaboration keeps its .jupyter_ystore.db in the working directory
-	cmd.Env = append(os.Environ(), "JUPYTER_RUNTIME_DIR="+filepath.Join(tmp, "runtime"),
-		"JUPYTER_CONFIG_DIR="+filepath.Join(tmp, "config"), "JUPYTER_DATA_DIR="+filepath.Join(tmp, "data"),
-		"JUPYTER_PLATFORM_DIRS=1", "PYTHONUNBUFFERED=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = cmd
-	exited := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.logMu.Lock()
-			p.log.WriteString(sc.Text() + "\n")
-			p.logMu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("jupyter %s log:\n%s", app, p.logs())
-		}
-	})
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(p.url + "/api?token=" + p.token)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("jupyter %s exited:\n%s", app, p.logs())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	t.Fatalf("jupyter %s did not come up:\n%s", app, p.logs())
-	return nil
-}
-
-func (p *jupyterPeer) logs() string {
-	p.logMu.Lock()
-	defer p.logMu.Unlock()
-	return p.log.String()
-}
-
-// asServer lets the api helper talk to the peer.
-func (p *jupyterPeer) asServer() *httptest.Server { return &httptest.Server{URL: p.url} }
+// asServer lets the gateway tests' HTTP helpers talk to a Jupyter peer.
+func asServer(p *jupytertest.Server) *httptest.Server { return &httptest.Server{URL: p.URL} }
 
 // TestJupyterServerGateway runs a real jupyter_server with --gateway-url pointing at our gateway and
 // drives it through its own REST + WebSocket API: start a kernel, execute, interrupt, restart, shut down.
 func TestJupyterServerGateway(t *testing.T) {
 	const tok = "gw-token"
 	_, hs := startGateway(t, Config{Token: tok})
-	js := startJupyter(t, "server", hs.URL, tok)
-	jsrv := js.asServer()
+	js := jupytertest.Start(t, "server", hs.URL, tok)
+	jsrv := asServer(js)
 
 	var specs struct {
 		Default     string                    `json:"default"`
 		Kernelspecs map[string]map[string]any `json:"kernelspecs"`
 	}
-	mustStatus(t, api(t, jsrv, js.token, "GET", "/api/kernelspecs", nil, &specs), 200, "jupyter_server kernelspecs")
+	mustStatus(t, api(t, jsrv, js.Token, "GET", "/api/kernelspecs", nil, &specs), 200, "jupyter_server kernelspecs")
 	// (jupyter_server adopts our "default" asynchronously, so the first answer may still say python3.)
 	if specs.Kernelspecs["pyrualean"] == nil {
 		t.Fatalf("jupyter_server did not adopt our kernelspecs: %+v", specs)
 	}
 
 	var m kernelModel
-	mustStatus(t, api(t, jsrv, js.token, "POST", "/api/kernels", map[string]any{"name": "pyrualean"}, &m), 201, "start via jupyter_server")
+	mustStatus(t, api(t, jsrv, js.Token, "POST", "/api/kernels", map[string]any{"name": "pyrualean"}, &m), 201, "start via jupyter_server")
 	checkModel(t, m, "pyrualean")
 	var ours []kernelModel
 	api(t, hs, tok, "GET", "/api/kernels", nil, &ours)
@@ -155,7 +60,7 @@ func TestJupyterServerGateway(t *testing.T) {
 
 	session := uuid.NewString()
 	dial := func() *wsClient {
-		c, resp, err := dialWS(t, wsURL(js.url, m.ID, session, js.token), session, false, nil)
+		c, resp, err := dialWS(t, wsURL(js.URL, m.ID, session, js.Token), session, false, nil)
 		if err != nil {
 			body := ""
 			if resp != nil {
@@ -178,7 +83,7 @@ func TestJupyterServerGateway(t *testing.T) {
 	// Let the cell reach time.sleep: a SIGINT landing in ipykernel's own code before the cell runs can
 	// lose the execute_reply (an ipykernel race, not the gateway's).
 	time.Sleep(500 * time.Millisecond)
-	mustStatus(t, api(t, jsrv, js.token, "POST", "/api/kernels/"+m.ID+"/interrupt", map[string]any{}, nil), 204, "interrupt via jupyter_server")
+	mustStatus(t, api(t, jsrv, js.Token, "POST", "/api/kernels/"+m.ID+"/interrupt", map[string]any{}, nil), 204, "interrupt via jupyter_server")
 	msgs = c.until(30*time.Second, "interrupted reply", func(m *wireMsg) bool { return m.MsgType == "execute_reply" && m.ParentMsgID == id })
 	if !strings.Contains(string(msgs[len(msgs)-1].Content), "KeyboardInterrupt") {
 		t.Fatalf("interrupt: %s", msgs[len(msgs)-1].Content)
@@ -186,7 +91,7 @@ func TestJupyterServerGateway(t *testing.T) {
 
 	// Restart: the model comes back; the namespace is fresh.
 	var rm kernelModel
-	mustStatus(t, api(t, jsrv, js.token, "POST", "/api/kernels/"+m.ID+"/restart", map[string]any{}, &rm), 200, "restart via jupyter_server")
+	mustStatus(t, api(t, jsrv, js.Token, "POST", "/api/kernels/"+m.ID+"/restart", map[string]any{}, &rm), 200, "restart via jupyter_server")
 	if rm.ID != m.ID {
 		t.Fatalf("restart model %+v", rm)
 	}
@@ -197,7 +102,7 @@ func TestJupyterServerGateway(t *testing.T) {
 		t.Fatalf("after restart: %q %s", got, summarize(msgs))
 	}
 
-	mustStatus(t, api(t, jsrv, js.token, "DELETE", "/api/kernels/"+m.ID, nil, nil), 204, "shutdown via jupyter_server")
+	mustStatus(t, api(t, jsrv, js.Token, "DELETE", "/api/kernels/"+m.ID, nil, nil), 204, "shutdown via jupyter_server")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		api(t, hs, tok, "GET", "/api/kernels", nil, &ours)
@@ -265,8 +170,8 @@ func TestJupyterLabInBrowser(t *testing.T) {
 	}
 	srv.AddEpisode(&traceEpisode{trace: tracePath}, liveID)
 
-	lab := startJupyter(t, "lab", hs.URL, tok)
-	if err := os.WriteFile(filepath.Join(lab.root, "fresh.ipynb"), notebookJSON("print(6 * 7)"), 0o644); err != nil {
+	lab := jupytertest.Start(t, "lab", hs.URL, tok)
+	if err := os.WriteFile(filepath.Join(lab.Root, "fresh.ipynb"), notebookJSON("print(6 * 7)"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// What `pyrualean attach` does: find the only live episode on the gateway, upload its trace, make the session.
@@ -278,7 +183,7 @@ func TestJupyterLabInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, err := Attach(ctx, AttachOptions{ServerURL: lab.url, ServerToken: lab.token, KernelID: ep.KernelID,
+	att, err := Attach(ctx, AttachOptions{ServerURL: lab.URL, ServerToken: lab.Token, KernelID: ep.KernelID,
 		Path: "episodes/live.ipynb", Notebook: nb})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +198,7 @@ func TestJupyterLabInBrowser(t *testing.T) {
 	})
 	cmd := exec.CommandContext(ctx, "node", "lab.mjs")
 	cmd.Dir = filepath.Join(root, "e2e")
-	cmd.Env = append(os.Environ(), "LAB_URL="+lab.url, "LAB_TOKEN="+lab.token, "CASES="+string(cases),
+	cmd.Env = append(os.Environ(), "LAB_URL="+lab.URL, "LAB_TOKEN="+lab.Token, "CASES="+string(cases),
 		"ARTIFACTS="+artifactsDir(t), "CASE_TIMEOUT_MS=150000")
 	out, err := cmd.CombinedOutput()
 	t.Logf("lab.mjs:\n%s", out)

@@ -5,18 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyrualean/pyrualean/gateway/jupytertest"
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
@@ -27,92 +25,6 @@ import (
 func pyCall(code string) openaitest.Reply {
 	b, _ := json.Marshal(map[string]string{"code": code})
 	return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: string(b)}}}
-}
-
-// labServer is a real `jupyter lab --gateway-url` from the venv (with jupyter-collaboration and the
-// pyrualean extension), in its own folders, stopped at the end of the test.
-type labServer struct {
-	url, token, root string
-	logMu            sync.Mutex
-	log              strings.Builder
-}
-
-func (l *labServer) logs() string { l.logMu.Lock(); defer l.logMu.Unlock(); return l.log.String() }
-
-func (l *labServer) Write(p []byte) (int, error) {
-	l.logMu.Lock()
-	defer l.logMu.Unlock()
-	return l.log.Write(p)
-}
-
-func startLab(t *testing.T, root, gatewayURL, gatewayToken string) *labServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	tmp := t.TempDir()
-	l := &labServer{url: fmt.Sprintf("http://127.0.0.1:%d", port), token: "lab-" + fmt.Sprint(time.Now().UnixNano()), root: filepath.Join(tmp, "root")}
-	os.MkdirAll(l.root, 0o755)
-	cmd := exec.Command(filepath.Join(root, ".venv", "bin", "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
-		fmt.Sprintf("--port=%d", port), "--ServerApp.port_retries=0", "--IdentityProvider.token="+l.token,
-		"--ServerApp.root_dir="+l.root, "--gateway-url="+gatewayURL, "--GatewayClient.auth_token="+gatewayToken,
-		"--GatewayClient.request_timeout=60", "--allow-root", "--LabApp.news_url=",
-		"--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
-	cmd.Dir = tmp // jupyter-collaboration keeps its .jupyter_ystore.db in the working directory
-	cmd.Env = append(os.Environ(), "JUPYTER_RUNTIME_DIR="+filepath.Join(tmp, "runtime"), "JUPYTER_CONFIG_DIR="+filepath.Join(tmp, "config"),
-		"JUPYTER_DATA_DIR="+filepath.Join(tmp, "data"), "JUPYTER_PLATFORM_DIRS=1", "PYTHONUNBUFFERED=1")
-	cmd.Stdout, cmd.Stderr = l, l
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("jupyter lab log:\n%s", l.logs())
-		}
-	})
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if resp, err := http.Get(l.url + "/api?token=" + l.token); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return l
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("jupyter lab exited:\n%s", l.logs())
-		default:
-		}
-	}
-	t.Fatalf("jupyter lab did not come up:\n%s", l.logs())
-	return nil
-}
-
-func (l *labServer) get(t *testing.T, path string, out any) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", l.url+path, nil)
-	req.Header.Set("Authorization", "token "+l.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || json.Unmarshal(b, out) != nil {
-		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
-	}
 }
 
 // TestLabLiveEpisode is issue #18's end-to-end check, in JupyterLab 4 in Debian's Chromium (e2e/hitl.mjs):
@@ -175,13 +87,13 @@ func TestLabLiveEpisode(t *testing.T) {
 	if gw == "" {
 		t.Fatalf("no gateway address: %s", playErr.String())
 	}
-	lab := startLab(t, root, gw, gwToken)
+	lab := jupytertest.Start(t, "lab", gw, gwToken)
 
 	// Without attach, Lab lists the episode's kernel (Running panel, "Connect to Existing Kernel") under
 	// its own spec, apart from the launcher's pyrualean kernels.
 	var kernels []struct{ ID, Name string }
 	for deadline := time.Now().Add(30 * time.Second); len(kernels) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		lab.get(t, "/api/kernels", &kernels)
+		lab.Get(t, "/api/kernels", &kernels)
 	}
 	if len(kernels) != 1 || kernels[0].Name != "pyrualean-episode-run" {
 		t.Fatalf("Lab lists kernels %+v, want the episode's as pyrualean-episode-run", kernels)
@@ -193,14 +105,14 @@ func TestLabLiveEpisode(t *testing.T) {
 			} `json:"spec"`
 		} `json:"kernelspecs"`
 	}
-	lab.get(t, "/api/kernelspecs", &specs)
+	lab.Get(t, "/api/kernelspecs", &specs)
 	if d := specs.Kernelspecs["pyrualean-episode-run"].Spec.DisplayName; !strings.Contains(d, "live agent kernel") {
 		t.Errorf("the episode's kernelspec in Lab: %q", d)
 	}
 
 	var attachOut, attachErr strings.Builder
-	if code := cmdAttach(context.Background(), []string{"--gateway", gw, "--gateway-token", gwToken, "--server", lab.url,
-		"--server-token", lab.token}, &attachOut, &attachErr); code != 0 || !strings.Contains(attachOut.String(), ", live") {
+	if code := cmdAttach(context.Background(), []string{"--gateway", gw, "--gateway-token", gwToken, "--server", lab.URL,
+		"--server-token", lab.Token}, &attachOut, &attachErr); code != 0 || !strings.Contains(attachOut.String(), ", live") {
 		t.Fatalf("attach: exit %d %s %s", code, attachOut.String(), attachErr.String())
 	}
 
@@ -212,7 +124,7 @@ func TestLabLiveEpisode(t *testing.T) {
 	defer cancel()
 	node := exec.CommandContext(ctx, "node", "hitl.mjs")
 	node.Dir = filepath.Join(root, "e2e")
-	node.Env = append(os.Environ(), "LAB_URL="+lab.url, "LAB_TOKEN="+lab.token, "NB_PATH=pyrualean-episodes/run.ipynb",
+	node.Env = append(os.Environ(), "LAB_URL="+lab.URL, "LAB_TOKEN="+lab.Token, "NB_PATH=pyrualean-episodes/run.ipynb",
 		"ARTIFACTS="+artifacts)
 	stdout, _ := node.StdoutPipe()
 	node.Stderr = node.Stdout
