@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/pyrualean/pyrualean/gateway/jupytertest"
 	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 func freePort(t testing.TB) int {
@@ -136,7 +137,7 @@ func notebookJSON(source string) []byte {
 // starts, and a second notebook attached with Attach runs on a live kernel started elsewhere (as an
 // episode's is) and sees the state the "agent" left in it.
 func TestJupyterLabInBrowser(t *testing.T) {
-	root := repoRoot(t)
+	root := nbtest.Root(t)
 	if _, err := os.Stat(filepath.Join(root, "e2e", "node_modules", "playwright-core")); err != nil {
 		t.Fatalf("e2e/node_modules missing: run `npm ci` in e2e/ (scripts/setup.sh does): %v", err)
 	}
