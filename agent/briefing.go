@@ -91,8 +91,15 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 			return err
 		}
 	}
+	var examples []Example
+	if c.PromptProfile == ProfileCompact {
+		if examples, err = e.examples(ctx); err != nil {
+			return err
+		}
+	}
 	budgetS := c.Budget.Seconds()
 	text := BuildPrompt(PromptParts{
+		Profile: c.PromptProfile, Examples: examples,
 		Arm: c.Arm, Images: c.Images, Feedback: c.Feedback, MaxTurns: c.MaxTurns, MaxPrograms: c.MaxPrograms, BudgetS: budgetS,
 		MaxEnvSteps: e.card.MaxEnvSteps, APIReference: apiText, Knowledge: e.card.Knowledge,
 		TaskCard: RenderCard(e.card), GuideFiles: guides, Cameras: e.card.Cameras, MotionCameras: e.card.MotionCameras,
@@ -111,6 +118,7 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	e.res.Prompt = e.prompt.Info()
+	e.res.Prompt.Profile = c.PromptProfile
 	e.res.TaskLanguage = e.card.TaskLanguage
 	if e.res.Suite == "" {
 		e.res.Suite = e.card.Suite
@@ -124,6 +132,32 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 		m.Budgets = e.budgetsMeta(e.card.MaxEnvSteps) // the robot's own step budget
 	})
 	return e.trace.AddMarkdown(RenderCard(e.card), notebooks.CellMeta{Author: notebooks.AuthorSetup, Kind: "task_card"}.Map())
+}
+
+// examples are the compact profile's worked examples: reference solutions of tasks from the robot's
+// other task families (PickExamples). A robot without tasks or solutions gets none.
+func (e *Episode) examples(ctx context.Context) ([]Example, error) {
+	tasks, err := robotapi.Tasks(ctx, e.cfg.Robot)
+	if err != nil {
+		return nil, fmt.Errorf("compact prompt: %w", err)
+	}
+	own := e.card.Task
+	if own == "" {
+		own = e.cfg.Task
+	}
+	list := make([]ExampleTask, len(tasks))
+	for i, t := range tasks {
+		list[i] = ExampleTask{Name: t.Name, Family: t.Family, Instruction: t.Instruction}
+	}
+	var out []Example
+	for _, t := range PickExamples(list, own, 3) {
+		cells, err := robotapi.SolutionCells(e.cfg.Robot, t.Name)
+		if err != nil {
+			continue // a task without a reference solution is no example
+		}
+		out = append(out, Example{Task: t.Name, Instruction: t.Instruction, Cells: cells})
+	}
+	return out, nil
 }
 
 // guidesFS holds the arm-independent guides that ship with the agent.

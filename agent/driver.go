@@ -43,6 +43,19 @@ type Turn struct {
 	Reasoning    string   `json:"reasoning,omitempty"`
 	Error        string   `json:"error,omitempty"`
 	Images       int      `json:"images_sent"`
+	// Timings are the server's own account of the reply (llama.cpp), when it gives one.
+	Timings *ServerTimings `json:"timings,omitempty"`
+}
+
+// ServerTimings is llama.cpp's "timings" of one reply: prompt processing and generation.
+type ServerTimings struct {
+	CacheN             int     `json:"cache_n"`  // prompt tokens reused from the cache
+	PromptN            int     `json:"prompt_n"` // prompt tokens processed
+	PromptMS           float64 `json:"prompt_ms"`
+	PromptPerSecond    float64 `json:"prompt_per_second"`
+	PredictedN         int     `json:"predicted_n"`
+	PredictedMS        float64 `json:"predicted_ms"`
+	PredictedPerSecond float64 `json:"predicted_per_second"`
 }
 
 // round3 rounds seconds to milliseconds for the records.

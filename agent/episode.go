@@ -24,6 +24,7 @@ type EpisodeConfig struct {
 	ProgramTimeout     time.Duration // program arm: the watchdog of one program (default CellTimeout)
 	Images             string        // on-motion | on-demand | none
 	Feedback           string        // pure | rich
+	PromptProfile      string        // default | compact (agent.ProfileCompact: small local models; cells arm)
 	Primitives         string        // full | no-vla
 	Guides             bool
 	MaxTurns           int           // python/primitive calls; 0: unlimited
@@ -77,6 +78,9 @@ func (c *EpisodeConfig) defaults() error {
 	if c.Primitives == "" {
 		c.Primitives = PrimitivesFull
 	}
+	if c.PromptProfile == "" {
+		c.PromptProfile = ProfileDefault
+	}
 	if c.CellTimeout <= 0 {
 		c.CellTimeout = 300 * time.Second
 	}
@@ -123,6 +127,10 @@ func (c *EpisodeConfig) defaults() error {
 		return fmt.Errorf("episode: images %q (want on-motion, on-demand or none)", c.Images)
 	case c.Feedback != FeedbackPure && c.Feedback != FeedbackRich:
 		return fmt.Errorf("episode: feedback %q (want pure or rich)", c.Feedback)
+	case c.PromptProfile != ProfileDefault && c.PromptProfile != ProfileCompact:
+		return fmt.Errorf("episode: prompt profile %q (want default or compact)", c.PromptProfile)
+	case c.PromptProfile == ProfileCompact && c.Arm != ArmCells:
+		return fmt.Errorf("episode: the compact prompt profile is for the cells arm (arm %s)", c.Arm)
 	case c.Primitives != PrimitivesFull && c.Primitives != PrimitivesNoVLA:
 		return fmt.Errorf("episode: primitives %q (want full or no-vla)", c.Primitives)
 	}

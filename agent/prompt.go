@@ -28,13 +28,17 @@ func (p Prompt) Info() PromptInfo {
 // PromptParts are the pieces a prompt is assembled from.
 type PromptParts struct {
 	Arm, Images, Feedback string
-	MaxTurns              int     // 0: no call budget (the wall clock is the budget)
-	MaxPrograms           int     // program arm: run_program calls allowed (0: no limit)
-	BudgetS               float64 // wall clock budget; with MaxTurns > 0 only a safety ceiling the prompt does not state
-	MaxEnvSteps           int
-	APIReference          string // `pyrualean api --format text` (cells) or the tools' descriptions
-	Knowledge             string // robot knowledge (markdown)
-	TaskCard              string // rendered task card
+	// Profile is ProfileDefault ("" too) or ProfileCompact (cells arm only; compactPrompt).
+	Profile string
+	// Examples are the compact profile's worked examples (PickExamples: other task families only).
+	Examples     []Example
+	MaxTurns     int     // 0: no call budget (the wall clock is the budget)
+	MaxPrograms  int     // program arm: run_program calls allowed (0: no limit)
+	BudgetS      float64 // wall clock budget; with MaxTurns > 0 only a safety ceiling the prompt does not state
+	MaxEnvSteps  int
+	APIReference string // `pyrualean api --format text` (cells) or the tools' descriptions
+	Knowledge    string // robot knowledge (markdown)
+	TaskCard     string // rendered task card
 	// GuideFiles names the guides copied into the workspace's guides/ directory: the contract then says
 	// where they are and that reading them is optional (seed prompt.GUIDES_NOTE), without inlining them.
 	GuideFiles []string
@@ -48,6 +52,9 @@ type PromptParts struct {
 // BuildPrompt assembles the prompt in the seed's order (play.build_prompt): contract (with the guides
 // note), API reference, robot knowledge, task card.
 func BuildPrompt(p PromptParts) string {
+	if p.Profile == ProfileCompact && (p.Arm == ArmCells || p.Arm == "") {
+		return compactPrompt(p)
+	}
 	var parts []string
 	contract := cellsContract(p)
 	switch p.Arm {

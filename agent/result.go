@@ -100,9 +100,10 @@ type FinishInfo struct {
 
 // PromptInfo describes prompt.txt.
 type PromptInfo struct {
-	Chars  int      `json:"chars"`
-	SHA256 string   `json:"sha256"`
-	Images []string `json:"images"`
+	Profile string   `json:"profile"` // default | compact
+	Chars   int      `json:"chars"`
+	SHA256  string   `json:"sha256"`
+	Images  []string `json:"images"`
 }
 
 // Generation is the model side of the episode.

@@ -39,9 +39,11 @@ var ErrNotChatModel = errors.New("not a chat model")
 
 // Options configures Serve. The zero value serves DefaultModel from <repo>/models with the repo's .venv.
 type Options struct {
-	Model   string // registry name; "" means DefaultModel
-	Root    string // repository root (llm/server.py, .venv); "" means found from the working directory
-	Dir     string // weights cache; "" means DefaultDir(Root)
+	Model string // registry name; "" means DefaultModel
+	Root  string // repository root (llm/server.py, .venv); "" means found from the working directory
+	Dir   string // weights cache; "" means DefaultDir(Root)
+	// SlotDir keeps saved prompt caches (Server.SaveSlot); "" means Dir/slots.
+	SlotDir string
 	Python  string // interpreter with xllamacpp; "" means Root/.venv/bin/python
 	Host    string // "" means 127.0.0.1
 	Port    int    // 0 means DefaultPort, or any free port when DefaultPort serves something else
@@ -63,6 +65,8 @@ type Server struct {
 	Path    string // the .gguf file
 	Reused  bool   // true when a server already running was found; Stop then leaves it alone
 	PID     int    // 0 when reused
+
+	slotDir string // where SaveSlot writes; "" for a reused server (its folder is unknown)
 
 	cmd      *exec.Cmd
 	stdin    io.Closer
@@ -136,6 +140,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Dir == "" {
 		o.Dir = DefaultDir(o.Root)
+	}
+	if o.SlotDir == "" {
+		o.SlotDir = filepath.Join(o.Dir, "slots")
 	}
 	if o.Python == "" {
 		o.Python = filepath.Join(o.Root, ".venv", "bin", "python")
@@ -248,7 +255,7 @@ func getJSON(ctx context.Context, url string, into any) error {
 func launch(ctx context.Context, o Options, m Model, path string, port int) (*Server, error) {
 	args := []string{filepath.Join(o.Root, "llm", "server.py"), "--model", path, "--alias", m.Name,
 		"--host", o.Host, "--port", strconv.Itoa(port), "--threads", strconv.Itoa(o.Threads),
-		"--ctx-size", strconv.Itoa(o.CtxSize)}
+		"--ctx-size", strconv.Itoa(o.CtxSize), "--slot-save-path", o.SlotDir}
 	if m.ChatTemplate != "" {
 		tpl, err := templates.ReadFile(m.ChatTemplate)
 		if err != nil {
@@ -279,7 +286,7 @@ func launch(ctx context.Context, o Options, m Model, path string, port int) (*Se
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.Python, err)
 	}
-	s := &Server{Model: m.Name, Path: path, PID: cmd.Process.Pid, cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+	s := &Server{Model: m.Name, Path: path, PID: cmd.Process.Pid, cmd: cmd, stdin: stdin, exited: make(chan struct{}), slotDir: o.SlotDir}
 	announced := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)

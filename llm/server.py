@@ -33,11 +33,13 @@ It never downloads anything and binds to 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import argparse
+import ast
 import http.client
 import http.server
 import json
 import os
 import re
+import select
 import signal
 import socket
 import sys
@@ -57,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ctx-size", type=int, default=8192)
     ap.add_argument("--parallel", type=int, default=1)
     ap.add_argument("--cache-ram-mib", type=int, default=512, help="llama.cpp prompt cache in RAM")
+    ap.add_argument("--slot-save-path", default="",
+                    help="folder for slot save/restore (POST /slots/0?action=save|restore): the prompt cache kept on disk")
     ap.add_argument("--chat-template", default="", help="file with a Jinja chat template to use instead of the model's")
     ap.add_argument("--verbosity", type=int, default=1, help="llama.cpp log verbosity (0 quiet .. 4 debug)")
     ap.add_argument("--no-stdin-watch", action="store_true", help="do not exit when stdin closes")
@@ -191,6 +195,154 @@ def shape_reply(reply: dict[str, Any], names: set[str]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Code blocks instead of JSON (opt-in per request: "code_block_tool": "python").
+#
+# A small coder model writes a whole, correct ```python block where, asked for the same code inside a
+# JSON string, it stops after a line. So the request is turned into plain chat: the model's earlier
+# calls become ```python blocks, tool results become user messages, and a grammar makes the reply one
+# ```python block. The block comes back as the tool call; top-level calls of the other tools in it
+# (``finish(status="success", summary="...")``) become calls of those tools.
+
+CODE_BLOCK_GRAMMAR = 'root ::= "```python\\n" body "```"\nbody ::= ( [^`] | "`" [^`] | "``" [^`] )*\n'
+
+_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def _fence(code: str) -> str:
+    return "```python\n" + code.rstrip("\n") + "\n```"
+
+
+def _call_source(name: str, args: dict[str, Any]) -> str:
+    return f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
+
+
+def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The chat request without tools, its history in code blocks, and each tool's parameter names."""
+    params = {}
+    for t in req.get("tools") or []:
+        fn = t.get("function") or {}
+        if fn.get("name"):
+            params[fn["name"]] = list(((fn.get("parameters") or {}).get("properties") or {}).keys())
+    msgs = []
+    for m in req.get("messages") or []:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            parts = [m["content"]] if isinstance(m.get("content"), str) and m["content"].strip() else []
+            for tc in m["tool_calls"]:
+                fn = tc.get("function") or {}
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except ValueError:
+                    args = {}
+                if not isinstance(args, dict):
+                    args = {}
+                if fn.get("name") == tool:
+                    parts.append(_fence(str(args.get(next(iter(params.get(tool) or ["code"])), ""))))
+                else:
+                    parts.append(_fence(_call_source(str(fn.get("name")), args)))
+            msgs.append({"role": "assistant", "content": "\n".join(parts)})
+        elif m.get("role") == "tool":
+            msgs.append({"role": "user", "content": "Result of your call:\n" + str(m.get("content") or "")})
+        else:
+            msgs.append(m)
+    out = {k: v for k, v in req.items() if k not in ("tools", "tool_choice", "response_format", "parallel_tool_calls")}
+    out["messages"] = msgs
+    out["grammar"] = CODE_BLOCK_GRAMMAR
+    return out, params
+
+
+def split_calls(code: str, tool: str, params: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """Tool calls for a code block: runs of statements become calls of ``tool``; a top-level
+    statement that calls another tool with literal arguments becomes that tool's call, in order."""
+    def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+
+    arg = (params.get(tool) or ["code"])[0]
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return [call(tool, {arg: code})]  # the kernel reports the syntax error
+    lines = code.splitlines(keepends=True)
+    calls: list[dict[str, Any]] = []
+    start = 0  # first line (0-based) of the code not yet handed out
+
+    def flush(end: int) -> None:
+        chunk = "".join(lines[start:end]).strip("\n")
+        if chunk.strip():
+            calls.append(call(tool, {arg: chunk + "\n"}))
+
+    for st in tree.body:
+        c = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
+        name = c.func.id if c is not None and isinstance(c.func, ast.Name) else None
+        if name is None or name == tool or name not in params:
+            continue
+        try:
+            args = {kw.arg: ast.literal_eval(kw.value) for kw in c.keywords if kw.arg}
+            for i, a in enumerate(c.args):
+                args[params[name][i]] = ast.literal_eval(a)
+        except (ValueError, IndexError, SyntaxError):
+            continue  # not literal: leave it to the kernel
+        flush(st.lineno - 1)
+        calls.append(call(name, args))
+        start = st.end_lineno or st.lineno
+    flush(len(lines))
+    return calls or [call(tool, {arg: code})]
+
+
+def code_block_reply(reply: dict[str, Any], tool: str, params: dict[str, list[str]]) -> dict[str, Any]:
+    """``reply`` with its ```python block turned into tool calls (split_calls)."""
+    for ch in reply.get("choices") or []:
+        msg = ch.get("message") or {}
+        m = _BLOCK.search(msg.get("content") or "")
+        if not m:
+            continue
+        msg["tool_calls"] = split_calls(m.group(1), tool, params)
+        msg["content"] = None
+        ch["finish_reason"] = "tool_calls"
+    return reply
+
+
+def assemble_stream(lines: Any) -> dict[str, Any]:
+    """One chat completion from llama.cpp's server-sent events (``data: {chunk}`` lines, then
+    ``data: [DONE]``): the deltas' text joined, the last finish reason, usage and timings."""
+    out: dict[str, Any] = {"object": "chat.completion", "choices": []}
+    content: list[str] = []
+    reasoning: list[str] = []
+    finish = None
+    for raw in lines:
+        line = raw.decode("utf-8", "replace").strip() if isinstance(raw, bytes) else str(raw).strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            continue
+        if "error" in chunk:
+            raise OSError(f"llama.cpp stream error: {chunk['error']}")
+        for k in ("id", "created", "model", "system_fingerprint", "usage", "timings"):
+            if chunk.get(k) is not None:
+                out[k] = chunk[k]
+        for ch in chunk.get("choices") or []:
+            delta = ch.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                content.append(delta["content"])
+            if isinstance(delta.get("reasoning_content"), str):
+                reasoning.append(delta["reasoning_content"])
+            if ch.get("finish_reason"):
+                finish = ch["finish_reason"]
+    msg: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    if reasoning:
+        msg["reasoning_content"] = "".join(reasoning)
+    out["choices"] = [{"index": 0, "message": msg, "finish_reason": finish or "stop"}]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # HTTP front.
 
 
@@ -205,12 +357,19 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
 
         def _forward(self, body: bytes | None) -> None:
             names: set[str] = set()
+            code_tool, params = "", {}
             path = self.path.split("?", 1)[0]
             if body and self.command == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
                 try:
                     req = json.loads(body)
                     if isinstance(req, dict):
-                        req, names = shape_request(req)
+                        code_tool = str(req.pop("code_block_tool", "") or "")
+                        tools = {(t.get("function") or {}).get("name") for t in req.get("tools") or []}
+                        if code_tool in tools and not req.get("stream") and req.get("tool_choice") != "none":
+                            req, params = code_block_request(req, code_tool)
+                        else:
+                            code_tool = ""
+                            req, names = shape_request(req)
                         body = json.dumps(req).encode()
                 except ValueError as e:
                     if isinstance(e, json.JSONDecodeError):
@@ -220,27 +379,39 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                                                               "type": "invalid_request_error"}}).encode(),
                                    "application/json")
                         return
+            collect = False  # a non-streaming chat request goes upstream streamed (see _await)
+            if body and self.command == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+                try:
+                    req = json.loads(body)
+                    if isinstance(req, dict) and not req.get("stream"):
+                        req["stream"], req["stream_options"] = True, {"include_usage": True}
+                        body, collect = json.dumps(req).encode(), True
+                except ValueError:
+                    pass
             conn = http.client.HTTPConnection(*upstream, timeout=3600)
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() not in ("host", "content-length", "connection", "transfer-encoding")}
             try:
                 conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
+                got = self._await(conn, collect)
             except OSError as e:  # llama.cpp gone or hung up: say so instead of dropping the connection
                 self._send(502, json.dumps({"error": {"code": 502, "type": "server_error",
                                                       "message": f"llama.cpp server unreachable: {e}"}}).encode(),
                            "application/json")
                 conn.close()
                 return
+            if got is None:  # the client hung up: closing the stream makes llama.cpp stop generating
+                conn.close()
+                self.close_connection = True
+                return
+            if isinstance(got, dict):
+                reply = code_block_reply(got, code_tool, params) if code_tool else shape_reply(got, names)
+                self._send(200, json.dumps(reply).encode(), "application/json")
+                conn.close()
+                return
+            resp = got
             ctype = resp.getheader("Content-Type", "application/json")
-            if names and resp.status == 200:
-                data = resp.read()
-                try:
-                    data = json.dumps(shape_reply(json.loads(data), names)).encode()
-                except ValueError:
-                    pass
-                self._send(resp.status, data, ctype)
-            elif "text/event-stream" in ctype:
+            if "text/event-stream" in ctype:
                 self.send_response(resp.status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Cache-Control", "no-cache")
@@ -253,6 +424,42 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
             else:
                 self._send(resp.status, resp.read(), ctype)
             conn.close()
+
+        def _await(self, conn: http.client.HTTPConnection, collect: bool) -> Any:
+            """llama.cpp's answer: the assembled reply (collect, a 200 event stream), else the response;
+            None once the client has hung up while it was computing.
+
+            A client that gives up (its deadline, a cancelled episode) must not leave a generation
+            running: with one slot, the next request would wait for it to reach max_tokens. llama.cpp
+            stops a streamed generation whose connection closed, a non-streamed one it runs to the end:
+            so chat requests go upstream streamed, and the stream is closed when the client leaves.
+            """
+            box: dict[str, Any] = {}
+            done = threading.Event()
+
+            def wait() -> None:
+                try:
+                    resp = conn.getresponse()
+                    if collect and resp.status == 200 and "text/event-stream" in resp.getheader("Content-Type", ""):
+                        box["out"] = assemble_stream(resp)
+                    else:
+                        box["out"] = resp
+                except BaseException as e:  # noqa: BLE001 (handed to the caller's thread)
+                    box["err"] = e
+                done.set()
+
+            threading.Thread(target=wait, daemon=True).start()
+            while not done.wait(0.25):
+                if client_gone(self.connection):
+                    try:
+                        if conn.sock is not None:
+                            conn.sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return None
+            if "err" in box:
+                raise box["err"]
+            return box["out"]
 
         def _send(self, status: int, data: bytes, ctype: str) -> None:
             self.send_response(status)
@@ -278,6 +485,17 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
             self._forward(None)
 
     return Front
+
+
+def client_gone(sock: socket.socket) -> bool:
+    """Whether the peer of ``sock`` has closed its end (readable with nothing to read)."""
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+        if not r:
+            return False
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 def free_port(host: str) -> int:
@@ -318,6 +536,10 @@ def main(argv: list[str] | None = None) -> int:
     p.verbosity = a.verbosity
     p.endpoint_props = True
     p.cache_ram_mib = a.cache_ram_mib
+    p.endpoint_slots = True  # GET /slots: the progress of a request in flight
+    if a.slot_save_path:
+        os.makedirs(a.slot_save_path, exist_ok=True)
+        p.slot_save_path = a.slot_save_path.rstrip("/") + "/"
     if a.chat_template:
         with open(a.chat_template, encoding="utf-8") as f:
             p.chat_template = f.read()

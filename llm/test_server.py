@@ -90,3 +90,59 @@ def test_text_only() -> None:
     assert out["messages"][0] == {"role": "system", "content": "sys"}
     assert out["messages"][1]["content"] == "look\n[image omitted: this model reads text only]"
     assert isinstance(req["messages"][1]["content"], list)  # caller's request untouched
+
+
+PARAMS = {"python": ["code"], "finish": ["status", "summary"]}
+
+
+def _calls(calls: list) -> list:
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
+
+
+@pytest.mark.parametrize("code,want", [
+    ("x = 1\nprint(x)\n", [("python", {"code": "x = 1\nprint(x)\n"})]),
+    ('finish(status="success", summary="ok")\n', [("finish", {"status": "success", "summary": "ok"})]),
+    ('robo.pick("a")\nfinish("success", "done")\n',
+     [("python", {"code": 'robo.pick("a")\n'}), ("finish", {"status": "success", "summary": "done"})]),
+    ("def f(:\n", [("python", {"code": "def f(:\n"})]),  # the kernel reports the syntax error
+    ("finish(status=s)\n", [("python", {"code": "finish(status=s)\n"})]),  # not literal: the kernel's
+    ("if robo.done:\n    finish(status='success')\n", [("python", {"code": "if robo.done:\n    finish(status='success')\n"})]),
+])
+def test_split_calls(code: str, want: list) -> None:
+    assert _calls(server.split_calls(code, "python", PARAMS)) == want
+
+
+def test_code_block_request_and_reply() -> None:
+    req = {"model": "m", "tool_choice": "required", "tools": TOOLS, "max_tokens": 9, "messages": [
+        {"role": "user", "content": "do it"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "python", "arguments": '{"code": "x = 1"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]}
+    out, params = server.code_block_request(req, "python")
+    assert "tools" not in out and "tool_choice" not in out and out["grammar"] == server.CODE_BLOCK_GRAMMAR
+    assert out["max_tokens"] == 9 and params["python"] == ["code"]
+    assert out["messages"][1] == {"role": "assistant", "content": "```python\nx = 1\n```"}
+    assert out["messages"][2] == {"role": "user", "content": "Result of your call:\nok"}
+    reply = {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": "```python\nprint(2)\n```"}}]}
+    got = server.code_block_reply(reply, "python", params)["choices"][0]
+    assert got["finish_reason"] == "tool_calls" and got["message"]["content"] is None
+    assert _calls(got["message"]["tool_calls"]) == [("python", {"code": "print(2)\n"})]
+
+
+def test_assemble_stream() -> None:
+    events = [
+        b'data: {"id": "c1", "created": 5, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]}\n',
+        b"\n",
+        b'data: {"id": "c1", "choices": [{"index": 0, "delta": {"content": "```python\\nprint("}}]}\n',
+        b'data: {"id": "c1", "choices": [{"index": 0, "delta": {"content": "1)\\n```"}, "finish_reason": "stop"}]}\n',
+        b'data: {"id": "c1", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}}, "timings": {"cache_n": 4, "prompt_n": 3}}\n',
+        b"data: [DONE]\n",
+        b'data: {"choices": [{"delta": {"content": "after the end"}}]}\n',
+    ]
+    r = server.assemble_stream(events)
+    assert r["id"] == "c1" and r["model"] == "m" and r["created"] == 5
+    assert r["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "```python\nprint(1)\n```"}, "finish_reason": "stop"}]
+    assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 4 and r["timings"]["cache_n"] == 4
+    with pytest.raises(OSError, match="stream error"):
+        server.assemble_stream([b'data: {"error": {"message": "context full"}}\n'])

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: one real tabletop episode with the embedded local model: no network, no API key.
-# Prints one line per agent turn while it runs, then the result and where the trace is.
+# Prints one line per agent turn while it runs, then what the agent tried, whether the simulator says
+# the task is solved, where the trace is and how to run the same episode with a stronger model.
 # Knobs (environment): PYRUALEAN_DEMO_MODEL (default qwen2.5-coder-1.5b, see `pyrualean models`),
 # PYRUALEAN_DEMO_TASK (put_block_in_bowl), PYRUALEAN_DEMO_SEED (0), PYRUALEAN_DEMO_TURNS (10 python
 # calls), PYRUALEAN_DEMO_BUDGET_S (1500 s of policy wall clock), PYRUALEAN_DEMO_THREADS (all cores).
@@ -53,41 +54,56 @@ PY
 watcher=$!
 trap 'kill $watcher 2>/dev/null || true' EXIT
 
-args=(--robot tabletop --task "$task" --seed "$seed" --max-turns "$turns" --budget-s "$budget"
-      --images none --openai-tool-choice required --openai-temperature 0.2 --openai-max-tokens 768
-      --out "$out")
+args=(--robot tabletop --task "$task" --seed "$seed" --max-turns "$turns" --budget-s "$budget" --images none --out "$out")
 start=$(date +%s)
 set +e
-if bin/pyrualean play -h 2>&1 | grep 'local (embedded' >/dev/null; then
-  PYRUALEAN_LLM_THREADS=${PYRUALEAN_DEMO_THREADS:-} bin/pyrualean play --runtime local --model "$model" "${args[@]}" >"$out.line"
-  rc=$?
-else
-  # Fallback while play has no --runtime local: serve the model ourselves and point play at it.
-  PYRUALEAN_LLM_THREADS=${PYRUALEAN_DEMO_THREADS:-} bin/pyrualean models serve "$model" --port 0 >"$out.serve" &
-  server=$!
-  trap 'kill $watcher $server 2>/dev/null || true' EXIT
-  for _ in $(seq 600); do [[ -s $out.serve ]] && break; sleep 1; done
-  base=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["base_url"])' "$out.serve")
-  bin/pyrualean play --base-url "$base" --model "$model" "${args[@]}" >"$out.line"
-  rc=$?
-  kill "$server" 2>/dev/null || true
-fi
+# --runtime local brings its own turn bounds (max tokens, a deadline from the measured speed) and the
+# compact prompt profile; it prints a progress line while a slow turn runs.
+PYRUALEAN_LLM_THREADS=${PYRUALEAN_DEMO_THREADS:-} bin/pyrualean play --runtime local --model "$model" "${args[@]}" >"$out.line"
+rc=$?
 set -e
 touch "$out.done"
 wait $watcher 2>/dev/null || true
 rm -f "$out.done"
 echo "[demo] finished in $(( $(date +%s) - start )) s (exit $rc)"
-cat "$out.line"
-"$PY" - "$out" <<'PY'
+"$PY" - "$out" "$task" "$seed" <<'PY'
 import json, sys, pathlib
-out = pathlib.Path(sys.argv[1])
+out, task, seed = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 try:
     r = json.loads((out / "result.json").read_text())
 except (OSError, ValueError) as e:
-    print(f"[demo] no result.json: {e}")
+    print(f"[demo] the episode left no result.json ({e}); see the messages above")
     sys.exit(0)
-print(f"[demo] status {r.get('status')}, environment success {r.get('environment_success')}, "
-      f"{r.get('tool_turns')} tool turns, policy wall {r.get('policy_wall_s')} s")
+try:
+    nb = json.loads((out / "trace.ipynb").read_text())
+except (OSError, ValueError):
+    nb = {"cells": []}
+print(f"[demo] task: {r.get('task_language') or task}")
+n = 0
+for c in nb.get("cells", []):
+    meta = c.get("metadata", {}).get("pyrualean", {})
+    if c.get("cell_type") != "code" or meta.get("author") != "agent":
+        continue
+    n += 1
+    src = "".join(c.get("source", "")).strip().splitlines()
+    calls = [ln.strip() for ln in src if "robo." in ln] or src[:1]
+    errs = [o.get("ename", "") for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    outcome = f"raised {errs[0]}" if errs else "ran"
+    shown = "; ".join(calls[:4]) + (" ..." if len(calls) > 4 else "")
+    print(f"[demo] python call {n} {outcome}: {shown[:160]}")
+fin = r.get("finish") or {}
+if r.get("environment_success"):
+    print(f"[demo] SOLVED: the simulator's own check says the task is done, after {r.get('tool_turns')} python "
+          f"call(s) and {r.get('policy_wall_s')} s of model and robot time.")
+else:
+    why = {"call_budget": "it used up its python calls", "timeout": "it ran out of time",
+           "planner_error": "the model failed to answer in time", "completed": "the model called finish",
+           }.get(r.get("status"), r.get("status"))
+    print(f"[demo] NOT SOLVED ({why}); the model's own verdict: {fin.get('status')}: {fin.get('summary', '')[:200]}")
+print(f"[demo] every cell, its output and the robot state are in {out}/trace.ipynb")
+print(f"[demo]   open it in JupyterLab, or re-run it: bin/pyrualean replay {out}/trace.ipynb")
+print(f"[demo] the same episode with a stronger model (any OpenAI-compatible endpoint):")
+print(f"[demo]   OPENAI_API_KEY=... bin/pyrualean play --runtime openai --model gpt-4.1 --task {task} --seed {seed}")
+print(f"[demo]   bin/pyrualean play --base-url http://HOST:PORT/v1 --model NAME --task {task} --seed {seed}")
 PY
-echo "[demo] trace: $out/trace.ipynb   (open it in JupyterLab, or: bin/pyrualean replay $out/trace.ipynb)"
 exit $rc

@@ -2,19 +2,49 @@ package runtimes
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/llm"
 )
 
+// Local turn defaults: a small model on a few CPU cores writes a cell in well under this many tokens,
+// and a reply that has not ended by then is looping.
+const (
+	LocalMaxTokens   = 384
+	LocalTemperature = 0.2
+)
+
 // localRuntime is an embedded llama.cpp server (package llm) in front of the openai runtime. Episodes
-// run at the same time share the one server (and its prompt cache).
+// run at the same time share the one server (and its prompt cache). Its turns are bounded: each
+// reply gets max_tokens and a deadline from the speed the server measured, and one past it ends
+// the episode with a planner error instead of a retry. The prompt's shared prefix is computed once:
+// llama.cpp keeps it across turns and episodes, and slot files under models/slots keep it across
+// processes.
 type localRuntime struct {
-	opts   llm.Options
-	srv    *llm.Server
-	openai openaiRuntime
+	opts     llm.Options
+	srv      *llm.Server
+	openai   openaiRuntime
+	progress io.Writer // in-flight progress lines; nil: none
+	logger   *slog.Logger
+
+	mu       sync.Mutex
+	speed    speed
+	slotKey  string          // the prompt prefix slot 0 holds (or was restored to)
+	saved    map[string]bool // slot files known to exist
+	restored map[string]int  // tokens restored per key (for the record)
 }
+
+// speed is the model's measured throughput on this machine, in tokens per second.
+type speed struct{ prompt, gen float64 }
 
 // Model is the registry name asked for until Start, then the model the server loaded.
 func (r *localRuntime) Model() string { return r.openai.cfg.Model }
@@ -26,6 +56,13 @@ func (r *localRuntime) Start(ctx context.Context) error {
 	}
 	r.srv = srv
 	r.openai.cfg.BaseURL, r.openai.cfg.Model = srv.BaseURL, srv.Model
+	sp, err := measureSpeed(ctx, srv)
+	if err != nil {
+		srv.Stop()
+		return fmt.Errorf("local model: measuring its speed: %w", err)
+	}
+	r.speed = sp
+	r.logger.Info("local model speed", "prompt_tok_s", round3(sp.prompt), "gen_tok_s", round3(sp.gen))
 	return nil
 }
 
@@ -33,7 +70,15 @@ func (r *localRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	if r.srv == nil {
 		return fmt.Errorf("local runtime: Run before Start")
 	}
-	return r.openai.Run(ctx, ep)
+	key := r.prefixKey(ep)
+	r.useSlot(ctx, key)
+	cfg := r.openai.cfg
+	cfg.TurnDeadline = r.deadline
+	cfg.OnReply = func(ctx context.Context, t agent.Turn) { r.learn(ctx, key, t) }
+	if r.progress != nil {
+		cfg.Watch = r.watch
+	}
+	return RunOpenAI(ctx, ep, cfg)
 }
 
 func (r *localRuntime) Close() error {
@@ -41,6 +86,130 @@ func (r *localRuntime) Close() error {
 		return nil
 	}
 	return r.srv.Stop()
+}
+
+// deadline is the longest a reply to requestChars characters may take: the whole request processed
+// without any cache (about 3 characters a token for code and English) plus max_tokens generated, at
+// the measured speeds, with a 50 % margin and 20 s of slack. A reply that needs longer is looping
+// or the machine is swamped; either way waiting longer does not help.
+func (r *localRuntime) deadline(requestChars int) time.Duration {
+	r.mu.Lock()
+	sp := r.speed
+	r.mu.Unlock()
+	maxTokens := r.openai.cfg.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = LocalMaxTokens
+	}
+	s := float64(requestChars)/3/sp.prompt + float64(maxTokens)/sp.gen
+	return time.Duration((1.5*s + 20) * float64(time.Second))
+}
+
+// learn takes the speeds the server reported for a reply, and saves the prompt cache after an
+// episode's first reply when no slot file holds its prefix yet.
+func (r *localRuntime) learn(ctx context.Context, key string, t agent.Turn) {
+	r.mu.Lock()
+	if tm := t.Timings; tm != nil {
+		// A few tokens say little about speed; keep the estimate until a real measurement comes.
+		if tm.PromptN >= 64 && tm.PromptPerSecond > 0 {
+			r.speed.prompt = tm.PromptPerSecond
+		}
+		if tm.PredictedN >= 16 && tm.PredictedPerSecond > 0 {
+			r.speed.gen = tm.PredictedPerSecond
+		}
+	}
+	save := t.Turn == 1 && !r.saved[key] && r.srv.SlotFile(key) != ""
+	if save {
+		r.saved[key] = true
+	}
+	r.mu.Unlock()
+	if !save {
+		return
+	}
+	if _, err := os.Stat(r.srv.SlotFile(key)); err == nil {
+		return
+	}
+	if n, err := r.srv.SaveSlot(ctx, key); err != nil {
+		r.logger.Warn("local model: prompt cache not saved", "err", err)
+	} else {
+		r.logger.Info("local model: prompt cache saved", "tokens", n, "file", r.srv.SlotFile(key))
+	}
+}
+
+// useSlot restores the slot file of key into the server's slot when the slot holds another prefix
+// (a fresh server, or another task family's episode ran last).
+func (r *localRuntime) useSlot(ctx context.Context, key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slotKey == key {
+		return // llama.cpp still has it (its own prompt cache)
+	}
+	r.slotKey = key
+	file := r.srv.SlotFile(key)
+	if file == "" {
+		return
+	}
+	if _, err := os.Stat(file); err != nil {
+		return
+	}
+	r.saved[key] = true
+	n, err := r.srv.RestoreSlot(ctx, key)
+	if err != nil {
+		r.logger.Warn("local model: prompt cache not restored", "err", err)
+		return
+	}
+	r.restored[key] = n
+	r.logger.Info("local model: prompt cache restored", "tokens", n, "file", file)
+}
+
+// prefixKey names the prompt prefix shared by episodes (everything before the task card), for one
+// model file, context size, tool set and reply format (they change what the chat template renders
+// before the prompt): a slot file saved under it serves any episode whose prompt starts so.
+func (r *localRuntime) prefixKey(ep agent.Driver) string {
+	prefix, _, _ := strings.Cut(ep.Prompt().Text, "# Task card")
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%v\x00", r.srv.Path, r.opts.CtxSize, r.openai.cfg.ExtraBody["code_block_tool"])
+	for _, t := range ep.Toolkit().Tools() {
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00", t.Name, t.Description, t.Parameters)
+	}
+	h.Write([]byte(prefix))
+	return r.srv.Model + "-" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// watch prints the progress of a turn that takes more than a few seconds, from llama.cpp's /slots.
+func (r *localRuntime) watch(ctx context.Context, turn int) {
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p, err := r.srv.Progress(ctx)
+		if err != nil || !p.Processing {
+			continue
+		}
+		// llama.cpp counts the prompt in batches of 2048 tokens, the cached ones included.
+		phase := fmt.Sprintf("reading the prompt: %d tokens done, %d of them from the cache", max(p.PromptProcessed, p.PromptCached), p.PromptCached)
+		if p.Generated > 0 {
+			phase = fmt.Sprintf("writing: %d tokens so far", p.Generated)
+		}
+		fmt.Fprintf(r.progress, "[local] turn %d, %s, %.0f s\n", turn, phase, time.Since(start).Seconds())
+	}
+}
+
+// measureSpeed times one short request: prompt processing and generation speed on this machine,
+// before any episode relies on them for its deadlines.
+func measureSpeed(ctx context.Context, srv *llm.Server) (speed, error) {
+	t, err := srv.Calibrate(ctx)
+	if err != nil {
+		return speed{}, err
+	}
+	if t.PromptPerSecond <= 0 || t.PredictedPerSecond <= 0 {
+		return speed{}, fmt.Errorf("the server reported no speed (%+v)", t)
+	}
+	return speed{prompt: t.PromptPerSecond, gen: t.PredictedPerSecond}, nil
 }
 
 func newLocal(s Settings) (Runtime, error) {
@@ -52,10 +221,36 @@ func newLocal(s Settings) (Runtime, error) {
 	}
 	s.BaseURL = "http://127.0.0.1" // validated here; Start puts in the server's
 	s.OpenAI.TextOnly = true       // the embedded models are text models
+	if s.OpenAI.MaxTokens == 0 {
+		s.OpenAI.MaxTokens = LocalMaxTokens
+	}
+	if s.OpenAI.ToolChoice == "" {
+		s.OpenAI.ToolChoice = "required" // the server then constrains the reply to one valid tool call
+	}
+	if s.OpenAI.Temperature == nil {
+		t := LocalTemperature
+		s.OpenAI.Temperature = &t
+	}
 	cfg, err := openaiConfig(s, s.Model)
 	if err != nil {
 		return nil, err
 	}
 	cfg.APIKey = "local"
-	return &localRuntime{opts: llm.Options{Model: s.Model, Logger: s.Logger}, openai: openaiRuntime{cfg: cfg}}, nil
+	if _, set := cfg.ExtraBody["code_block_tool"]; !set {
+		// The server has the model write its python calls as ```python blocks (llm/server.py).
+		cfg.ExtraBody["code_block_tool"] = "python"
+	}
+	// The server is on loopback: a failed request is not a flaky network, and a generation that ran
+	// out its deadline would only run out again.
+	cfg.HTTPAttempts, cfg.PlannerAttempts = 1, 1
+	cfg.FinishGrace = -1
+	logger := s.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &localRuntime{
+		opts:   llm.Options{Model: s.Model, Logger: s.Logger, Port: s.Local.Port, SlotDir: s.Local.SlotDir},
+		openai: openaiRuntime{cfg: cfg}, progress: s.Progress, logger: logger,
+		saved: map[string]bool{}, restored: map[string]int{},
+	}, nil
 }

@@ -44,7 +44,20 @@ type OpenAIConfig struct {
 	RequestTimeout   time.Duration // one attempt's deadline (default 10 min)
 	PlannerAttempts  int           // LLM-call attempts before the first tool call (default 3)
 	PlannerRetryWait time.Duration // wait between those attempts (default 15 s)
+	// FinishGrace is how many LLM calls the model gets to call finish once the robot has ended the
+	// episode (task solved, step budget): 0 means the default, 2; < 0 means none (the local runtime:
+	// a small model rarely calls finish and each call costs many seconds).
+	FinishGrace int
 	MaxLLMCalls      int           // safety ceiling on LLM calls (default max-turns+10, else 300)
+
+	// TurnDeadline, when set, bounds each LLM call (the local runtime's, from the model's measured
+	// speed): given the characters of the request, the time the reply may take. A reply past it is cut
+	// and the episode ends with a planner error saying so, without a retry.
+	TurnDeadline func(requestChars int) time.Duration
+	// Watch, when set, runs alongside each LLM call until it returns (the local runtime's progress).
+	Watch func(ctx context.Context, turn int)
+	// OnReply, when set, sees each reply's record (the local runtime's speed and prompt cache).
+	OnReply func(ctx context.Context, t agent.Turn)
 
 	Prices     agent.PriceTable
 	HTTPClient *http.Client
@@ -129,7 +142,8 @@ func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionM
 		t.Error = err.Error()
 		return openai.ChatCompletionMessage{}, t, err
 	}
-	u, reasoning := parseRawCompletion(sink.Body)
+	u, reasoning, timings := parseRawCompletion(sink.Body)
+	t.Timings = timings
 	if u.Calls == 0 { // raw bytes unreadable: fall back on go-openai's view
 		u = agent.Usage{Calls: 1, InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
 	}
@@ -147,6 +161,57 @@ func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionM
 	}
 	return msg, t, nil
 }
+
+// turnDeadlineError is a reply cut at its TurnDeadline.
+type turnDeadlineError struct {
+	turn     int
+	deadline time.Duration
+	chars    int
+}
+
+func (e *turnDeadlineError) Error() string {
+	return fmt.Sprintf("turn %d: no reply within its deadline of %s (%d characters sent; the deadline comes from the model's measured speed): the reply was cut",
+		e.turn, e.deadline.Round(time.Second), e.chars)
+}
+
+// completeTurn is complete under the config's TurnDeadline and Watch.
+func (lc *llmClient) completeTurn(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool, turn int) (openai.ChatCompletionMessage, agent.Turn, error) {
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var deadline time.Duration
+	chars := 0
+	if lc.cfg.TurnDeadline != nil {
+		for _, m := range msgs {
+			chars += len(m.Content)
+			for _, p := range m.MultiContent {
+				chars += len(p.Text)
+			}
+			for _, tc := range m.ToolCalls {
+				chars += len(tc.Function.Arguments)
+			}
+		}
+		for _, t := range tools {
+			chars += len(t.Function.Description) + len(fmt.Sprint(t.Function.Parameters))
+		}
+		deadline = lc.cfg.TurnDeadline(chars)
+		var c context.CancelFunc
+		callCtx, c = context.WithTimeoutCause(callCtx, deadline, errTurnDeadline)
+		defer c()
+	}
+	if lc.cfg.Watch != nil {
+		watchCtx, stop := context.WithCancel(callCtx)
+		done := make(chan struct{})
+		go func() { defer close(done); lc.cfg.Watch(watchCtx, turn) }()
+		defer func() { stop(); <-done }()
+	}
+	msg, t, err := lc.complete(callCtx, msgs, tools)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(callCtx), errTurnDeadline) {
+		return msg, t, &turnDeadlineError{turn: turn, deadline: deadline, chars: chars}
+	}
+	return msg, t, err
+}
+
+var errTurnDeadline = errors.New("turn deadline")
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 
@@ -231,8 +296,15 @@ func RunOpenAI(ctx context.Context, ep agent.Driver, cfg OpenAIConfig) error {
 		if cfg.MaxImages > 0 {
 			msgs = dropOldImages(msgs, cfg.MaxImages)
 		}
-		msg, rec, err := lc.complete(ctx, msgs, tools)
+		msg, rec, err := lc.completeTurn(ctx, msgs, tools, turn)
 		rec.Turn = turn
+		var cut *turnDeadlineError
+		if errors.As(err, &cut) {
+			rec.Error = cut.Error()
+			rec.Usage.Calls = 1
+			_ = ep.RecordTurn(rec)
+			return fmt.Errorf("%w: %w", agent.ErrPlanner, cut)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				rec.Error = fmt.Sprintf("%v (the call was in flight)", context.Cause(ctx))
@@ -267,6 +339,9 @@ func RunOpenAI(ctx context.Context, ep agent.Driver, cfg OpenAIConfig) error {
 		rec.Images = countImages(msgs)
 		if err := ep.RecordTurn(rec); err != nil {
 			return err
+		}
+		if cfg.OnReply != nil {
+			cfg.OnReply(ctx, rec)
 		}
 		// go-openai omits empty content on assistant messages with tool calls; keep the message as sent.
 		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: msg.Content, ToolCalls: msg.ToolCalls, ReasoningContent: ""})
@@ -323,7 +398,14 @@ func RunOpenAI(ctx context.Context, ep agent.Driver, cfg OpenAIConfig) error {
 		}
 		if finished && grace < 0 {
 			// The robot ended the episode (task done, step budget): let the model call finish.
-			grace = 2
+			switch {
+			case cfg.FinishGrace < 0:
+				return nil
+			case cfg.FinishGrace == 0:
+				grace = 2
+			default:
+				grace = cfg.FinishGrace
+			}
 		}
 	}
 	return fmt.Errorf("%w: reached the ceiling of %d LLM calls", agent.ErrNoToolCall, maxCalls)

@@ -29,14 +29,23 @@ type rawCompletion struct {
 	} `json:"usage"`
 	Timings *struct {
 		CacheN *int `json:"cache_n"`
+		agent.ServerTimings
 	} `json:"timings"`
 }
 
 // parseRawCompletion extracts usage and reasoning text from a raw response body.
-func parseRawCompletion(body []byte) (agent.Usage, string) {
+func parseRawCompletion(body []byte) (agent.Usage, string, *agent.ServerTimings) {
 	var rc rawCompletion
 	if err := json.Unmarshal(body, &rc); err != nil {
-		return agent.Usage{}, ""
+		return agent.Usage{}, "", nil
+	}
+	var timings *agent.ServerTimings
+	if rc.Timings != nil {
+		t := rc.Timings.ServerTimings
+		if rc.Timings.CacheN != nil {
+			t.CacheN = *rc.Timings.CacheN
+		}
+		timings = &t
 	}
 	u := agent.Usage{Calls: 1}
 	if rc.Usage != nil {
@@ -65,5 +74,5 @@ func parseRawCompletion(body []byte) (agent.Usage, string) {
 			reasoning = *m.Reasoning
 		}
 	}
-	return u, reasoning
+	return u, reasoning, timings
 }

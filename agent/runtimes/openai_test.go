@@ -36,7 +36,7 @@ func TestParseRawCompletion(t *testing.T) {
 		{"garbage", `not json`, agent.Usage{}, ""},
 	}
 	for _, c := range cases {
-		u, r := parseRawCompletion([]byte(c.body))
+		u, r, _ := parseRawCompletion([]byte(c.body))
 		if u != c.want || r != c.wantReasoning {
 			t.Errorf("%s: %+v %q, want %+v %q", c.name, u, r, c.want, c.wantReasoning)
 		}

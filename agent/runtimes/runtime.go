@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -54,11 +55,20 @@ type Settings struct {
 	Budget    time.Duration
 	Prices    agent.PriceTable
 	OpenAI    OpenAIOptions // openai and local
+	Local     LocalOptions  // local
 	CodexHome string        // codex: CODEX_HOME to use instead of a fresh one in the run folder
 	// HTTPClient carries the openai and local runtimes' requests (eval shares one, with per-endpoint
 	// limits, among all its episodes); nil: a client of their own.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// Progress gets the local runtime's progress lines while a slow turn runs (play: stderr); nil: none.
+	Progress io.Writer
+}
+
+// LocalOptions place the local runtime's server; the zero value is the usual one.
+type LocalOptions struct {
+	Port    int    // 0: llm.DefaultPort, reusing a server there that serves the model
+	SlotDir string // saved prompt caches; "": models/slots
 }
 
 // OpenAIOptions are the openai runtime's request settings (the --openai-* flags).

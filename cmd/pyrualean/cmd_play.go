@@ -27,6 +27,7 @@ type playFlags struct {
 	model, cudaDevice, runtime                             string
 	baseURL, apiKeyEnv, toolChoice, temperature, extraBody string
 	from, reasoning, prices                                string
+	promptProfile                                          string
 	maxTokens, maxImages                                   int
 	priceIn, priceCached, priceOut                         float64
 	imagesInTool, textOnly, verbose                        bool
@@ -66,6 +67,7 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 	fs.Float64Var(&f.priceIn, "price-input", -1, "$ per million input tokens (overrides --prices for --model)")
 	fs.Float64Var(&f.priceCached, "price-cached", -1, "$ per million cached input tokens")
 	fs.Float64Var(&f.priceOut, "price-output", -1, "$ per million output tokens")
+	fs.StringVar(&f.promptProfile, "prompt-profile", "", "default (the seed's prompt) or compact (fewer words, the examples' primitives first, worked examples from other task families; cells arm); default: compact for --runtime local, else default")
 	fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
 	fs.StringVar(&f.serve, "serve", "", "serve a Jupyter-compatible gateway on ADDR (e.g. 127.0.0.1:8890) with this episode's kernel, for people to attach")
 	fs.StringVar(&f.serveToken, "serve-token", "", "the gateway's token (default $PYRUALEAN_TOKEN, else a random one printed on stderr)")
@@ -160,7 +162,10 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	}
 	s.episode = f.config(now)
 	s.episode.Logger = logger
-	s.settings = runtimes.Settings{Logger: logger,
+	if s.episode.PromptProfile, err = promptProfile(f.promptProfile, s.runtime, f.arm); err != nil {
+		return nil, err
+	}
+	s.settings = runtimes.Settings{Logger: logger, Progress: stderr,
 		Model: f.model, Reasoning: f.reasoning, BaseURL: f.baseURL, APIKeyEnv: f.apiKeyEnv, Arm: f.arm, From: f.from,
 		MaxTurns: f.maxTurns, Budget: s.episode.Budget, Prices: prices, CodexHome: os.Getenv("PYRUALEAN_CODEX_HOME"),
 		OpenAI: runtimes.OpenAIOptions{MaxTokens: f.maxTokens, ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra,
@@ -188,6 +193,22 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	s.episode.Model, s.episode.Runtime, s.episode.ReasoningEffort = model, s.runtime, f.reasoning
 	s.episode.CUDADevice, s.episode.Prices = f.cudaDevice, prices
 	return s, nil
+}
+
+// promptProfile resolves --prompt-profile: compact by default for the local runtime's small models in
+// the cells arm, the seed's prompt otherwise.
+func promptProfile(flag, runtime, arm string) (string, error) {
+	switch {
+	case flag == "" && runtime == "local" && arm == agent.ArmCells:
+		return agent.ProfileCompact, nil
+	case flag == "":
+		return agent.ProfileDefault, nil
+	case flag != agent.ProfileDefault && flag != agent.ProfileCompact:
+		return "", fmt.Errorf("--prompt-profile %q: want default or compact", flag)
+	case flag == agent.ProfileCompact && arm != agent.ArmCells:
+		return "", fmt.Errorf("--prompt-profile compact is for --arm cells (the arm is %s)", arm)
+	}
+	return flag, nil
 }
 
 func errOr(err error, s string) string {

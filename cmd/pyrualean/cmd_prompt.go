@@ -33,7 +33,8 @@ func cmdCard(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // boot.
 func preview(ctx context.Context, name string, args []string, stdout, stderr io.Writer, show func(*agent.Episode) ([]byte, error)) int {
 	// play's whole flag set, so a play command line previews as it is; only the episode's flags
-	// matter (the prompt and card do not depend on the runtime or the model).
+	// matter (the prompt and card do not depend on the model; the runtime only picks the default
+	// prompt profile).
 	fs, pf := newPlayFlagSet(stderr)
 	f := &pf.episodeFlags
 	f.cmd = name
@@ -45,6 +46,10 @@ func preview(ctx context.Context, name string, args []string, stdout, stderr io.
 		return exitUsage
 	}
 	err := f.validate()
+	profile := ""
+	if err == nil {
+		profile, err = promptProfile(pf.promptProfile, pf.runtime, f.arm)
+	}
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -63,7 +68,7 @@ func preview(ctx context.Context, name string, args []string, stdout, stderr io.
 	defer os.RemoveAll(dir)
 	f.out = filepath.Join(dir, "run")
 	cfg := f.config(time.Now())
-	cfg.Logger, cfg.Model, cfg.Runtime = cmdLogger(stderr, *verbose), "none", name
+	cfg.Logger, cfg.Model, cfg.Runtime, cfg.PromptProfile = cmdLogger(stderr, *verbose), "none", name, profile
 	ep, err := agent.StartEpisode(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)

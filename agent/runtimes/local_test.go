@@ -1,0 +1,215 @@
+package runtimes
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/llm"
+)
+
+func TestLocalDeadline(t *testing.T) {
+	r := &localRuntime{speed: speed{prompt: 100, gen: 10}, openai: openaiRuntime{cfg: OpenAIConfig{MaxTokens: 200}}}
+	for _, tc := range []struct {
+		chars int
+		want  time.Duration
+	}{
+		{0, 50 * time.Second},      // 200/10 s generated, ×1.5, +20 s
+		{30000, 200 * time.Second}, // + 10000 prompt tokens at 100/s
+	} {
+		if got := r.deadline(tc.chars); got != tc.want {
+			t.Errorf("deadline(%d) = %s, want %s", tc.chars, got, tc.want)
+		}
+	}
+}
+
+// startLocal is the local runtime on the test model, on a port and with a slot folder of its own.
+func startLocal(t *testing.T, ctx context.Context, slotDir string, o OpenAIOptions) *localRuntime {
+	t.Helper()
+	rt, err := newLocal(Settings{Model: llm.TestModel, OpenAI: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rt.(*localRuntime)
+	root, err := agent.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.opts.Root, r.opts.Port, r.opts.Threads, r.opts.SlotDir, r.opts.Install = root, anyPort(t), 2, slotDir, true
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestLocalTurnCutAtDeadline: a reply that never ends (the real model told to ignore its end token,
+// with room for 100k tokens) is cut at its deadline, the episode ends with a planner error that says
+// so, nothing is retried, and the server is free at once for the next request: the hang-up stopped
+// the generation instead of leaving it running to max_tokens.
+func TestLocalTurnCutAtDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := startLocal(t, ctx, t.TempDir(), OpenAIOptions{MaxTokens: 100000, ToolChoice: "auto",
+		ExtraBody: map[string]any{"ignore_eos": true, "code_block_tool": ""}})
+	r.speed = speed{prompt: 1e9, gen: 1e9} // so the deadline is its 20 s of slack: far less than 100k tokens take
+	d := &fakeDriver{dir: t.TempDir(), prompt: "Write a very long story about a robot arm."}
+	start := time.Now()
+	err := r.Run(ctx, d)
+	took := time.Since(start)
+	if !errors.Is(err, agent.ErrPlanner) || !strings.Contains(err.Error(), "no reply within its deadline of 20s") {
+		t.Fatalf("Run = %v, want a planner error naming the deadline", err)
+	}
+	if took > 40*time.Second {
+		t.Errorf("the turn took %s: not cut at its 20 s deadline", took)
+	}
+	if len(d.turns) != 1 || !strings.Contains(d.turns[0].Error, "the reply was cut") {
+		t.Fatalf("turns recorded: %+v, want one with the cut", d.turns)
+	}
+	if d.attempts != 1 {
+		t.Errorf("planner attempts %d, want 1 (a cut generation is not retried)", d.attempts)
+	}
+	// The server must be idle within moments (llama.cpp checks for a closed connection about once
+	// a second), not busy generating the rest of the 100k tokens.
+	idle := false
+	for i := 0; i < 30 && !idle; i++ {
+		p, err := r.srv.Progress(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = !p.Processing
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !idle {
+		t.Fatal("the server still generates 15 s after the client hung up")
+	}
+}
+
+// TestLocalPromptCache: the second episode's first turn takes the shared prompt prefix from the
+// server's cache, and so does the first turn of an episode in a new server process (the slot file
+// saved after the first episode's first reply), by the server's own count of cached tokens.
+func TestLocalPromptCache(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	slots := t.TempDir()
+	root, err := agent.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	episode := func(r *localRuntime, seed int) agent.Turn {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "run")
+		ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{
+			Robot: "tabletop", Task: "put_block_in_bowl", Seed: seed, Out: out, Root: root, Model: r.Model(),
+			Runtime: "local", Images: agent.ImagesNone, MaxTurns: 1, Budget: 5 * time.Minute,
+			PromptProfile: agent.ProfileCompact, CellTimeout: 60 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, pcancel := ep.Context(ctx)
+		runErr := r.Run(pctx, ep)
+		pcancel()
+		res, err := ep.Finish(context.WithoutCancel(ctx), "", runErr)
+		if err != nil {
+			t.Fatalf("Finish: %v (run: %v)", err, runErr)
+		}
+		if res.Prompt.Profile != agent.ProfileCompact {
+			t.Errorf("result.json prompt profile %q", res.Prompt.Profile)
+		}
+		turns := readTurns(t, filepath.Join(out, res.Files.Turns))
+		if len(turns) == 0 || turns[0].Error != "" {
+			t.Fatalf("seed %d: turns %+v (run %v)", seed, turns, runErr)
+		}
+		return turns[0]
+	}
+	opts := OpenAIOptions{MaxTokens: 64}
+	r := startLocal(t, ctx, slots, opts)
+	first := episode(r, 0)
+	second := episode(r, 1)
+	r.Close()
+	r2 := startLocal(t, ctx, slots, opts) // a new server process, warm only through the slot file
+	third := episode(r2, 2)
+
+	t.Logf("first turns: cold %+v, same server %+v, new process %+v", first.Usage, second.Usage, third.Usage)
+	if first.Usage.CachedTokens > first.Usage.InputTokens/10 {
+		t.Errorf("the first episode's first turn found %d of %d tokens cached: the test is not cold", first.Usage.CachedTokens, first.Usage.InputTokens)
+	}
+	for name, tr := range map[string]agent.Turn{"second episode": second, "new process": third} {
+		if tr.Usage.CachedTokens < tr.Usage.InputTokens*3/4 {
+			t.Errorf("%s: %d of %d prompt tokens cached, want the shared prefix (≥ 75%%)", name, tr.Usage.CachedTokens, tr.Usage.InputTokens)
+		}
+	}
+	if files, _ := filepath.Glob(filepath.Join(slots, "*.bin")); len(files) != 1 {
+		t.Errorf("slot files %v, want one for the shared prefix", files)
+	}
+}
+
+func readTurns(t *testing.T, path string) []agent.Turn {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []agent.Turn
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var tr agent.Turn
+		if err := json.Unmarshal(sc.Bytes(), &tr); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+func anyPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// fakeDriver is an episode with nothing behind it: the test ends before any tool runs.
+type fakeDriver struct {
+	dir, prompt string
+	turns       []agent.Turn
+	attempts    int
+}
+
+func (d *fakeDriver) Toolkit() agent.Toolkit { return fakeToolkit{} }
+func (d *fakeDriver) Prompt() agent.Prompt   { return agent.Prompt{Text: d.prompt} }
+func (d *fakeDriver) RecordTurn(t agent.Turn) error {
+	d.turns = append(d.turns, t)
+	return nil
+}
+func (d *fakeDriver) Finished() bool                       { return false }
+func (d *fakeDriver) Success() *bool                       { return nil }
+func (d *fakeDriver) SetPlannerAttempts(n int)             { d.attempts = n }
+func (d *fakeDriver) Dir() string                          { return d.dir }
+func (d *fakeDriver) SetCLI(agent.CLIInfo)                 {}
+func (d *fakeDriver) SetUsageTotals(agent.Usage, *float64) {}
+func (d *fakeDriver) AwaitTurn(context.Context) (agent.HumanUpdate, error) {
+	return agent.HumanUpdate{}, nil
+}
+
+type fakeToolkit struct{}
+
+func (fakeToolkit) Tools() []agent.ToolSpec {
+	return []agent.ToolSpec{{Name: "python", Description: "run code", Parameters: json.RawMessage(`{"type":"object","properties":{"code":{"type":"string"}},"required":["code"]}`)}}
+}
+func (fakeToolkit) Call(context.Context, string, json.RawMessage) (agent.ToolResult, error) {
+	return agent.ToolResult{}, errors.New("fakeToolkit: no tool runs in this test")
+}
