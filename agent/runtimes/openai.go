@@ -48,7 +48,7 @@ type OpenAIConfig struct {
 	// episode (task solved, step budget): 0 means the default, 2; < 0 means none (the local runtime:
 	// a small model rarely calls finish and each call costs many seconds).
 	FinishGrace int
-	MaxLLMCalls      int           // safety ceiling on LLM calls (default max-turns+10, else 300)
+	MaxLLMCalls int // safety ceiling on LLM calls (default max-turns+10, else 300)
 
 	// TurnDeadline, when set, bounds each LLM call (the local runtime's, from the model's measured
 	// speed): given the characters of the request, the time the reply may take. A reply past it is cut
