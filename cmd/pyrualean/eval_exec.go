@@ -125,7 +125,9 @@ func (x *evalExec) shared(ctx context.Context, j suite.Job, s *playSetup) (runti
 	}
 	x.mu.Unlock()
 	sr.once.Do(func() {
-		if sr.rt, sr.err = runtimes.New(s.runtime, s.settings); sr.err == nil {
+		settings := s.settings
+		settings.Progress = nil // the suite's own progress display says how episodes go
+		if sr.rt, sr.err = runtimes.New(s.runtime, settings); sr.err == nil {
 			sr.err = sr.rt.Start(context.WithoutCancel(ctx))
 		}
 	})
