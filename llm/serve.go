@@ -44,6 +44,9 @@ type Options struct {
 	Dir   string // weights cache; "" means DefaultDir(Root)
 	// SlotDir keeps saved prompt caches (Server.SaveSlot); "" means Dir/slots.
 	SlotDir string
+	// NoNgramDraft turns off self-speculative decoding from the context's n-grams (server.py
+	// --spec-ngram, on by default): code that copies a worked example is generated about 1.4× faster.
+	NoNgramDraft bool
 	Python  string // interpreter with xllamacpp; "" means Root/.venv/bin/python
 	Host    string // "" means 127.0.0.1
 	Port    int    // 0 means DefaultPort, or any free port when DefaultPort serves something else
@@ -256,6 +259,9 @@ func launch(ctx context.Context, o Options, m Model, path string, port int) (*Se
 	args := []string{filepath.Join(o.Root, "llm", "server.py"), "--model", path, "--alias", m.Name,
 		"--host", o.Host, "--port", strconv.Itoa(port), "--threads", strconv.Itoa(o.Threads),
 		"--ctx-size", strconv.Itoa(o.CtxSize), "--slot-save-path", o.SlotDir}
+	if !o.NoNgramDraft {
+		args = append(args, "--spec-ngram")
+	}
 	if m.ChatTemplate != "" {
 		tpl, err := templates.ReadFile(m.ChatTemplate)
 		if err != nil {

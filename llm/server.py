@@ -61,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cache-ram-mib", type=int, default=512, help="llama.cpp prompt cache in RAM")
     ap.add_argument("--slot-save-path", default="",
                     help="folder for slot save/restore (POST /slots/0?action=save|restore): the prompt cache kept on disk")
+    ap.add_argument("--spec-ngram", action="store_true",
+                    help="self-speculative decoding from n-grams of the context (no draft model): a reply that "
+                         "copies text it was shown, such as a worked example's code, is generated several tokens at a time")
     ap.add_argument("--chat-template", default="", help="file with a Jinja chat template to use instead of the model's")
     ap.add_argument("--verbosity", type=int, default=1, help="llama.cpp log verbosity (0 quiet .. 4 debug)")
     ap.add_argument("--no-stdin-watch", action="store_true", help="do not exit when stdin closes")
@@ -536,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     p.verbosity = a.verbosity
     p.endpoint_props = True
     p.cache_ram_mib = a.cache_ram_mib
+    if a.spec_ngram:
+        p.speculative.types = [xlc.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
     p.endpoint_slots = True  # GET /slots: the progress of a request in flight
     if a.slot_save_path:
         os.makedirs(a.slot_save_path, exist_ok=True)
