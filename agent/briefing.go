@@ -102,7 +102,7 @@ func (e *Episode) buildPrompt(ctx context.Context) error {
 		Profile: c.PromptProfile, Examples: examples,
 		Arm: c.Arm, Images: c.Images, Feedback: c.Feedback, MaxTurns: c.MaxTurns, MaxPrograms: c.MaxPrograms, BudgetS: budgetS,
 		MaxEnvSteps: e.card.MaxEnvSteps, APIReference: apiText, Knowledge: e.card.Knowledge,
-		TaskCard: RenderCard(e.card), GuideFiles: guides, Cameras: e.card.Cameras, MotionCameras: e.card.MotionCameras,
+		TaskCard: RenderCard(e.card), TaskLanguage: e.card.TaskLanguage, GuideFiles: guides, Cameras: e.card.Cameras, MotionCameras: e.card.MotionCameras,
 	})
 	e.prompt.Text = text
 	if err := atomicfile.Write(filepath.Join(c.Out, "prompt.txt"), []byte(text)); err != nil {

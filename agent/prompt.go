@@ -39,6 +39,7 @@ type PromptParts struct {
 	APIReference string // `pyrualean api --format text` (cells) or the tools' descriptions
 	Knowledge    string // robot knowledge (markdown)
 	TaskCard     string // rendered task card
+	TaskLanguage string // the task instruction (the compact profile repeats it last)
 	// GuideFiles names the guides copied into the workspace's guides/ directory: the contract then says
 	// where they are and that reading them is optional (seed prompt.GUIDES_NOTE), without inlining them.
 	GuideFiles []string

@@ -73,6 +73,11 @@ func compactPrompt(p PromptParts) string {
 			parts = append(parts, s)
 		}
 	}
+	if p.TaskLanguage != "" {
+		// Said last, in plain words: a small model weighs the end of its prompt most, and a task name
+		// like put_block_in_bowl_swap ("swap" is the scene's mirrored layout) misleads it.
+		parts = append(parts, "# Your task\n\n"+p.TaskLanguage+". Write one python call that does all of it.")
+	}
 	return strings.Join(parts, "\n\n") + "\n"
 }
 
@@ -121,7 +126,8 @@ func examplesSection(examples []Example) string {
 		for i, c := range ex.Cells {
 			code[i] = strings.TrimRight(c, "\n")
 		}
-		fmt.Fprintf(&b, "\n\nTask %q: %s\npython call:\n```python\n%s\n```", ex.Task, ex.Instruction, strings.Join(code, "\n"))
+		// The task goes in a comment inside the block: a label outside it gets copied into the code.
+		fmt.Fprintf(&b, "\n\n```python\n# Example task %q: %s\n%s\n```", ex.Task, ex.Instruction, strings.Join(code, "\n"))
 	}
 	return b.String()
 }

@@ -93,7 +93,7 @@ func TestCompactPromptNeverShowsOwnFamily(t *testing.T) {
 		text := BuildPrompt(PromptParts{Arm: ArmCells, Profile: ProfileCompact, Examples: examples, MaxTurns: 6,
 			APIReference: "Methods:\nrobo.pick(object: str) -> Pick\n    Grasp.\n", TaskCard: "# Task card\n- task: " + tk.Name})
 		for _, other := range tasks {
-			if other.Family == tk.Family && strings.Contains(text, fmt.Sprintf("Task %q", other.Name)) {
+			if other.Family == tk.Family && strings.Contains(text, fmt.Sprintf("Example task %q", other.Name)) {
 				t.Errorf("%s: the prompt shows %s's solution (same family %s)", tk.Name, other.Name, tk.Family)
 			}
 		}

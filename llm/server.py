@@ -246,13 +246,45 @@ def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], 
                     parts.append(_fence(_call_source(str(fn.get("name")), args)))
             msgs.append({"role": "assistant", "content": "\n".join(parts)})
         elif m.get("role") == "tool":
-            msgs.append({"role": "user", "content": "Result of your call:\n" + str(m.get("content") or "")})
+            text = str(m.get("content") or "")
+            msgs.append({"role": "user", "content": "Result of your call:\n" + text + raised_note(text)})
         else:
             msgs.append(m)
     out = {k: v for k, v in req.items() if k not in ("tools", "tool_choice", "response_format", "parallel_tool_calls")}
     out["messages"] = msgs
     out["grammar"] = CODE_BLOCK_GRAMMAR
     return out, params
+
+
+def raised_note(result: str) -> str:
+    """A line telling the model its call raised (a small model otherwise sends the same code again)."""
+    try:
+        fb = json.loads(result)
+    except ValueError:
+        return ""
+    exc = fb.get("exception") if isinstance(fb, dict) else None
+    if not exc:
+        return ""
+    what = exc if isinstance(exc, str) else (exc.get("type") or exc.get("ename") or "an exception") if isinstance(exc, dict) else "an exception"
+    return f"\nYour call raised {what}. Fix that line and write the corrected code; do not send the same code again."
+
+
+def last_code(req: dict[str, Any]) -> str:
+    """The code of the last ```python block the model sent in ``req``'s history (code-block form)."""
+    for m in reversed(req.get("messages") or []):
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            found = _BLOCK.findall(m.get("content") or "")
+            return found[-1].strip() if found else ""
+    return ""
+
+
+def reply_code(reply: dict[str, Any]) -> str:
+    """The code of the reply's ```python block ("" if none)."""
+    for ch in reply.get("choices") or []:
+        m = _BLOCK.search((ch.get("message") or {}).get("content") or "")
+        if m:
+            return m.group(1).strip()
+    return ""
 
 
 def split_calls(code: str, tool: str, params: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -361,6 +393,7 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
         def _forward(self, body: bytes | None) -> None:
             names: set[str] = set()
             code_tool, params = "", {}
+            shaped: dict[str, Any] = {}  # the code-block request, for the repeat guard
             path = self.path.split("?", 1)[0]
             if body and self.command == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
                 try:
@@ -370,6 +403,7 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                         tools = {(t.get("function") or {}).get("name") for t in req.get("tools") or []}
                         if code_tool in tools and not req.get("stream") and req.get("tool_choice") != "none":
                             req, params = code_block_request(req, code_tool)
+                            shaped = req
                         else:
                             code_tool = ""
                             req, names = shape_request(req)
@@ -391,18 +425,22 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                         body, collect = json.dumps(req).encode(), True
                 except ValueError:
                     pass
-            conn = http.client.HTTPConnection(*upstream, timeout=3600)
             headers = {k: v for k, v in self.headers.items()
                        if k.lower() not in ("host", "content-length", "connection", "transfer-encoding")}
             try:
-                conn.request(self.command, self.path, body=body, headers=headers)
-                got = self._await(conn, collect)
+                conn, got = self._ask(body, headers, collect)
+                if isinstance(got, dict) and code_tool and last_code(shaped) and reply_code(got) == last_code(shaped):
+                    # The same code as the last call: at low temperature a small model repeats itself
+                    # after an error. Ask once more, hotter; that reply stands, repeated or not.
+                    conn.close()
+                    hotter = dict(json.loads(body), temperature=max(0.8, float(shaped.get("temperature") or 0) + 0.6),
+                                  seed=int.from_bytes(os.urandom(3), "big"))
+                    conn, got = self._ask(json.dumps(hotter).encode(), headers, collect)
             except OSError as e:  # llama.cpp gone or hung up: say so instead of dropping the connection
                 self._send(502, json.dumps({"error": {"code": 502, "type": "server_error",
                                                       "message": f"llama.cpp server unreachable: {e}"}}).encode(),
                            "application/json")
-                conn.close()
-                return
+                return  # _ask closed its connection
             if got is None:  # the client hung up: closing the stream makes llama.cpp stop generating
                 conn.close()
                 self.close_connection = True
@@ -427,6 +465,16 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
             else:
                 self._send(resp.status, resp.read(), ctype)
             conn.close()
+
+        def _ask(self, body: bytes | None, headers: dict[str, str], collect: bool) -> tuple[http.client.HTTPConnection, Any]:
+            """Send the request upstream; the connection and what _await makes of the answer."""
+            conn = http.client.HTTPConnection(*upstream, timeout=3600)
+            try:
+                conn.request(self.command, self.path, body=body, headers=headers)
+                return conn, self._await(conn, collect)
+            except OSError:
+                conn.close()
+                raise
 
         def _await(self, conn: http.client.HTTPConnection, collect: bool) -> Any:
             """llama.cpp's answer: the assembled reply (collect, a 200 event stream), else the response;
