@@ -73,11 +73,6 @@ func compactPrompt(p PromptParts) string {
 			parts = append(parts, s)
 		}
 	}
-	if p.TaskLanguage != "" {
-		// Said last, in plain words: a small model weighs the end of its prompt most, and a task name
-		// like put_block_in_bowl_swap ("swap" is the scene's mirrored layout) misleads it.
-		parts = append(parts, "# Your task\n\n"+p.TaskLanguage+". Write one python call that does all of it.")
-	}
 	return strings.Join(parts, "\n\n") + "\n"
 }
 
