@@ -88,7 +88,11 @@ for c in nb.get("cells", []):
     src = "".join(c.get("source", "")).strip().splitlines()
     calls = [ln.strip() for ln in src if "robo." in ln] or src[:1]
     errs = [o.get("ename", "") for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    outcome = f"raised {errs[0]}" if errs else "ran"
+    outcome = "ran"
+    if errs and errs[0] == "EpisodeFinished":
+        outcome = "ran until the episode ended"  # the robot refuses motions once the task is done
+    elif errs:
+        outcome = f"raised {errs[0]}"
     shown = "; ".join(calls[:4]) + (" ..." if len(calls) > 4 else "")
     print(f"[demo] python call {n} {outcome}: {shown[:160]}")
 fin = r.get("finish") or {}
