@@ -306,7 +306,7 @@ func TestCmdMCPUnderCLIs(t *testing.T) {
 			}
 			// The CLI closed our stdin when it ended; the server then finishes the episode.
 			var r agent.Result
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) { // generous: a loaded machine
 				if r = readMCPResult(t, out); r.Status != agent.StatusRunning {
 					break
 				}
