@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 )
 
 // Driver is what a runtime sees of a live episode: the tools to call, the prompt to send, and where
@@ -45,6 +49,27 @@ type Turn struct {
 	Images       int      `json:"images_sent"`
 	// Timings are the server's own account of the reply (llama.cpp), when it gives one.
 	Timings *ServerTimings `json:"timings,omitempty"`
+}
+
+// ReadTurns reads a run folder's turns.jsonl. A line that is not a Turn is an error naming its line:
+// the file is written whole line by line, so a bad line means a foreign or damaged file.
+func ReadTurns(path string) ([]Turn, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var turns []Turn
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<26) // a turn's content can be long
+	for n := 1; sc.Scan(); n++ {
+		var t Turn
+		if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
+			return turns, fmt.Errorf("%s: line %d: %w", path, n, err)
+		}
+		turns = append(turns, t)
+	}
+	return turns, sc.Err()
 }
 
 // ServerTimings is llama.cpp's "timings" of one reply: prompt processing and generation.

