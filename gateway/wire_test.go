@@ -196,7 +196,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-func TestReplayRing(t *testing.T) {
+func TestBacklogRing(t *testing.T) {
 	r := newBacklog(3, 0)
 	mk := func() *outMsg { return &outMsg{size: 10} }
 	r.add("", mk())  // 1
