@@ -160,7 +160,8 @@ await step("reload-mid-cell", async () => {
   await page.reload({ waitUntil: "domcontentloaded", timeout });
   await page.locator(`${P} .jp-Cell`).first().waitFor({ state: "visible", timeout });
   await waitOutput("slow 11 ");
-  const text = await output("slow 0 ").innerText();
+  // textContent: a cell scrolled out of view has no innerText where Lab defers rendering off-screen cells
+  const text = await output("slow 0 ").evaluate((e) => e.textContent);
   const got = [...text.matchAll(/slow (\d+) /g)].map((m) => Number(m[1]));
   const want = [...Array(12).keys()];
   if (JSON.stringify(got) !== JSON.stringify(want)) throw new Error(`after the reload the cell shows slow ${got}, want ${want}`);

@@ -55,7 +55,9 @@ func TestLabLiveEpisode(t *testing.T) {
 	srv := openaitest.New(
 		// The agent waits until the browser shows the live notebook, so its cells appear there live.
 		openaitest.Step{Func: func(openaitest.Request) openaitest.Reply { <-release; return pyCall("print('agent cell 1')") }},
-		openaitest.Step{Reply: pyCall("import time\nfor i in range(28):\n    print(f'tick {i} {time.time():.3f}', flush=True)\n    time.sleep(0.25)")},
+		// Agent cell 2 is long (25 s) so that the person's cell, written and run in Lab after the pause, is
+		// still queued behind it on a loaded machine (7 s was too short with a local model on both cores).
+		openaitest.Step{Reply: pyCall("import time\nfor i in range(100):\n    print(f'tick {i} {time.time():.3f}', flush=True)\n    time.sleep(0.25)")},
 		openaitest.Step{Reply: pyCall("print('agent cell 3 sees', h)\nimport time\nfor i in range(16):\n    print(f'beat {i} {time.time():.3f}', flush=True)\n    time.sleep(0.2)")},
 		openaitest.Step{Reply: pyCall("import time\nfor i in range(12):\n    print(f'slow {i} {time.time():.3f}', flush=True)\n    time.sleep(0.4)")},
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "e2e"}`}}}},
