@@ -162,10 +162,11 @@ func firstTurn(path string) (agent.Turn, error) {
 	if len(turns) == 0 {
 		return agent.Turn{}, errors.New("no turn recorded")
 	}
-	if t := turns[0]; t.Error != "" {
+	t := turns[0]
+	if t.Error != "" {
 		return t, errors.New(t.Error)
 	}
-	return turns[0], nil
+	return t, nil
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

@@ -216,18 +216,11 @@ func benchSuiteLocal(ctx context.Context, exe, dir, model string, n int, asJSON 
 	}
 	var firsts []first
 	for _, id := range man.Order {
-		b, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(man.Episodes[id].Dir), "turns.jsonl"))
-		if err != nil {
+		turns, err := agent.ReadTurns(filepath.Join(out, filepath.FromSlash(man.Episodes[id].Dir), "turns.jsonl"))
+		if err != nil || len(turns) == 0 || turns[0].StartedAt == "" {
 			continue
 		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		var t struct {
-			StartedAt string  `json:"started_at"`
-			LatencyS  float64 `json:"latency_s"`
-		}
-		if json.Unmarshal([]byte(line), &t) == nil && t.StartedAt != "" {
-			firsts = append(firsts, first{ID: id, Started: t.StartedAt, LatencyS: t.LatencyS})
-		}
+		firsts = append(firsts, first{ID: id, Started: turns[0].StartedAt, LatencyS: turns[0].LatencyS})
 	}
 	slices.SortFunc(firsts, func(a, b first) int { return strings.Compare(a.Started, b.Started) })
 	if len(firsts) < 2 {
