@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pyrualean/pyrualean/pylit"
 )
@@ -188,6 +189,7 @@ func runPython(ctx context.Context, module string, args ...string) ([]byte, erro
 	}
 	full := append([]string{"-m", module}, args...)
 	cmd := exec.CommandContext(ctx, Python(root), full...)
+	cmd.WaitDelay = time.Second // once ctx ends, do not wait on a child still holding the pipes
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "PYRUALEAN_ROOT="+root, "PYTHONDONTWRITEBYTECODE=1")
 	var stdout, stderr bytes.Buffer

@@ -8,7 +8,15 @@ export JUPYTER_PATH="$PWD/.venv/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
 echo "== go vet"; go vet ./...
 # -p 1: packages one at a time, so kernels launched by different test binaries never race for the same
 # free port (two launches can be handed the same port before either kernel binds it).
-echo "== go test"; go test -p 1 -count=1 -timeout 25m ./...
+# The whole log is kept; on a failure its key lines are printed again at the end, because a CI page may
+# show only the tail (a timeout's goroutine dump otherwise buries the name of the test that hung).
+log="${TMPDIR:-/tmp}/pyrualean-go-test.log"
+echo "== go test (full log: $log)"
+if ! go test -p 1 -count=1 -timeout 25m ./... 2>&1 | tee "$log"; then
+  echo "== go test failed; the failing and still-running tests, from $log:"
+  grep -E -A6 '^(--- FAIL|panic: |running tests:|FAIL)' "$log" | grep -vE '^\s+/|^goroutine |^\S+\(' | head -80
+  exit 1
+fi
 echo "== go fuzz (brief)"
 for pkg in $(grep -rlE '^func Fuzz' --include='*_test.go' . | xargs -n1 dirname | sort -u); do
   for t in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' "$pkg"/*_test.go | sed 's/func //'); do

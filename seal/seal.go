@@ -83,8 +83,15 @@ func Check(ctx context.Context) error {
 	argv := append(baseFlags(DefaultUID, DefaultUID), "--ro-bind", "/usr", "/usr")
 	argv = append(argv, systemLinks()...)
 	argv = append(argv, "--", "/usr/bin/true")
-	out, err := exec.CommandContext(ctx, bwrap, argv...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, bwrap, argv...)
+	// Once the deadline kills bwrap, stop waiting for its output: a straggler holding the pipe must not
+	// hang the episode (CombinedOutput otherwise waits for every writer to close it).
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
 		return fmt.Errorf("%w: %s: %v: %s", ErrUnavailable, bwrap, err, strings.TrimSpace(string(out)))
 	}
 	return nil
@@ -270,6 +277,7 @@ func pythonRoots(ctx context.Context, python, pythonPath string) ([]string, erro
 			"import sys; print('\\n'.join([sys.prefix, sys.base_prefix, sys.exec_prefix] + sys.path))")
 		cmd.Env = []string{"PYTHONPATH=" + pythonPath, "PATH=/usr/bin:/bin"}
 	}
+	cmd.WaitDelay = time.Second
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("seal: ask %s for its paths: %w", python, err)

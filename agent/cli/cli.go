@@ -151,7 +151,9 @@ func FindBin(name string) (string, error) {
 func Version(ctx context.Context, bin string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd.WaitDelay = time.Second // a CLI's straggling child must not hold us past the deadline
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("cli: %s --version: %w", bin, err)
 	}

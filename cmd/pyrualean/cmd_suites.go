@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/pyrualean/pyrualean/robotapi"
 )
@@ -130,6 +131,7 @@ func adapterRows(ctx context.Context, robot string) ([]suiteRow, error) {
 		args = append(args, "--robot", robot)
 	}
 	cmd := exec.CommandContext(ctx, robotapi.Python(root), args...)
+	cmd.WaitDelay = time.Second
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "PYRUALEAN_ROOT="+root, "PYTHONDONTWRITEBYTECODE=1")
 	var out, errb bytes.Buffer
