@@ -53,6 +53,10 @@ type EpisodeConfig struct {
 	// server) once every run-folder file is written, to run when it likes: a suite runs it in the
 	// background and waits for all before it exits. Nil: the episode's end waits for it.
 	Release func(release func())
+	// Admit, when set, is called once the robot is booted and before the policy's clock starts; it
+	// returns when the episode may act (a suite's slot is free, so the next episode boots while others
+	// act) or with ctx's error. Its wait is result.json's queued_s, in neither startup_s nor the budget.
+	Admit func(ctx context.Context) error
 	// References returns the robot's API reference (robotapi.Reference when nil; a suite caches it).
 	References func(ctx context.Context, robot, primitives, format string) (string, error)
 }
@@ -204,10 +208,24 @@ func StartEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode, error) {
 		return nil, e.bootFail(err)
 	}
 	e.startup = time.Since(e.createdAt)
+	e.mu.Lock()
+	e.res.KernelPID = e.kern.Pid()
+	e.mu.Unlock()
+	var queued time.Duration
+	if cfg.Admit != nil {
+		t := time.Now()
+		if err := cfg.Admit(ctx); err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w: waiting for a slot to act: %w", errBootInterrupted, context.Cause(ctx))
+			}
+			return nil, e.bootFail(err)
+		}
+		queued = time.Since(t)
+	}
 	e.policyStart = time.Now()
 	e.mu.Lock()
 	e.res.StartupS = round3(e.startup.Seconds())
-	e.res.KernelPID = e.kern.Pid()
+	e.res.QueuedS = round3(queued.Seconds())
 	e.mu.Unlock()
 	if err := e.saveResult(); err != nil {
 		return nil, e.bootFail(err)

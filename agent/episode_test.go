@@ -899,3 +899,47 @@ func TestDisplayUpdatesInTrace(t *testing.T) {
 		t.Errorf("human cells %+v: the person's updating cell must have no output of its own", hc)
 	}
 }
+
+// TestAdmit: a booted episode waits in Admit (a suite's slot) before its policy clock starts; the wait
+// is queued_s, not startup or policy time. Cancelled while waiting, it ends interrupted with its
+// kernel shut down.
+func TestAdmit(t *testing.T) {
+	const wait = 400 * time.Millisecond
+	t.Run("admitted", func(t *testing.T) {
+		srv := openaitest.New(call(finish("failure", "nothing tried")))
+		defer srv.Close()
+		cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
+			c.Admit = func(ctx context.Context) error { time.Sleep(wait); return nil }
+		})
+		res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+		if res.Status != agent.StatusCompleted || res.QueuedS < wait.Seconds() {
+			t.Fatalf("status %s queued_s %v", res.Status, res.QueuedS)
+		}
+		if res.PolicyWallS > res.TotalWallS-res.StartupS-res.QueuedS+0.05 {
+			t.Errorf("policy %vs counts the wait: total %v startup %v queued %v", res.PolicyWallS, res.TotalWallS, res.StartupS, res.QueuedS)
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
+			c.Admit = func(ctx context.Context) error {
+				time.AfterFunc(wait, cancel)
+				<-ctx.Done()
+				return ctx.Err()
+			}
+		})
+		if ep, err := agent.StartEpisode(ctx, cfg); err == nil {
+			ep.Finish(context.Background(), "", nil)
+			t.Fatal("the episode started after its context ended")
+		}
+		var res agent.Result
+		b, _ := os.ReadFile(filepath.Join(cfg.Out, "result.json"))
+		if err := json.Unmarshal(b, &res); err != nil || res.Status != agent.StatusInterrupted {
+			t.Fatalf("result.json: %+v (%v)", res, err)
+		}
+		if res.KernelPID == 0 || syscall.Kill(res.KernelPID, 0) == nil {
+			t.Errorf("kernel %d still running", res.KernelPID)
+		}
+	})
+}

@@ -37,6 +37,7 @@ type Result struct {
 	ToolTurns          int         `json:"tool_turns"`
 	PolicyWallS        float64     `json:"policy_wall_s"`
 	StartupS           float64     `json:"startup_s"`
+	QueuedS            float64     `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
 	TotalWallS         float64     `json:"total_wall_s"`
 	TimeoutS           float64     `json:"timeout_s"`
 	CellTimeoutS       float64     `json:"cell_timeout_s"`

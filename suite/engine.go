@@ -3,6 +3,7 @@ package suite
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -30,46 +31,54 @@ type Engine interface {
 	Run(ctx context.Context, jobs []Job, run func(ctx context.Context, j Job)) error
 }
 
-// Local runs jobs on Jobs workers in this process, in plan order.
+// Local runs jobs on Jobs workers in this process. A free worker takes the first job in plan order
+// whose After has ended (or is not in this run), so a job waiting for its twin never holds a worker
+// that another job could use; it waits only when every job left is waiting.
 type Local struct{ Jobs int }
 
 func (l Local) Name() string { return "local" }
 
 func (l Local) Run(ctx context.Context, jobs []Job, run func(ctx context.Context, j Job)) error {
-	done := make(map[string]chan struct{}, len(jobs))
+	inRun := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
-		done[j.ID] = make(chan struct{})
+		inRun[j.ID] = true
 	}
-	queue := make(chan Job)
+	var mu sync.Mutex
+	changed := sync.NewCond(&mu) // a job ended, or ctx is done
+	ended := make(map[string]bool, len(jobs))
+	left := slices.Clone(jobs)
+	take := func() (Job, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for ctx.Err() == nil && len(left) > 0 {
+			for i, j := range left {
+				if j.After == "" || !inRun[j.After] || ended[j.After] {
+					left = slices.Delete(left, i, i+1)
+					return j, true
+				}
+			}
+			changed.Wait()
+		}
+		return Job{}, false
+	}
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		changed.Broadcast()
+		mu.Unlock()
+	})
+	defer stop()
 	var wg sync.WaitGroup
 	for range max(l.Jobs, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range queue {
-				// Plan order puts a job's After first, so it is running or done by now: no deadlock.
-				if ch, ok := done[j.After]; ok && j.After != "" {
-					select {
-					case <-ch:
-					case <-ctx.Done():
-					}
-				}
-				if ctx.Err() == nil {
-					run(ctx, j)
-				}
-				close(done[j.ID])
+		wg.Go(func() {
+			for j, ok := take(); ok; j, ok = take() {
+				run(ctx, j)
+				mu.Lock()
+				ended[j.ID] = true
+				changed.Broadcast()
+				mu.Unlock()
 			}
-		}()
+		})
 	}
-	for _, j := range jobs {
-		select {
-		case queue <- j:
-			continue
-		case <-ctx.Done():
-		}
-		break
-	}
-	close(queue)
 	wg.Wait()
 	return ctx.Err()
 }

@@ -274,3 +274,44 @@ func TestLocalAfter(t *testing.T) {
 		t.Errorf("order %v", order)
 	}
 }
+
+// TestLocalReadyFirst: a job waiting for its twin does not hold a worker: with two workers, z (next
+// in plan order after y, which waits for x) starts while x still runs.
+func TestLocalReadyFirst(t *testing.T) {
+	zStarted := make(chan struct{})
+	var mu sync.Mutex
+	var order []string
+	jobs := []Job{{Episode: Episode{ID: "x"}}, {Episode: Episode{ID: "y"}, After: "x"}, {Episode: Episode{ID: "z"}}}
+	Local{Jobs: 2}.Run(context.Background(), jobs, func(ctx context.Context, j Job) {
+		switch j.ID {
+		case "x":
+			select {
+			case <-zStarted:
+			case <-time.After(10 * time.Second):
+				t.Error("z did not start while x ran")
+			}
+		case "z":
+			close(zStarted)
+		}
+		mu.Lock()
+		order = append(order, j.ID)
+		mu.Unlock()
+	})
+	if !slices.Equal(order, []string{"z", "x", "y"}) {
+		t.Errorf("order %v", order)
+	}
+}
+
+// TestLocalStopsTaking: once ctx is done no job starts, and a worker waiting for a twin returns.
+func TestLocalStopsTaking(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var ran []string
+	jobs := []Job{{Episode: Episode{ID: "x"}}, {Episode: Episode{ID: "y"}, After: "x"}, {Episode: Episode{ID: "z"}, After: "x"}}
+	err := Local{Jobs: 3}.Run(ctx, jobs, func(ctx context.Context, j Job) {
+		ran = append(ran, j.ID) // one worker at a time here: y and z wait for x
+		cancel()
+	})
+	if !errors.Is(err, context.Canceled) || !slices.Equal(ran, []string{"x"}) {
+		t.Errorf("err %v, ran %v", err, ran)
+	}
+}

@@ -94,7 +94,8 @@ func benchRay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		name string
 		args []string
 	}{
-		{"local pool", []string{"--jobs", strconv.Itoa(*slots)}},
+		// --boot-ahead 0: the same number of episodes in flight as the cluster's slots.
+		{"local pool", []string{"--jobs", strconv.Itoa(*slots), "--boot-ahead", "0"}},
 		{"ray", []string{"--engine", "ray", "--ray-address", *address, "--ray-pyrualean", exe}},
 	}
 	type figures struct {

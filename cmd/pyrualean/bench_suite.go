@@ -31,13 +31,14 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	tasks := fs.String("tasks", "all", "tasks (as eval --tasks); the full bench is all 14 tabletop tasks")
 	seeds := fs.String("seeds", "0-3", "seeds (as eval --seeds)")
 	jobs := fs.Int("jobs", 2, "the parallel run's --jobs")
+	ahead := fs.Int("boot-ahead", 1, "both eval runs' --boot-ahead (0: each episode boots when its slot is free)")
 	keep := fs.String("dir", "", "keep the suite folders here (default: a temporary folder, removed)")
 	asJSON := fs.Bool("json", false, "print the figures as JSON")
 	sealed := fs.String("sealed", agent.SealAuto, "every way's --sealed (auto: play's default; off: the robot in the kernel, eval's warm kernel pool)")
 	local := fs.String("local", "", "also run this embedded model (pyrualean models) over --local-episodes episodes in one eval and compare the first turn's latency of the 2nd..Nth episode with the 1st's (the shared server's prompt cache); skips the three-way run")
 	localN := fs.Int("local-episodes", 4, "episodes of the --local run")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 {
-		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--sealed MODE] [--dir DIR] [--json]")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 || *ahead < 0 {
+		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--boot-ahead N] [--sealed MODE] [--dir DIR] [--json]")
 		return exitUsage
 	}
 	if err := oneOf("sealed", *sealed, agent.SealOff, agent.SealAuto, agent.SealOn); err != nil {
@@ -60,7 +61,7 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *local != "" {
 		return benchSuiteLocal(ctx, exe, dir, *local, *localN, *asJSON, stdout, stderr)
 	}
-	common := []string{"eval", "--runtime", "replay", "--tasks", *tasks, "--seeds", *seeds, "--arms", "cells,tools", "--sealed", *sealed}
+	common := []string{"eval", "--runtime", "replay", "--tasks", *tasks, "--seeds", *seeds, "--arms", "cells,tools", "--sealed", *sealed, "--boot-ahead", strconv.Itoa(*ahead)}
 	type way struct {
 		Name        string  `json:"name"`
 		Episodes    int     `json:"episodes"`
@@ -148,10 +149,10 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	one.OverheadMS = 1000 * (one.WallS - one.CellsS) / float64(one.Episodes)
 	par.OverheadMS = 1000 * (par.WallS*float64(*jobs) - par.CellsS) / float64(par.Episodes)
 	if *asJSON {
-		json.NewEncoder(stdout).Encode(map[string]any{"tasks": *tasks, "seeds": *seeds, "sealed": *sealed, "ways": ways})
+		json.NewEncoder(stdout).Encode(map[string]any{"tasks": *tasks, "seeds": *seeds, "sealed": *sealed, "boot_ahead": *ahead, "ways": ways})
 		return 0
 	}
-	fmt.Fprintf(stdout, "replay suite: tasks %s, seeds %s, both arms, sealed %s: %d episodes\n", *tasks, *seeds, *sealed, n)
+	fmt.Fprintf(stdout, "replay suite: tasks %s, seeds %s, both arms, sealed %s, boot-ahead %d: %d episodes\n", *tasks, *seeds, *sealed, *ahead, n)
 	fmt.Fprintf(stdout, "%-20s %8s %9s %8s %12s %14s %10s\n", "way", "wall_s", "ep/min", "solved", "vs shell", "overhead/ep", "startup_s")
 	for _, w := range ways {
 		oh := "-"
@@ -197,7 +198,8 @@ func meanStartup(dir string) float64 {
 func benchSuiteLocal(ctx context.Context, exe, dir, model string, n int, asJSON bool, stdout, stderr io.Writer) int {
 	out := filepath.Join(dir, "local")
 	args := []string{"eval", "--runtime", "local", "--model", model, "--tasks", "stack_blocks", "--seeds", fmt.Sprintf("0-%d", n-1),
-		"--arms", "cells", "--jobs", "1", "--max-turns", "1", "--openai-max-tokens", "128", "--budget-s", "90", "--retries", "0", "--out", out}
+		// --boot-ahead 0: no episode boots beside a measured turn (it would share the CPU with the model).
+		"--arms", "cells", "--jobs", "1", "--boot-ahead", "0", "--max-turns", "1", "--openai-max-tokens", "128", "--budget-s", "90", "--retries", "0", "--out", out}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	fmt.Fprintf(stderr, "bench suite: %d episodes of %s on one embedded server ...\n", n, model)

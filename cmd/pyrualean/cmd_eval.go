@@ -47,7 +47,7 @@ func (s *settingFlag) IsBoolFlag() bool   { return s.isBool }
 // evalFlags are eval's own flags plus every play setting.
 type evalFlags struct {
 	matrix, robot, suiteName, tasks, seeds, arms, runtime, models, out, status string
-	jobs, maxConns, retries                                                    int
+	jobs, bootAhead, maxConns, retries                                         int
 	backoffS                                                                   float64
 	asJSON, verbose                                                            bool
 	settings                                                                   map[string]string
@@ -67,7 +67,8 @@ func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
 	fs.StringVar(&f.runtime, "runtime", "", "as in play: "+strings.Join(runtimes.Names(), ", ")+" (replay replays each task's reference solution)")
 	fs.StringVar(&f.models, "model", "", "model(s), comma-separated (as in play)")
 	fs.StringVar(&f.out, "out", "", "suite folder (default runs/suite-<hash of the matrix>: the same command resumes)")
-	fs.IntVar(&f.jobs, "jobs", defaultJobs(), "episodes at once (default from cores and memory)")
+	fs.IntVar(&f.jobs, "jobs", defaultJobs(), "episodes acting at once (default from cores and memory)")
+	fs.IntVar(&f.bootAhead, "boot-ahead", 1, "more episodes that may boot (kernel, robot) while --jobs act, then wait their turn; 0: boot only when a slot is free")
 	fs.IntVar(&f.maxConns, "max-connections", 8, "requests in flight per LLM endpoint, over all episodes (0: no limit)")
 	fs.IntVar(&f.retries, "retries", 2, "further attempts of an interrupted, boot_error or planner_error episode in one run")
 	fs.Float64Var(&f.backoffS, "retry-backoff-s", 2, "wait before the first retry (doubles each time)")
@@ -290,8 +291,8 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case f.jobs < 1:
 		fmt.Fprintf(stderr, "pyrualean eval: --jobs %d: must be >= 1\n", f.jobs)
 		return exitUsage
-	case f.maxConns < 0 || f.retries < 0 || f.backoffS < 0:
-		fmt.Fprintln(stderr, "pyrualean eval: --max-connections, --retries and --retry-backoff-s must be >= 0")
+	case f.maxConns < 0 || f.retries < 0 || f.backoffS < 0 || f.bootAhead < 0:
+		fmt.Fprintln(stderr, "pyrualean eval: --max-connections, --retries, --retry-backoff-s and --boot-ahead must be >= 0")
 		return exitUsage
 	}
 	if err := f.ray.validate(set); err != nil {
@@ -311,7 +312,10 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	x := &evalExec{logger: logger, endpoints: &suite.Endpoints{Max: f.maxConns}}
 	absDir, _ := filepath.Abs(plan.dir)
 	x.suiteDir = absDir
-	var engine suite.Engine = suite.Local{Jobs: f.jobs}
+	var engine suite.Engine = suite.Local{Jobs: f.jobs + f.bootAhead}
+	if f.bootAhead > 0 {
+		x.acting = make(chan struct{}, f.jobs)
+	}
 	var exec suite.Executor = x
 	if f.ray.engine == "ray" {
 		ray, err := f.ray.engineFor(ctx, f.maxConns, logger, stderr)

@@ -386,7 +386,9 @@ runtime = "replay"
 		{"engine", []string{"--runtime", "replay", "--engine", "spark"}, `--engine "spark": want local or ray`},
 		{"ray address", []string{"--runtime", "replay", "--engine", "ray", "--ray-address", ""}, "--engine ray needs --ray-address"},
 		{"ray address form", []string{"--runtime", "replay", "--engine", "ray", "--ray-address", "head:8265"}, `ray address "head:8265": want http://HEAD:8265`},
-		{"ray jobs", []string{"--runtime", "replay", "--engine", "ray", "--ray-address", "http://127.0.0.1:9", "--jobs", "4"}, "--jobs: with --engine ray the cluster decides"},
+		{"ray jobs", []string{"--runtime", "replay", "--engine", "ray", "--ray-address", "http://127.0.0.1:9", "--jobs", "4"}, "--jobs, --boot-ahead: with --engine ray the cluster decides"},
+		{"ray boot-ahead", []string{"--runtime", "replay", "--engine", "ray", "--ray-address", "http://127.0.0.1:9", "--boot-ahead", "2"}, "--jobs, --boot-ahead: with --engine ray"},
+		{"boot-ahead", []string{"--runtime", "replay", "--boot-ahead", "-1"}, "--boot-ahead must be >= 0"},
 		{"ray flag locally", []string{"--runtime", "replay", "--ray-gpus", "1"}, "--ray-gpus is for --engine ray"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -455,7 +457,8 @@ func TestEvalInterrupt(t *testing.T) {
 	}
 	man, _ := suite.ReadManifest(dir)
 	// The episode in flight ends interrupted, or boot_error when Ctrl-C came during its boot (the
-	// agent's word for it); either runs again on resume.
+	// agent's word for it); either runs again on resume. With --boot-ahead (default 1) the next
+	// episode may be booting or booted and waiting for the slot: it is cut too.
 	statuses := map[string]int{}
 	cut := 0
 	for _, st := range man.Episodes {
@@ -464,7 +467,7 @@ func TestEvalInterrupt(t *testing.T) {
 			cut++
 		}
 	}
-	if statuses[agent.StatusCompleted] < 1 || cut != 1 || statuses[suite.StatePending] < 1 ||
+	if statuses[agent.StatusCompleted] < 1 || cut < 1 || cut > 2 ||
 		statuses[agent.StatusCompleted]+cut+statuses[suite.StatePending] != 4 {
 		t.Errorf("statuses after Ctrl-C: %v", statuses)
 	}
@@ -548,4 +551,97 @@ rows:
 	if !slices.Equal(ids[0], ids[1]) {
 		t.Errorf("TOML and YAML differ:\n%v\n%v", ids[0], ids[1])
 	}
+}
+
+// TestEvalBootAhead: --jobs 1 lets one episode act at a time; --boot-ahead 1 (the default) has the
+// next episode booting meanwhile (two attempts in flight), --boot-ahead 0 never does. Either way the
+// episodes' actions (the kernel's own timestamps in each trace) never overlap.
+func TestEvalBootAhead(t *testing.T) {
+	for _, c := range []struct {
+		ahead       string
+		wantRunning int
+	}{{"1", 2}, {"0", 1}} {
+		t.Run("ahead"+c.ahead, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "suite")
+			args := []string{"--runtime", "replay", "--tasks", "stack_blocks,open_drawer", "--seeds", "0", "--jobs", "1",
+				"--boot-ahead", c.ahead, "--out", dir, "--images", "none", "--json"}
+			var stdout, stderr bytes.Buffer
+			if code := cmdEval(context.Background(), args, &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr.String())
+			}
+			maxRunning := 0
+			for line := range strings.Lines(stdout.String()) {
+				var ev suite.Event
+				if json.Unmarshal([]byte(line), &ev) == nil && ev.Kind == suite.EventStart {
+					maxRunning = max(maxRunning, ev.Running)
+				}
+			}
+			if maxRunning != c.wantRunning {
+				t.Errorf("at most %d attempts in flight, want %d", maxRunning, c.wantRunning)
+			}
+			type window struct {
+				id         string
+				start, end time.Time
+			}
+			var acts []window
+			for _, res := range resultFiles(t, dir) {
+				w := window{id: filepath.Dir(res)}
+				w.start, w.end = actingWindow(t, filepath.Join(w.id, "trace.ipynb"))
+				acts = append(acts, w)
+			}
+			if len(acts) != 4 {
+				t.Fatalf("%d episodes", len(acts))
+			}
+			slices.SortFunc(acts, func(a, b window) int { return a.start.Compare(b.start) })
+			for i := 1; i < len(acts); i++ {
+				if acts[i].start.Before(acts[i-1].end) {
+					t.Errorf("%s acted from %s, before %s ended at %s", acts[i].id, acts[i].start.Format(time.StampMicro),
+						acts[i-1].id, acts[i-1].end.Format(time.StampMicro))
+				}
+			}
+		})
+	}
+}
+
+// actingWindow is when a trace's non-setup cells ran, from the kernel's execution timestamps.
+func actingWindow(t *testing.T, trace string) (start, end time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nb struct {
+		Cells []struct {
+			Type     string `json:"cell_type"`
+			Metadata struct {
+				Execution map[string]string `json:"execution"`
+				Pyrualean struct {
+					Author string `json:"author"`
+				} `json:"pyrualean"`
+			} `json:"metadata"`
+		} `json:"cells"`
+	}
+	if err := json.Unmarshal(b, &nb); err != nil {
+		t.Fatalf("%s: %v", trace, err)
+	}
+	for _, c := range nb.Cells {
+		if c.Type != "code" || c.Metadata.Pyrualean.Author == "setup" {
+			continue
+		}
+		in, err1 := time.Parse(time.RFC3339Nano, c.Metadata.Execution["iopub.execute_input"])
+		idle, err2 := time.Parse(time.RFC3339Nano, c.Metadata.Execution["iopub.status.idle"])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: a cell without execution times: %v", trace, c.Metadata.Execution)
+		}
+		if start.IsZero() || in.Before(start) {
+			start = in
+		}
+		if idle.After(end) {
+			end = idle
+		}
+	}
+	if start.IsZero() {
+		t.Fatalf("%s: no agent cells", trace)
+	}
+	return start, end
 }

@@ -26,6 +26,9 @@ type evalExec struct {
 	kernels   *warmKernels   // nil: every episode boots a cold kernel
 	releases  sync.WaitGroup // episodes' kernel shutdowns, off the episodes' critical path
 	suiteDir  string         // absolute; marks every kernel (suite.SuiteEnv) so a resumed run finds orphans
+	// acting holds a token per episode past boot (--jobs of them); nil: no limit. The engine runs more
+	// workers than that (--boot-ahead), so the next episodes boot while these act.
+	acting chan struct{}
 
 	mu       sync.Mutex
 	runtimes map[runtimeKey]*sharedRuntime
@@ -87,6 +90,23 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 		}
 	}
 	s.episode.Model = rt.Model()
+	if x.acting != nil {
+		admitted := false
+		s.episode.Admit = func(ctx context.Context) error {
+			select {
+			case x.acting <- struct{}{}:
+				admitted = true
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		defer func() {
+			if admitted {
+				<-x.acting
+			}
+		}()
+	}
 	ep, err := agent.StartEpisode(ctx, s.episode)
 	if err != nil {
 		if res, rerr := readResult(j.Dir); rerr == nil {

@@ -49,8 +49,8 @@ func (f *rayFlags) validate(set map[string]bool) error {
 	switch {
 	case f.address == "":
 		return fmt.Errorf("--engine ray needs --ray-address http://HEAD:8265 (or $RAY_ADDRESS)")
-	case set["jobs"]:
-		return fmt.Errorf("--jobs: with --engine ray the cluster decides how many episodes run at once (--ray-cpus, --ray-memory-gb, --ray-gpus each)")
+	case set["jobs"] || set["boot-ahead"]:
+		return fmt.Errorf("--jobs, --boot-ahead: with --engine ray the cluster decides how many episodes run at once (--ray-cpus, --ray-memory-gb, --ray-gpus each)")
 	case f.cpus <= 0 || f.memoryGB < 0 || f.gpus < 0:
 		return fmt.Errorf("--ray-cpus must be > 0, --ray-memory-gb and --ray-gpus >= 0")
 	}
