@@ -126,3 +126,61 @@ print(json.dumps(out))`
 
 func itoa(i int) string   { b, _ := json.Marshal(i); return string(b) }
 func pyq(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestSealLimits: the sandbox's limits hold from inside and leave the kernel serving: memory
+// (RLIMIT_AS), open files (RLIMIT_NOFILE) and, where the pids cgroup is writable, processes/threads.
+func TestSealLimits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := Check(ctx); err != nil {
+		t.Fatalf("this machine must seal (setup installs bubblewrap): %v", err)
+	}
+	spec, err := kernel.FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	const memory, files, procs = 3 << 30, 128, 64
+	sb, err := New(ctx, spec, Options{Workspace: ws, MemoryBytes: memory, MaxFiles: files, MaxProcs: procs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if sb.Info.MemoryMax != memory || sb.Info.FilesMax != files {
+		t.Errorf("info: %+v", sb.Info)
+	}
+	k, err := kernel.Launch(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Shutdown(context.Background())
+	cases := []struct {
+		name, code, want string
+		needsPids        bool
+	}{
+		{"memory over the limit", "try:\n    b = bytearray(4 << 30)\n    print('allocated')\nexcept MemoryError:\n    print('refused')", "refused", false},
+		{"memory under the limit", "b = bytearray(100 << 20); print('allocated', len(b) >> 20); del b", "allocated 100", false},
+		{"open files", "import tempfile\nfs = []\ntry:\n    for _ in range(" + itoa(2*files) + "):\n        fs.append(tempfile.TemporaryFile())\n    print('opened all')\nexcept OSError as e:\n    print('refused', e.errno)\nfinally:\n    for f in fs: f.close()", "refused 24", false},
+		{"threads", "import threading\nev = threading.Event(); ts = []\ntry:\n    for _ in range(" + itoa(2*procs) + "):\n        t = threading.Thread(target=ev.wait); t.start(); ts.append(t)\n    print('started all')\nexcept RuntimeError:\n    print('refused after', len(ts))\nfinally:\n    ev.set(); [t.join() for t in ts]", "refused after", true},
+		{"still serving", "print(1 + 1)", "2", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.needsPids && sb.Info.PidsMax == 0 {
+				t.Skipf("no writable pids cgroup here: %s", sb.Info.PidsNote)
+			}
+			res, err := k.Client().Execute(ctx, c.code, kernel.ExecuteOptions{Timeout: time.Minute})
+			if err != nil || res.Status != "ok" {
+				t.Fatalf("execute: %v %+v", err, res)
+			}
+			var text string
+			for _, o := range res.Outputs {
+				text += o.Text
+			}
+			if !strings.Contains(text, c.want) {
+				t.Errorf("printed %q, want %q", text, c.want)
+			}
+			t.Logf("%s", strings.TrimSpace(text))
+		})
+	}
+}
