@@ -122,7 +122,8 @@ func (p *Progress) Event(ev Event) {
 	p.t.add(ev)
 	switch ev.Kind {
 	case EventSuiteStart:
-		p.p = mpb.New(mpb.WithOutput(p.w), mpb.WithRefreshRate(200*time.Millisecond))
+		// Auto refresh even where w is no terminal (eval picks this view for terminals; tests use a buffer).
+		p.p = mpb.New(mpb.WithOutput(p.w), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())
 		p.bar = p.p.AddBar(int64(ev.Total),
 			mpb.PrependDecorators(decor.Name("eval "), decor.CountersNoUnit("%d/%d")),
 			mpb.AppendDecorators(decor.Name(" ETA "), decor.EwmaETA(decor.ET_STYLE_GO, 30),

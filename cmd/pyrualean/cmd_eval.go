@@ -89,12 +89,20 @@ func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
 
 // defaultJobs is one episode per core, fewer when memory is short (about 1 GiB per episode).
 func defaultJobs() int {
-	n := runtime.NumCPU()
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
-				kb, _ := strconv.Atoi(strings.Fields(rest)[0])
-				n = min(n, kb>>20)
+	meminfo, _ := os.ReadFile("/proc/meminfo")
+	return jobsFor(runtime.NumCPU(), string(meminfo))
+}
+
+// jobsFor is defaultJobs' rule: cpus, at most one per GiB of MemAvailable in meminfo (when it says),
+// at least 1.
+func jobsFor(cpus int, meminfo string) int {
+	n := cpus
+	for line := range strings.Lines(meminfo) {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				if kb, err := strconv.Atoi(f[0]); err == nil {
+					n = min(n, kb>>20)
+				}
 			}
 		}
 	}

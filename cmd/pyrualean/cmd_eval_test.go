@@ -645,3 +645,27 @@ func actingWindow(t *testing.T, trace string) (start, end time.Time) {
 	}
 	return start, end
 }
+
+// TestJobsFor: one episode per core, at most one per GiB available, at least one, whatever meminfo says.
+func TestJobsFor(t *testing.T) {
+	for _, c := range []struct {
+		cpus    int
+		meminfo string
+		want    int
+	}{
+		{2, "MemTotal:       24000000 kB\nMemAvailable:   23000000 kB\n", 2},
+		{16, "MemAvailable:    3145728 kB\n", 3},
+		{4, "MemAvailable:     512000 kB\n", 1},
+		{4, "", 4},
+		{4, "MemAvailable:\n", 4},
+		{4, "MemAvailable: lots kB\n", 4},
+		{0, "", 1},
+	} {
+		if got := jobsFor(c.cpus, c.meminfo); got != c.want {
+			t.Errorf("jobsFor(%d, %q) = %d, want %d", c.cpus, c.meminfo, got, c.want)
+		}
+	}
+	if defaultJobs() < 1 {
+		t.Error("defaultJobs < 1")
+	}
+}
