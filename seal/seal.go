@@ -87,12 +87,30 @@ func Check(ctx context.Context) error {
 	// Once the deadline kills bwrap, stop waiting for its output: a straggler holding the pipe must not
 	// hang the episode (CombinedOutput otherwise waits for every writer to close it).
 	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, bwrap, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	select {
+	case waitErr = <-done:
+	case <-ctx.Done():
+		// A process stuck in the kernel (e.g. creating a network namespace while many are torn down)
+		// ignores SIGKILL until it returns: give it WaitDelay, then answer without it (done reaps it).
+		select {
+		case waitErr = <-done:
+		case <-time.After(2 * cmd.WaitDelay):
+			return fmt.Errorf("%w: %s did not exit within %v of being killed at its deadline", ErrUnavailable, bwrap, 2*cmd.WaitDelay)
 		}
-		return fmt.Errorf("%w: %s: %v: %s", ErrUnavailable, bwrap, err, strings.TrimSpace(string(out)))
+	}
+	if waitErr != nil {
+		if ctx.Err() != nil {
+			waitErr = fmt.Errorf("%w (%v)", ctx.Err(), waitErr)
+		}
+		return fmt.Errorf("%w: %s: %v: %s", ErrUnavailable, bwrap, waitErr, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
