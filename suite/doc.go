@@ -10,7 +10,8 @@
 //	episode.go   Episode: one expanded cell of the matrix, its id and run folder
 //	manifest.go  the suite's manifest.json (matrix, versions, per-episode state), written atomically
 //	runner.go    Runner: plan → resume decisions → engine → manifest updates, retries with backoff
-//	engine.go    Engine (the scheduler seam) and Local, the in-process worker pool
+//	engine.go    Engine (the scheduler seam) and Local, the in-process worker pool (ready-first: a free
+//	             worker takes the first job in plan order whose After has ended)
 //	ray.go       Ray: the suite as one Ray job (rayjob), an episode per task; ray_driver.py is its driver
 //	events.go    Event, the stream the live view and --json read
 //	progress.go  the live view: a progress display on a terminal, one line per episode otherwise
