@@ -289,12 +289,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
         cell.model.setMetadata('tags', [...tags, 'human']);
       }
       cell.model.setMetadata('pyrualean', { author: 'human' });
-      if (ep.phase === 'cell' && ep.running_cell) {
-        Notification.info(
-          `Your cell is queued behind agent cell ${ep.running_cell.turn}: it runs when that cell ends.`,
-          { autoClose: 6000 }
-        );
-      }
+      // The listing is up to a poll old (POLL_MS): ask again, so a cell run just after the agent's
+      // began is told too (and one run just after it ended is not).
+      void poll().then(() => {
+        const now = episodeOf(v) ?? ep;
+        if (now.phase === 'cell' && now.running_cell) {
+          Notification.info(
+            `Your cell is queued behind agent cell ${now.running_cell.turn}: it runs when that cell ends.`,
+            { autoClose: 6000 }
+          );
+        }
+      });
     });
 
     const loop = async (): Promise<void> => {
