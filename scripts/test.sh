@@ -10,11 +10,13 @@ echo "== go vet"; go vet ./...
 # free port (two launches can be handed the same port before either kernel binds it).
 # The whole log is kept; on a failure its key lines are printed again at the end, because a CI page may
 # show only the tail (a timeout's goroutine dump otherwise buries the name of the test that hung).
-log="${TMPDIR:-/tmp}/pyrualean-go-test.log"
+log=$(mktemp "${TMPDIR:-/tmp}/pyrualean-go-test.XXXXXX")
 echo "== go test (full log: $log)"
 if ! go test -p 1 -count=1 -timeout 25m ./... 2>&1 | tee "$log"; then
   echo "== go test failed; the failing and still-running tests, from $log:"
-  grep -E -A6 '^(--- FAIL|panic: |running tests:|FAIL)' "$log" | grep -vE '^\s+/|^goroutine |^\S+\(' | head -80
+  # a failure with its first lines, a timeout with "running tests:", then the failed packages
+  grep -E -A6 '^(--- FAIL|panic: )' "$log" | grep -vE '^\s+/|^goroutine |^\S+\(' | head -80
+  grep -E '^FAIL\s' "$log"
   exit 1
 fi
 echo "== go fuzz (brief)"

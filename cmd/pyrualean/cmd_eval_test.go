@@ -19,6 +19,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/report"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/suite"
@@ -606,32 +607,19 @@ func TestEvalBootAhead(t *testing.T) {
 // actingWindow is when a trace's non-setup cells ran, from the kernel's execution timestamps.
 func actingWindow(t *testing.T, trace string) (start, end time.Time) {
 	t.Helper()
-	b, err := os.ReadFile(trace)
+	nb, err := notebooks.ReadFile(trace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var nb struct {
-		Cells []struct {
-			Type     string `json:"cell_type"`
-			Metadata struct {
-				Execution map[string]string `json:"execution"`
-				Pyrualean struct {
-					Author string `json:"author"`
-				} `json:"pyrualean"`
-			} `json:"metadata"`
-		} `json:"cells"`
-	}
-	if err := json.Unmarshal(b, &nb); err != nil {
-		t.Fatalf("%s: %v", trace, err)
-	}
 	for _, c := range nb.Cells {
-		if c.Type != "code" || c.Metadata.Pyrualean.Author == "setup" {
+		if c.CellType != notebooks.CellCode || notebooks.CellMetaOf(c).Author == notebooks.AuthorSetup {
 			continue
 		}
-		in, err1 := time.Parse(time.RFC3339Nano, c.Metadata.Execution["iopub.execute_input"])
-		idle, err2 := time.Parse(time.RFC3339Nano, c.Metadata.Execution["iopub.status.idle"])
+		ex, _ := c.Metadata["execution"].(map[string]any)
+		in, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(ex["iopub.execute_input"]))
+		idle, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(ex["iopub.status.idle"]))
 		if err1 != nil || err2 != nil {
-			t.Fatalf("%s: a cell without execution times: %v", trace, c.Metadata.Execution)
+			t.Fatalf("%s: a cell without execution times: %v", trace, ex)
 		}
 		if start.IsZero() || in.Before(start) {
 			start = in
