@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
@@ -63,7 +61,7 @@ type programToolkit struct {
 
 func (t *programToolkit) Tools() []ToolSpec {
 	return []ToolSpec{
-		{Name: ToolRunProgram, Description: runProgramDescription(t.e.cfg.MaxPrograms), Parameters: runProgramSchema, ReadOnly: true},
+		{Name: ToolRunProgram, Description: runProgramDescription(t.e.spec.MaxPrograms), Parameters: runProgramSchema, ReadOnly: true},
 		{Name: "finish", Description: finishDescription, Parameters: finishSchema, ReadOnly: true},
 	}
 }
@@ -72,10 +70,10 @@ func (t *programToolkit) Call(ctx context.Context, name string, args json.RawMes
 	name = StripToolPrefix(name)
 	switch name {
 	case "finish":
-		return t.e.callFinish(args)
+		return t.e.calls.callFinish(args)
 	case ToolRunProgram:
 	default:
-		return t.e.refuse("unknown tool: " + name), nil
+		return t.e.calls.refuse("unknown tool: " + name), nil
 	}
 	var a struct {
 		Code *string `json:"code"`
@@ -86,49 +84,36 @@ func (t *programToolkit) Call(ctx context.Context, name string, args json.RawMes
 		if err != nil {
 			msg += "; " + err.Error()
 		}
-		return t.e.refuse(msg), nil
+		return t.e.calls.refuse(msg), nil
 	}
 	src := ""
 	if a.Code != nil {
 		src = *a.Code
 	} else {
 		var err error
-		if src, err = t.e.readWorkspaceFile(*a.Path); err != nil {
-			return t.e.refuse("run_program: " + err.Error()), nil
+		if src, err = t.readWorkspaceFile(*a.Path); err != nil {
+			return t.e.calls.refuse("run_program: " + err.Error()), nil
 		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.e
-	e.mu.Lock()
-	turnsLeft := e.cfg.MaxTurns == 0 || e.turns < e.cfg.MaxTurns
-	if n := e.cfg.MaxPrograms; turnsLeft && e.finish == nil && n > 0 && e.turns >= n {
-		// The turn budget is checked first (by runCell); then the program budget (seed order).
-		first := !e.budgetOut
-		e.budgetOut = true
-		e.mu.Unlock()
-		if first {
+	// The call budget is checked first (by call); then the program budget (the original's order).
+	calls := e.book.callsMade()
+	if n := e.spec.MaxPrograms; n > 0 && calls >= n && (e.spec.MaxCalls == 0 || calls < e.spec.MaxCalls) && !e.book.isFinished() {
+		if e.book.spendBudget() {
 			e.log.Info("program budget exhausted", "max_programs", n)
-			_ = e.saveResult()
+			_ = e.book.save()
 		}
 		return ToolResult{Text: errorText(fmt.Sprintf("program budget exhausted (%d); call finish", n), "programs_left", 0), IsError: true, Finished: true}, nil
 	}
-	e.mu.Unlock()
-	if err := e.resetProgramNamespace(ctx); err != nil {
-		return ToolResult{}, err
+	if err := e.steps.silent(ctx, resetProgramNamespace, e.spec.CellTimeout()); err != nil {
+		return ToolResult{}, fmt.Errorf("run_program: fresh namespace: %w", err)
 	}
 	// The trace cell keeps the program as run_program's arguments (metadata.pyrualean.args), as a
 	// tools-arm cell keeps its primitive's, so the replay runtime can submit it again.
-	return e.runCell(ctx, programCell(src), ToolRunProgram, notebooks.AuthorAgent, map[string]any{"code": src})
-}
-
-// cellTimeout is how long one call of tool may run before the kernel is interrupted: the program
-// watchdog for run_program, the cell timeout otherwise.
-func (e *Episode) cellTimeout(tool string) time.Duration {
-	if tool == ToolRunProgram && e.cfg.ProgramTimeout > 0 {
-		return e.cfg.ProgramTimeout
-	}
-	return e.cfg.CellTimeout
+	return e.calls.call(ctx, agentCall{code: programCell(src), source: src, tool: ToolRunProgram, author: notebooks.AuthorAgent,
+		args: map[string]any{"code": src}})
 }
 
 // programCell is the trace cell that runs one program: its source, then the entry point's call.
@@ -136,26 +121,10 @@ func programCell(src string) string {
 	return strings.TrimRight(src, " \t\r\n") + "\n\n" + programEntry
 }
 
-// resetProgramNamespace gives the next program a fresh namespace (see the package note above).
-func (e *Episode) resetProgramNamespace(ctx context.Context) error {
-	res, err := e.kern.Client().Execute(ctx, resetProgramNamespace, kernel.ExecuteOptions{Silent: true, Timeout: e.cfg.CellTimeout})
-	if err != nil {
-		return fmt.Errorf("run_program: fresh namespace: %w", err)
-	}
-	if res.Status != "ok" {
-		msg := res.Status
-		if res.Error != nil {
-			msg = res.Error.Ename + ": " + res.Error.Evalue
-		}
-		return fmt.Errorf("run_program: fresh namespace: %s", msg)
-	}
-	return nil
-}
-
 // readWorkspaceFile reads a program the model wrote into its workspace (relative to it, or absolute
 // inside it); anything outside the workspace is refused.
-func (e *Episode) readWorkspaceFile(p string) (string, error) {
-	ws, err := filepath.Abs(e.workspace)
+func (t *programToolkit) readWorkspaceFile(p string) (string, error) {
+	ws, err := filepath.Abs(t.e.files.workspace)
 	if err != nil {
 		return "", err
 	}
@@ -212,8 +181,8 @@ func programStatus(run cellRun) string {
 }
 
 // buildProgramFeedback turns the cell that ran program number run.Index into run_program's result.
-func buildProgramFeedback(run cellRun, feedback, images string, maxPrograms int, humans []humanNote) ToolResult {
-	res, fb := buildCellFeedback(run, feedback, images, humans)
+func buildProgramFeedback(run cellRun, feedback, images string, maxPrograms int, people []personNote) ToolResult {
+	res, fb := buildCellFeedback(run, feedback, images, people)
 	pf := programFeedback{cellFeedback: fb, Status: programStatus(run)}
 	if maxPrograms > 0 {
 		left := max(maxPrograms-run.Index, 0)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // solveProgram stacks the red block on the blue one inside run(robo), then keeps moving until the
@@ -50,10 +51,10 @@ func runProgram(t *testing.T, ctx context.Context, tk agent.Toolkit, args map[st
 func TestProgramArm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
-		c.Arm, c.MaxPrograms, c.CellTimeout = agent.ArmProgram, 4, 20*time.Second
+	cfg := episodeConfig(t, func(c *testEpisode) {
+		c.Arm, c.MaxPrograms, c.CellTimeoutS = spec.ArmProgram, 4, 20
 	})
-	ep, err := agent.StartEpisode(ctx, cfg)
+	ep, err := cfg.start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestProgramArm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if result.Arm != agent.ArmProgram || result.ToolTurns != 4 || result.Status != agent.StatusCompleted ||
+	if result.Arm != spec.ArmProgram || result.ToolTurns != 4 || result.Status != agent.StatusCompleted ||
 		result.EnvironmentSuccess == nil || !*result.EnvironmentSuccess || result.StatefulCalls == 0 || result.EnvSteps == 0 {
 		t.Errorf("result: arm %s turns %d status %s success %v stateful %d steps %d", result.Arm, result.ToolTurns, result.Status,
 			result.EnvironmentSuccess, result.StatefulCalls, result.EnvSteps)
@@ -159,10 +160,10 @@ func TestProgramArm(t *testing.T) {
 func TestProgramArmWatchdog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
-		c.Arm, c.ProgramTimeout = agent.ArmProgram, 3*time.Second
+	cfg := episodeConfig(t, func(c *testEpisode) {
+		c.Arm, c.ProgramTimeoutS = spec.ArmProgram, 3
 	})
-	ep, err := agent.StartEpisode(ctx, cfg)
+	ep, err := cfg.start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

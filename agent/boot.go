@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -15,28 +14,30 @@ import (
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/pylit"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // errBootInterrupted marks a boot cut short by the caller's context: status interrupted.
 var errBootInterrupted = errors.New("interrupted while booting")
 
 // bootFail records a boot_error (or interrupted) and releases what was started.
-func (e *Episode) bootFail(err error) error {
+func (b booter) bootFail(err error) error {
+	e := b.e
 	status, typ := StatusBootError, "BootError"
 	if errors.Is(err, errBootInterrupted) {
 		status, typ = StatusInterrupted, "Interrupted"
 	}
 	e.log.Error("episode boot failed", "err", err)
-	e.mu.Lock()
-	e.res.Status = status
-	e.res.Error = &ErrorField{Type: typ, Message: err.Error()}
-	e.res.FinishedAt = time.Now().UTC().Format(time.RFC3339)
-	e.res.TotalWallS = round3(time.Since(e.createdAt).Seconds())
-	e.res.PID = 0
-	e.mu.Unlock()
-	_ = e.saveResult()
+	e.book.update(func(r *Result) {
+		r.Status = status
+		r.Error = &ErrorField{Type: typ, Message: err.Error()}
+		r.FinishedAt = time.Now().UTC().Format(time.RFC3339)
+		r.TotalWallS = round3(time.Since(e.created).Seconds())
+		r.PID = 0
+	})
+	_ = e.book.save()
 	if e.trace != nil {
-		_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Status, m.Error = status, err.Error() })
+		_ = e.book.setMeta(func(m *notebooks.EpisodeMeta) { m.Status, m.Error = status, err.Error() })
 		_ = e.trace.Close()
 	}
 	if e.kern != nil {
@@ -44,13 +45,8 @@ func (e *Episode) bootFail(err error) error {
 		_ = e.kern.Shutdown(sctx)
 		cancel()
 	}
-	e.closeServed()
-	if e.turnsW != nil {
-		e.turnsW.Close()
-	}
-	if e.callsW != nil {
-		e.callsW.Close()
-	}
+	e.served.close(e.log)
+	e.files.close()
 	return fmt.Errorf("%w: %w", ErrBoot, err)
 }
 
@@ -58,83 +54,123 @@ func (e *Episode) bootFail(err error) error {
 // longer than a short per-cell timeout meant for the agent's cells.
 const minSetupTimeout = 120 * time.Second
 
-// boot launches the kernel, runs the setup cell, reads the episode card and assembles the prompt.
-func (e *Episode) boot(ctx context.Context) error {
-	c := e.cfg
-	e.refs = fetchReferences(ctx, c.References, c.Robot, c.Primitives) // runs while the kernel boots
-	spec, err := kernel.FindSpec(c.KernelSpec)
+// kernelSpecName is the kernelspec episodes run in (scripts/setup.sh installs it).
+const kernelSpecName = "pyrualean"
+
+// boot launches the kernel (and, sealed, the robot server), opens the trace, runs the setup cell,
+// reads the episode card and assembles the prompt.
+func (b booter) boot(ctx context.Context) error {
+	e := b.e
+	s := e.spec
+	refs := fetchReferences(ctx, e.host.References, s.Robot, s.Primitives) // runs while the kernel boots
+	ks, err := e.boots.launch(ctx)
 	if err != nil {
-		return fmt.Errorf("kernelspec %s: %w", c.KernelSpec, err)
-	}
-	env := map[string]string{"PYRUALEAN_WORKSPACE": e.workspace}
-	if c.CUDADevice != "" {
-		env["CUDA_VISIBLE_DEVICES"] = c.CUDADevice
-	}
-	maps.Copy(env, c.KernelEnv)
-	launch := kernel.LaunchOptions{Dir: e.workspace, Env: env, Logger: e.log}
-	if spec, launch, err = e.serve(ctx, spec, launch); err != nil { // sealed.go; unchanged when sealed off
 		return err
 	}
-	if c.Kernels != nil && e.served == nil {
-		// A warmed kernel started elsewhere (a suite's pool; only for the in-kernel robot, a sealed
-		// kernel is launched in its sandbox): give it this episode's folder and environment.
-		if e.kern, err = c.Kernels.Take(ctx); err == nil {
-			err = execOK(ctx, e.kern, "import os; os.chdir("+pylit.Str(e.workspace)+"); os.environ['PYRUALEAN_WORKSPACE'] = "+pylit.Str(e.workspace))
+	if err := e.boots.awaitRobot(ctx); err != nil {
+		return err
+	}
+	if err := e.boots.openTrace(ctx, ks); err != nil {
+		return err
+	}
+	cardJSON, err := e.boots.setup(ctx)
+	if err != nil {
+		return err
+	}
+	if e.served != nil {
+		e.judge = serverJudge{srv: e.served.srv, refused: e.book.noteRefused}
+	} else {
+		e.judge = kernelJudge{kern: e.kern}
+	}
+	return e.brief.build(ctx, e, cardJSON, refs.wait())
+}
+
+// launch starts the episode's kernel (in its sandbox when sealed; a warm one from the host's pool when
+// it has one and the robot lives in the kernel) and returns its kernelspec.
+func (b booter) launch(ctx context.Context) (kernel.Spec, error) {
+	e := b.e
+	s := e.spec
+	ks, err := kernel.FindSpec(kernelSpecName)
+	if err != nil {
+		return ks, fmt.Errorf("kernelspec %s: %w", kernelSpecName, err)
+	}
+	env := map[string]string{"PYRUALEAN_WORKSPACE": e.files.workspace}
+	if s.CUDADevice != "" {
+		env["CUDA_VISIBLE_DEVICES"] = s.CUDADevice
+	}
+	maps.Copy(env, e.host.KernelEnv)
+	launch := kernel.LaunchOptions{Dir: e.files.workspace, Env: env, Logger: e.log}
+	if ks, launch, err = e.boots.serve(ctx, ks, launch); err != nil { // sealed.go; unchanged when sealed off
+		return ks, err
+	}
+	if e.host.Kernels != nil && e.served == nil {
+		// A warmed kernel started elsewhere: give it this episode's folder and environment.
+		if e.kern, err = e.host.Kernels.Take(ctx); err == nil {
+			err = execOK(ctx, e.kern, "import os; os.chdir("+pylit.Str(e.files.workspace)+"); os.environ['PYRUALEAN_WORKSPACE'] = "+
+				pylit.Str(e.files.workspace), kernel.ExecuteOptions{Silent: true})
 		}
 	} else {
-		e.kern, err = kernel.Launch(ctx, spec, launch)
+		e.kern, err = kernel.Launch(ctx, ks, launch)
 	}
 	if err != nil {
-		return fmt.Errorf("launch kernel: %w", err)
+		return ks, fmt.Errorf("launch kernel: %w", err)
 	}
-	if err := e.awaitRobot(ctx); err != nil {
-		return err
-	}
+	return ks, nil
+}
+
+// openTrace starts trace.ipynb with the kernel's language info and the episode's metadata.
+func (b booter) openTrace(ctx context.Context, ks kernel.Spec) error {
+	e := b.e
 	var ki kernelInfo
 	if raw, err := e.kern.Client().KernelInfo(ctx); err == nil {
 		ki = parseKernelInfo(raw)
 	} else {
 		e.log.Warn("kernel_info", "err", err)
 	}
-	e.trace, err = notebooks.NewTrace(filepath.Join(c.Out, "trace.ipynb"), notebooks.TraceMeta{
-		KernelName: spec.Name, KernelDisplayName: spec.DisplayName, LanguageInfo: ki.LanguageInfo,
-		Episode: e.traceMeta(ki).Map(),
+	meta := e.boots.traceMeta(ki)
+	if meta.Extra == nil {
+		meta.Extra = map[string]any{}
+	}
+	meta.Extra["sealed"] = e.book.result().Sealed
+	tr, err := notebooks.NewTrace(e.files.path("trace.ipynb"), notebooks.TraceMeta{
+		KernelName: ks.Name, KernelDisplayName: ks.DisplayName, LanguageInfo: ki.LanguageInfo, Episode: meta.Map(),
 	})
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
-	e.mu.Lock()
-	e.meta = notebooks.ParseEpisodeMeta(e.trace.Snapshot().Metadata) // with the build's versions
-	sealed := e.res.Sealed
-	e.mu.Unlock()
-	_ = e.updateTraceMeta(func(m *notebooks.EpisodeMeta) {
-		if m.Extra == nil {
-			m.Extra = map[string]any{}
-		}
-		m.Extra["sealed"] = sealed
-	})
-	setup := setupCode(c, e.workspace)
-	res, err := e.kern.Client().Execute(ctx, setup, kernel.ExecuteOptions{
+	e.trace = tr
+	e.book.mu.Lock()
+	e.book.trace, e.book.meta = tr, notebooks.ParseEpisodeMeta(tr.Snapshot().Metadata) // with the build's versions
+	e.book.mu.Unlock()
+	return nil
+}
+
+// setup runs the setup cell (make() creates robo), records the package versions it reports, and
+// returns the episode card: the robot server's when sealed, not the kernel's word.
+func (b booter) setup(ctx context.Context) ([]byte, error) {
+	e := b.e
+	code := setupCode(e.spec, e.files.workspace)
+	res, err := e.kern.Client().Execute(ctx, code, kernel.ExecuteOptions{
 		Metadata:        map[string]any{notebooks.MetaKey: notebooks.CellMeta{Author: notebooks.AuthorSetup}.Map()},
 		UserExpressions: map[string]string{"card": "__import__('pyrualean_robot').episode_card()", "versions": versionsExpr},
-		Timeout:         max(c.CellTimeout, minSetupTimeout),
+		Timeout:         max(e.spec.CellTimeout(), minSetupTimeout),
 	})
 	if err != nil {
-		return fmt.Errorf("setup cell: %w", err)
+		return nil, fmt.Errorf("setup cell: %w", err)
 	}
-	_ = e.trace.AddCode(setup, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing},
+	_ = e.trace.AddCode(code, notebooks.CodeRun{Outputs: res.Outputs, ExecutionCount: res.ExecutionCount, Timing: res.Timing},
 		notebooks.CellMeta{Author: notebooks.AuthorSetup}.Map())
 	if res.Status != "ok" {
 		msg := res.Status
 		if res.Error != nil {
 			msg = res.Error.Ename + ": " + res.Error.Evalue // the full traceback is in the trace
 		}
-		return fmt.Errorf("setup cell failed: %s", msg)
+		return nil, fmt.Errorf("setup cell failed: %s", msg)
 	}
 	if vj, err := robotapi.UserExpressionJSON(res.UserExpressions, "versions"); err == nil {
 		var v map[string]any
 		if json.Unmarshal(vj, &v) == nil && len(v) > 0 {
-			e.updateTraceMeta(func(m *notebooks.EpisodeMeta) {
+			_ = e.book.setMeta(func(m *notebooks.EpisodeMeta) {
 				if m.Versions == nil {
 					m.Versions = map[string]any{}
 				}
@@ -144,27 +180,10 @@ func (e *Episode) boot(ctx context.Context) error {
 	} else {
 		e.log.Warn("package versions", "err", err)
 	}
-	cardJSON, err := robotapi.UserExpressionJSON(res.UserExpressions, "card")
-	if e.served != nil { // the robot server's card, not the kernel's word
-		cardJSON, err = e.served.srv.Card(ctx)
+	if e.served != nil {
+		return e.served.srv.Card(ctx)
 	}
-	if err != nil {
-		return err
-	}
-	e.card, err = parseCard(cardJSON)
-	if err != nil {
-		return err
-	}
-	if e.card.MaxEnvSteps == 0 {
-		e.card.MaxEnvSteps = c.MaxEnvSteps
-	}
-	e.mu.Lock()
-	e.res.Perception = e.card.Perception
-	e.mu.Unlock()
-	if err := e.writeCard(cardJSON); err != nil {
-		return err
-	}
-	return e.buildPrompt(ctx)
+	return robotapi.UserExpressionJSON(res.UserExpressions, "card")
 }
 
 // references holds the robot's API reference in both formats, fetched in the background.
@@ -206,11 +225,10 @@ func (r *references) wait() *references {
 
 // setupCode is robotapi's one-line first cell that makes the robot, plus the names the contract
 // promises the agent (np, math, time).
-func setupCode(c EpisodeConfig, workspace string) string {
+func setupCode(s spec.Episode, workspace string) string {
 	return robotapi.SetupCode(robotapi.SetupOptions{
-		Robot: c.Robot, Task: c.Task, Seed: c.Seed, Workspace: workspace, Images: c.Images,
-		Primitives: c.Primitives, Suite: c.Suite, MaxEnvSteps: c.MaxEnvSteps,
-		VLAEndpoint: c.VLAEndpoint, EnvEndpoint: c.EnvEndpoint, Sam3Endpoint: c.SAM3Endpoint, LiberoType: c.LiberoType,
+		Robot: s.Robot, Task: s.Task, Seed: s.Seed, Workspace: workspace, Images: s.Images,
+		Primitives: s.Primitives, Suite: s.Suite, MaxEnvSteps: s.MaxEnvSteps, Options: s.RobotOptions,
 	}) + "\nimport math, time\nimport numpy as np\nlog = print"
 }
 
@@ -242,8 +260,9 @@ func parseKernelInfo(raw []byte) kernelInfo {
 
 // traceMeta is the trace's metadata.pyrualean at boot: what runs, under which budgets, with which
 // versions. success stays null until the environment says otherwise.
-func (e *Episode) traceMeta(ki kernelInfo) notebooks.EpisodeMeta {
-	c := e.cfg
+func (b booter) traceMeta(ki kernelInfo) notebooks.EpisodeMeta {
+	e := b.e
+	s := e.spec
 	versions := map[string]any{}
 	if v, ok := ki.LanguageInfo["version"].(string); ok && v != "" {
 		versions["python"] = v
@@ -255,38 +274,23 @@ func (e *Episode) traceMeta(ki kernelInfo) notebooks.EpisodeMeta {
 		versions["jupyter_protocol"] = ki.ProtocolVersion
 	}
 	return notebooks.EpisodeMeta{
-		Robot: c.Robot, Suite: c.Suite, Task: c.Task, Seed: c.Seed, Arm: c.Arm, Model: c.Model,
-		Runtime: c.Runtime, Images: c.Images, Feedback: c.Feedback, Primitives: c.Primitives,
-		MaxTurns: c.MaxTurns, BudgetS: c.Budget.Seconds(), Status: StatusRunning,
-		Budgets: e.budgetsMeta(c.MaxEnvSteps), Versions: versions,
+		Robot: s.Robot, Suite: s.Suite, Task: s.Task, Seed: s.Seed, Arm: s.Arm, Model: s.Policy.Model,
+		Runtime: s.Policy.Runtime, Images: s.Images, Feedback: s.Feedback, Primitives: s.Primitives,
+		MaxTurns: s.MaxCalls, BudgetS: s.BudgetS, Status: StatusRunning,
+		Budgets: budgetsMeta(s, s.MaxEnvSteps), Versions: versions,
 	}
 }
 
 // budgetsMeta is metadata.pyrualean.budgets; nil stands for unlimited.
-func (e *Episode) budgetsMeta(maxEnvSteps int) *notebooks.EpisodeBudgets {
-	c := e.cfg
-	b := &notebooks.EpisodeBudgets{MaxEnvSteps: maxEnvSteps, CellTimeoutS: c.CellTimeout.Seconds()}
-	if c.MaxTurns > 0 {
-		mt := c.MaxTurns
+func budgetsMeta(s spec.Episode, maxEnvSteps int) *notebooks.EpisodeBudgets {
+	b := &notebooks.EpisodeBudgets{MaxEnvSteps: maxEnvSteps, CellTimeoutS: s.CellTimeoutS}
+	if s.MaxCalls > 0 {
+		mt := s.MaxCalls
 		b.MaxTurns = &mt
 	}
-	if c.Budget > 0 {
-		bs := c.Budget.Seconds()
+	if s.BudgetS > 0 {
+		bs := s.BudgetS
 		b.BudgetS = &bs
 	}
 	return b
-}
-
-// execOK runs code outside the history and fails unless it ran cleanly.
-func execOK(ctx context.Context, k *kernel.Kernel, code string) error {
-	res, err := k.Client().Execute(ctx, code, kernel.ExecuteOptions{NoHistory: true})
-	switch {
-	case err != nil:
-		return err
-	case res.Error != nil:
-		return fmt.Errorf("%s: %s", res.Error.Ename, res.Error.Evalue)
-	case res.Status != "ok":
-		return fmt.Errorf("status %s", res.Status)
-	}
-	return nil
 }

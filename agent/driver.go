@@ -23,7 +23,7 @@ type Driver interface {
 	SetUsageTotals(u Usage, costUSD *float64) // authoritative totals from a CLI's own summary
 	// AwaitTurn comes before each model decision of a runtime that makes the model call itself: it
 	// waits while a person has the episode paused and returns what people did meanwhile, to tell the
-	// model before it decides (humans.go).
+	// model before it decides (people.go).
 	AwaitTurn(ctx context.Context) (HumanUpdate, error)
 }
 
@@ -85,3 +85,31 @@ type ServerTimings struct {
 
 // round3 rounds seconds to milliseconds for the records.
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// Toolkit returns the episode's tools.
+func (e *Episode) Toolkit() Toolkit { return e.brief.tk }
+
+// Prompt returns the prompt (prompt.txt and the card images).
+func (e *Episode) Prompt() Prompt { return e.brief.prompt }
+
+// Dir returns the run folder.
+func (e *Episode) Dir() string { return e.spec.Out }
+
+// RecordTurn appends one LLM call to turns.jsonl and the episode's accounting.
+func (e *Episode) RecordTurn(t Turn) error { return e.book.recordTurn(t) }
+
+// SetPlannerAttempts records how many times the runtime had to start the planner.
+func (e *Episode) SetPlannerAttempts(n int) { e.book.update(func(r *Result) { r.PlannerAttempts = n }) }
+
+// SetCLI records the agent CLI that drives the episode (codex, claude runtimes).
+func (e *Episode) SetCLI(info CLIInfo) {
+	e.book.update(func(r *Result) { r.CLI = &info })
+	_ = e.book.save()
+}
+
+// SetUsageTotals replaces the episode's token totals with a runtime's authoritative ones (a CLI's own
+// summary), keeping the LLM-call count when the totals do not say.
+func (e *Episode) SetUsageTotals(u Usage, costUSD *float64) {
+	e.book.setUsageTotals(u, costUSD)
+	_ = e.book.save()
+}

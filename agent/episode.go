@@ -13,49 +13,25 @@ import (
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
-// EpisodeConfig says which episode to run and how.
-type EpisodeConfig struct {
-	Robot, Suite, Task string
-	Seed               int
-	Arm                string        // cells | tools | program
-	MaxPrograms        int           // program arm: run_program calls allowed; 0: unlimited
-	ProgramTimeout     time.Duration // program arm: the watchdog of one program (default CellTimeout)
-	Images             string        // on-motion | on-demand | none
-	Feedback           string        // pure | rich
-	PromptProfile      string        // default | compact (agent.ProfileCompact: small local models; cells arm)
-	Primitives         string        // full | no-vla
-	Guides             bool
-	MaxTurns           int           // python/primitive calls; 0: unlimited
-	Budget             time.Duration // wall clock for the policy; 0: none
-	CellTimeout        time.Duration // per cell; the kernel is interrupted (default 300 s)
-	MaxEnvSteps        int           // simulator step budget (default 10000)
-	VLAEndpoint        string        // VLA server for the learned primitives (make(vla_endpoint=...))
-	EnvEndpoint        string        // running env server of a remote robot (make(env_url=...))
-	SAM3Endpoint       string        // SAM 3 server for LIBERO's segment (make(sam3_endpoint=...))
-	LiberoType         string        // LIBERO's standard | pro (make(libero_type=...)); "" : what the suite needs
-	Out                string        // run folder
-	Model, Runtime     string        // recorded in result.json
-	ReasoningEffort    string
-	KernelSpec         string // default "pyrualean"
-	Root               string // repository root (Python venv, robot package); found from cwd when empty
-	CUDADevice         string // CUDA_VISIBLE_DEVICES for the kernel
-	// KernelEnv is added to a launched kernel's environment and, sealed, to its sandbox process's
-	// own (not the sandbox's): a suite marks its kernels so that a resumed run finds their orphans.
-	KernelEnv map[string]string
-	Sealed    string // off (default: the robot in the kernel) | auto | on: robot server + OS sandbox (sealed.go)
-	Prices    PriceTable
-	Logger    *slog.Logger
-	// Kernels hands out warmed kernels (a suite's kernel.Pool); nil launches a fresh one.
+// Host is how this process runs episodes, as opposed to what an episode is (spec.Episode): where to log,
+// the repository, shared parts a suite hands every episode, and its hooks. The zero value runs a lone
+// episode with fresh parts.
+type Host struct {
+	Logger *slog.Logger
+	Root   string // repository root (Python venv, robot package); found from cwd when empty
+	// Kernels hands out warmed kernels (a suite's kernel.Pool; only for unsealed episodes); nil: launch.
 	Kernels KernelSource
-	// Release, when set, is given the episode's last step (shut the kernel down, stop the robot
-	// server) once every run-folder file is written, to run when it likes: a suite runs it in the
-	// background and waits for all before it exits. Nil: the episode's end waits for it.
+	// KernelEnv is added to a launched kernel's environment and, sealed, to its sandbox process's own
+	// (not the sandbox's): a suite marks its kernels so that a resumed run finds their orphans.
+	KernelEnv map[string]string
+	// Release, when set, is given the episode's last step (shut the kernel down, stop the robot server)
+	// once every run-folder file is written, to run when it likes; nil: Finish waits for it.
 	Release func(release func())
 	// Admit, when set, is called once the robot is booted and before the policy's clock starts; it
-	// returns when the episode may act (a suite's slot is free, so the next episode boots while others
-	// act) or with ctx's error. Its wait is result.json's queued_s, in neither startup_s nor the budget.
+	// returns when the episode may act. Its wait is result.json's queued_s, outside startup and budget.
 	Admit func(ctx context.Context) error
 	// References returns the robot's API reference (robotapi.Reference when nil; a suite caches it).
 	References func(ctx context.Context, robot, primitives, format string) (string, error)
@@ -66,83 +42,7 @@ type KernelSource interface {
 	Take(ctx context.Context) (*kernel.Kernel, error)
 }
 
-func (c *EpisodeConfig) defaults() error {
-	if c.Robot == "" {
-		c.Robot = "tabletop"
-	}
-	if c.Arm == "" {
-		c.Arm = ArmCells
-	}
-	if c.Images == "" {
-		c.Images = ImagesOnMotion
-	}
-	if c.Feedback == "" {
-		c.Feedback = FeedbackRich
-	}
-	if c.Primitives == "" {
-		c.Primitives = PrimitivesFull
-	}
-	if c.PromptProfile == "" {
-		c.PromptProfile = ProfileDefault
-	}
-	if c.CellTimeout <= 0 {
-		c.CellTimeout = 300 * time.Second
-	}
-	if c.MaxEnvSteps <= 0 {
-		c.MaxEnvSteps = 10000
-	}
-	if c.KernelSpec == "" {
-		c.KernelSpec = "pyrualean"
-	}
-	if c.Runtime == "" {
-		c.Runtime = "openai"
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	mode, err := sealMode(c.Sealed)
-	if err != nil {
-		return err
-	}
-	c.Sealed = mode
-	if c.Root == "" {
-		root, err := FindRoot()
-		if err != nil {
-			return err
-		}
-		c.Root = root
-	}
-	switch {
-	case c.Out == "":
-		return errors.New("episode: no run folder (Out)")
-	case !filepath.IsAbs(c.Out):
-		// The kernel runs inside <out>/workspace: a relative path handed to it would nest again.
-		abs, err := filepath.Abs(c.Out)
-		if err != nil {
-			return fmt.Errorf("episode: run folder: %w", err)
-		}
-		c.Out = abs
-		return c.defaults()
-	case c.Arm != ArmCells && c.Arm != ArmTools && c.Arm != ArmProgram:
-		return fmt.Errorf("episode: arm %q (want cells, tools or program)", c.Arm)
-	case c.MaxPrograms < 0:
-		return fmt.Errorf("episode: max programs %d (want >= 0)", c.MaxPrograms)
-	case c.Images != ImagesOnMotion && c.Images != ImagesOnDemand && c.Images != ImagesNone:
-		return fmt.Errorf("episode: images %q (want on-motion, on-demand or none)", c.Images)
-	case c.Feedback != FeedbackPure && c.Feedback != FeedbackRich:
-		return fmt.Errorf("episode: feedback %q (want pure or rich)", c.Feedback)
-	case c.PromptProfile != ProfileDefault && c.PromptProfile != ProfileCompact:
-		return fmt.Errorf("episode: prompt profile %q (want default or compact)", c.PromptProfile)
-	case c.PromptProfile == ProfileCompact && c.Arm != ArmCells:
-		return fmt.Errorf("episode: the compact prompt profile is for the cells arm (arm %s)", c.Arm)
-	case c.Primitives != PrimitivesFull && c.Primitives != PrimitivesNoVLA:
-		return fmt.Errorf("episode: primitives %q (want full or no-vla)", c.Primitives)
-	}
-	return nil
-}
-
-// FindRoot finds the repository root (robotapi.Root: $PYRUALEAN_ROOT, the working directory or the
-// executable, walking up to go.mod).
+// FindRoot finds the repository root (robotapi.Root).
 func FindRoot() (string, error) { return robotapi.Root() }
 
 // Errors that end an episode.
@@ -154,88 +54,103 @@ var (
 	ErrKernelRestarted = errors.New("the kernel was restarted after a cell timeout: the robot state is lost")
 )
 
-// Episode is one live episode. It composes one part per concern, each in its own file:
-// boot.go (kernel, setup cell, card), briefing.go (prompt, card files, guides, toolkit), cells.go
-// (tool calls run as cells), ledger.go (accounting and the run folder's files), finish.go (status and
-// the end), gate.go (pause/step), controller.go (the gateway's view), humans.go (cells a person runs).
+// Episode is one live episode, a pipeline of parts with their own locks and files:
+//
+//	boot.go     kernel (and sealed.go: robot server + sandbox), setup cell, card, prompt (briefing.go)
+//	toolkits.go the arms' tools → calls.go: one agent call = gate, budget, the cell step, feedback
+//	cellstep.go the cell step: one execute at a time (dispatch.go), judged once (judge.go)
+//	people.go   cells people run through the gateway, what the model is told about them
+//	ledger.go   accounting (result.json) and attribution.go: each robot call to the cell that made it
+//	finish.go   the end and the live status; gate.go pause/step; controller.go the gateway's view
 type Episode struct {
-	cfg   EpisodeConfig
-	log   *slog.Logger
-	kern  *kernel.Kernel
-	trace *notebooks.Trace
+	spec    spec.Episode
+	host    Host
+	log     *slog.Logger
+	created time.Time
 
-	briefing   // what the model is given (briefing.go)
-	runFolder  // the run folder's files (ledger.go)
-	humanWatch // the watcher of other clients' cells (humans.go)
-	gate       *gate
-	callMu     sync.Mutex // serialises tool calls and the robot reports taken for people's cells
-	closeOnce  sync.Once  // the kernel (and robot server) is shut down once: by Finish, or by Close after a linger
-	served     *served    // robot server and sandbox of a sealed episode (sealed.go); nil: the robot is in the kernel
+	kern   *kernel.Kernel
+	trace  *notebooks.Trace
+	files  *runFolder
+	brief  briefing
+	served *served // robot server and sandbox of a sealed episode; nil: the robot is in the kernel
+	judge  Judge
+	book   *ledger
+	exec   *dispatcher
+	people *people
+	gate   *gate
+	clock  policyClock
 
-	createdAt, policyStart time.Time
-	startup                time.Duration
+	calls caller  // calls.go: one agent call, gate to feedback
+	steps stepper // cellstep.go: one execute, start to verdict
+	boots booter  // boot.go: kernel, robot, trace, setup cell, prompt
 
-	ledger // guarded accounting state: result, turns, usage, finish (ledger.go)
+	closeOnce sync.Once // the kernel (and robot server) is shut down once
 }
 
+type (
+	caller  struct{ e *Episode }
+	stepper struct{ e *Episode }
+	booter  struct{ e *Episode }
+)
+
 // StartEpisode boots the robot in a fresh kernel, writes the run folder's first files (result.json
-// "running", prompt.txt, card, trace.ipynb with the setup cell) and returns the live episode. On a
-// boot failure result.json says boot_error and the error wraps ErrBoot.
-func StartEpisode(ctx context.Context, cfg EpisodeConfig) (*Episode, error) {
-	if err := cfg.defaults(); err != nil {
-		return nil, err
+// "running", prompt.txt, card, trace.ipynb with the setup cell) and returns the live episode. s must be
+// validated (spec.Episode.Validate). On a boot failure result.json says boot_error (interrupted when ctx
+// ended) and the error wraps ErrBoot.
+func StartEpisode(ctx context.Context, s spec.Episode, h Host) (*Episode, error) {
+	if s.Out == "" || !filepath.IsAbs(s.Out) || s.Robot == "" || s.Seed < 0 {
+		return nil, fmt.Errorf("episode: the spec is not validated (run folder %q, robot %q, seed %d)", s.Out, s.Robot, s.Seed)
 	}
-	e := &Episode{cfg: cfg, log: cfg.Logger, createdAt: time.Now(), gate: newGate()}
-	e.workspace = filepath.Join(cfg.Out, "workspace")
-	if err := os.MkdirAll(e.workspace, 0o755); err != nil {
+	if h.Logger == nil {
+		h.Logger = slog.Default()
+	}
+	if h.Root == "" {
+		root, err := FindRoot()
+		if err != nil {
+			return nil, err
+		}
+		h.Root = root
+	}
+	e := &Episode{spec: s, host: h, log: h.Logger, created: time.Now(), gate: newGate(), exec: newDispatcher()}
+	e.people = newPeople(e)
+	e.calls, e.steps, e.boots = caller{e}, stepper{e}, booter{e}
+	var err error
+	if e.files, err = openRunFolder(s.Out); err != nil {
 		return nil, fmt.Errorf("%w: run folder: %w", ErrBoot, err)
 	}
-	e.res = e.baseResult()
-	if err := e.saveResult(); err != nil {
-		return nil, fmt.Errorf("%w: result.json: %w", ErrBoot, err)
+	e.book = newLedger(baseResult(s, e.created), e.files)
+	if err := e.book.save(); err != nil {
+		return nil, e.boots.bootFail(fmt.Errorf("result.json: %w", err))
 	}
-	var err error
-	if e.turnsW, err = openJSONL(filepath.Join(cfg.Out, "turns.jsonl")); err != nil {
-		return nil, e.bootFail(fmt.Errorf("turns.jsonl: %w", err))
-	}
-	if e.callsW, err = openJSONL(filepath.Join(cfg.Out, "calls.jsonl")); err != nil {
-		return nil, e.bootFail(fmt.Errorf("calls.jsonl: %w", err))
-	}
-	if err := e.boot(ctx); err != nil {
+	if err := e.boots.boot(ctx); err != nil {
 		if ctx.Err() != nil { // SIGINT/SIGTERM while booting: the episode was interrupted, boot did not fail
 			err = fmt.Errorf("%w: %w (%v)", errBootInterrupted, context.Cause(ctx), err)
 		}
-		return nil, e.bootFail(err)
+		return nil, e.boots.bootFail(err)
 	}
-	e.startup = time.Since(e.createdAt)
-	e.mu.Lock()
-	e.res.KernelPID = e.kern.Pid()
-	e.mu.Unlock()
+	startup := time.Since(e.created)
+	e.book.update(func(r *Result) { r.KernelPID = e.kern.Pid() })
 	var queued time.Duration
-	if cfg.Admit != nil {
+	if h.Admit != nil {
 		t := time.Now()
-		if err := cfg.Admit(ctx); err != nil {
+		if err := h.Admit(ctx); err != nil {
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w: waiting for a slot to act: %w", errBootInterrupted, context.Cause(ctx))
 			}
-			return nil, e.bootFail(err)
+			return nil, e.boots.bootFail(err)
 		}
 		queued = time.Since(t)
 	}
-	e.policyStart = time.Now()
-	e.mu.Lock()
-	e.res.StartupS = round3(e.startup.Seconds())
-	e.res.QueuedS = round3(queued.Seconds())
-	e.mu.Unlock()
-	if err := e.saveResult(); err != nil {
-		return nil, e.bootFail(err)
+	e.clock.start(s.Budget())
+	e.book.update(func(r *Result) { r.StartupS, r.QueuedS = round3(startup.Seconds()), round3(queued.Seconds()) })
+	if err := e.book.save(); err != nil {
+		return nil, e.boots.bootFail(err)
 	}
-	e.watchHumans()
 	return e, nil
 }
 
-// Toolkit returns the episode's tools.
-func (e *Episode) Toolkit() Toolkit { return e.tk }
+// Spec returns the episode's spec (validated).
+func (e *Episode) Spec() spec.Episode { return e.spec }
 
 // Kernel returns the episode's kernel.
 func (e *Episode) Kernel() *kernel.Kernel { return e.kern }
@@ -243,24 +158,14 @@ func (e *Episode) Kernel() *kernel.Kernel { return e.kern }
 // Trace returns the episode's notebook.
 func (e *Episode) Trace() *notebooks.Trace { return e.trace }
 
-// Prompt returns the prompt (prompt.txt and the card images).
-func (e *Episode) Prompt() Prompt { return e.prompt }
-
-// Dir returns the run folder.
-func (e *Episode) Dir() string { return e.cfg.Out }
-
-// Config returns the episode's configuration (defaults applied).
-func (e *Episode) Config() EpisodeConfig { return e.cfg }
+// ID names the episode: its run folder's base name.
+func (e *Episode) ID() string { return filepath.Base(e.spec.Out) }
 
 // Context derives the policy's context: it ends at the wall-clock budget (cause ErrBudgetExceeded)
 // or when the kernel dies (cause: the kernel's error).
 func (e *Episode) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	var stopTimer func() bool
-	if e.cfg.Budget > 0 {
-		t := time.AfterFunc(time.Until(e.policyStart.Add(e.cfg.Budget)), func() { cancel(ErrBudgetExceeded) })
-		stopTimer = t.Stop
-	}
+	stopTimer := e.clock.onBudget(func() { cancel(ErrBudgetExceeded) })
 	go func() {
 		select {
 		case <-e.kern.Done():
@@ -273,12 +178,52 @@ func (e *Episode) Context(parent context.Context) (context.Context, context.Canc
 		}
 	}()
 	return ctx, func() {
-		if stopTimer != nil {
-			stopTimer()
-		}
+		stopTimer()
 		cancel(context.Canceled)
 	}
 }
 
-// ID names the episode: its run folder's base name.
-func (e *Episode) ID() string { return filepath.Base(e.cfg.Out) }
+// policyClock is the policy's wall clock: when it started and its budget.
+type policyClock struct {
+	started time.Time
+	budget  time.Duration
+}
+
+func (c *policyClock) start(budget time.Duration) { c.started, c.budget = time.Now(), budget }
+
+// elapsed is the policy's time so far.
+func (c *policyClock) elapsed() time.Duration { return time.Since(c.started) }
+
+// onBudget calls f when the budget runs out (never without one); the returned func stops that.
+func (c *policyClock) onBudget(f func()) (stop func()) {
+	if c.budget <= 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(time.Until(c.started.Add(c.budget)), f)
+	return func() { t.Stop() }
+}
+
+// baseResult is result.json as the episode starts.
+func baseResult(s spec.Episode, created time.Time) Result {
+	host, _ := os.Hostname()
+	r := Result{
+		Schema: ResultSchema, System: "pyrualean", Arm: s.Arm, Backend: s.Robot, Robot: s.Robot,
+		Suite: s.Suite, Task: s.Task, Seed: s.Seed, Model: s.Policy.Model, Runtime: s.Policy.Runtime,
+		ReasoningEffort: s.Policy.Reasoning, Images: s.Images, Feedback: s.Feedback, Primitives: s.Primitives,
+		Guides: s.Guides, Status: StatusRunning, TimeoutS: s.BudgetS, CellTimeoutS: s.CellTimeoutS,
+		Host: host, PID: os.Getpid(), CreatedAt: created.UTC().Format(time.RFC3339),
+		RobotOptions: s.RobotOptions, Generation: Generation{SandboxFlags: []string{}},
+		Files: RunFiles{Trace: "trace.ipynb", Prompt: "prompt.txt", Turns: "turns.jsonl", Calls: "calls.jsonl", Card: "card.json"},
+	}
+	r.BudgetMode = "wall"
+	if s.MaxCalls > 0 {
+		mt := s.MaxCalls
+		r.MaxTurns = &mt
+		r.BudgetMode = "calls"
+	}
+	if _, ok := s.Policy.Prices.Lookup(s.Policy.Model); ok {
+		zero := 0.0
+		r.CostUSD = &zero
+	}
+	return r
+}

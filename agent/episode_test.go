@@ -21,6 +21,10 @@ import (
 	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/prices"
+	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
+	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
 // A live episode plugs into the gateway's /api/episodes.
@@ -55,15 +59,27 @@ func root(t *testing.T) string {
 	return r
 }
 
-func episodeConfig(t *testing.T, mod func(*agent.EpisodeConfig)) agent.EpisodeConfig {
-	cfg := agent.EpisodeConfig{
-		Robot: "tabletop", Task: "stack_blocks", Seed: 0, Out: filepath.Join(t.TempDir(), "run"),
-		Model: "scripted", Root: root(t), CellTimeout: 60 * time.Second,
-	}
+// testEpisode is an episode a test starts: its spec and this process's host settings.
+type testEpisode struct {
+	spec.Episode
+	host agent.Host
+}
+
+// episodeConfig is a validated tabletop episode (spectest.Tabletop) with mod's changes.
+func episodeConfig(t *testing.T, mod func(*testEpisode)) testEpisode {
+	t.Helper()
+	c := testEpisode{Episode: spectest.Tabletop(t, nil), host: agent.Host{Root: root(t)}}
 	if mod != nil {
-		mod(&cfg)
+		mod(&c)
 	}
-	return cfg
+	if err := c.Validate(context.Background(), &robotapi.Registry{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c testEpisode) start(ctx context.Context) (*agent.Episode, error) {
+	return agent.StartEpisode(ctx, c.Episode, c.host)
 }
 
 func openaiConfig(srv *openaitest.Server, mod func(*runtimes.OpenAIConfig)) runtimes.OpenAIConfig {
@@ -78,11 +94,11 @@ func openaiConfig(srv *openaitest.Server, mod func(*runtimes.OpenAIConfig)) runt
 }
 
 // playEpisode runs one whole episode against the scripted server, the way `pyrualean play` does.
-func playEpisode(t *testing.T, cfg agent.EpisodeConfig, oc runtimes.OpenAIConfig, during func(*agent.Episode)) (*agent.Result, *agent.Episode) {
+func playEpisode(t *testing.T, cfg testEpisode, oc runtimes.OpenAIConfig, during func(*agent.Episode)) (*agent.Result, *agent.Episode) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ep, err := agent.StartEpisode(ctx, cfg)
+	ep, err := cfg.start(ctx)
 	if err != nil {
 		t.Fatalf("StartEpisode: %v", err)
 	}
@@ -195,14 +211,14 @@ func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
 	)
 	defer srv.Close()
 	temp := 0.0
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
-		c.Prices = agent.PriceTable{"scripted": {Input: 1, CachedInput: 0.1, Output: 4}}
-		c.MaxTurns = 10
+	cfg := episodeConfig(t, func(c *testEpisode) {
+		c.Policy.Prices = prices.Table{"scripted": {Input: 1, CachedInput: 0.1, Output: 4}}
+		c.MaxCalls = 10
 	})
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) {
 		c.Temperature = &temp
 		c.ExtraBody = map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": false}}
-		c.Prices = cfg.Prices
+		c.Prices = cfg.Policy.Prices
 	}), nil)
 
 	if res.Status != agent.StatusCompleted || res.EnvironmentSuccess == nil || !*res.EnvironmentSuccess {
@@ -358,7 +374,7 @@ func TestFailedEpisodeAndMalformedArguments(t *testing.T) {
 		call(finish("failure", "gave up"), py("print('after finish')")), // parallel calls: nothing runs after finish
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Feedback = agent.FeedbackPure })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Feedback = spec.FeedbackPure })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Status != agent.StatusCompleted || (res.EnvironmentSuccess != nil && *res.EnvironmentSuccess) || res.Finish.Status != "failure" {
 		t.Fatalf("status %s success %v finish %+v", res.Status, res.EnvironmentSuccess, res.Finish)
@@ -405,7 +421,7 @@ func TestCallBudgetExhausted(t *testing.T) {
 		call(finish("failure", "out of calls")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.MaxTurns = 2; c.Guides = true })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.MaxCalls = 2; c.Guides = true })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	prompt, _ := os.ReadFile(filepath.Join(cfg.Out, "prompt.txt"))
 	for _, want := range []string{"# How you control the robot", "# API reference", "robo.move_to", "# Task", "`hybrid_guide.md`", "calls in an episode is limited"} {
@@ -430,7 +446,7 @@ func TestCallBudgetExhausted(t *testing.T) {
 func TestWallClockBudget(t *testing.T) {
 	srv := openaitest.New(call(py("import time\nprint('start', flush=True)\ntime.sleep(60)")))
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Budget = 4 * time.Second })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.BudgetS = 4 })
 	start := time.Now()
 	res, ep := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Status != agent.StatusTimeout {
@@ -528,11 +544,11 @@ func TestImagePolicies(t *testing.T) {
 		want     []string
 		textOnly bool
 	}{
-		{agent.ImagesOnMotion, "robo.move_to([0.5, 0.0, 0.3])", []string{"agentview", "wrist"}, true},
-		{agent.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\nrobo.show('wrist')", []string{"wrist"}, false},
-		{agent.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])", nil, false},
-		{agent.ImagesNone, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\ndisplay(np.zeros((8, 8, 3), dtype=np.uint8))", []string{"display_0"}, false},
-		{agent.ImagesOnMotion, "robo.state()", nil, false},
+		{spec.ImagesOnMotion, "robo.move_to([0.5, 0.0, 0.3])", []string{"agentview", "wrist"}, true},
+		{spec.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\nrobo.show('wrist')", []string{"wrist"}, false},
+		{spec.ImagesOnDemand, "robo.move_to([0.5, 0.0, 0.3])", nil, false},
+		{spec.ImagesNone, "robo.move_to([0.5, 0.0, 0.3])\nrobo.show('wrist')\ndisplay(np.zeros((8, 8, 3), dtype=np.uint8))", []string{"display_0"}, false},
+		{spec.ImagesOnMotion, "robo.state()", nil, false},
 	}
 	for _, tc := range cases {
 		name := tc.images + "/" + strings.Split(tc.code, "\n")[len(strings.Split(tc.code, "\n"))-1]
@@ -542,7 +558,7 @@ func TestImagePolicies(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := openaitest.New(call(py(tc.code)), call(finish("failure", "x")))
 			defer srv.Close()
-			cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Images = tc.images })
+			cfg := episodeConfig(t, func(c *testEpisode) { c.Images = tc.images })
 			res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) { c.TextOnly = tc.textOnly }), nil)
 			if res.Status != agent.StatusCompleted {
 				t.Fatalf("status %s %+v", res.Status, res.Error)
@@ -588,7 +604,7 @@ func TestToolsArm(t *testing.T) {
 		call(finish("failure", "x")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Arm = agent.ArmTools })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Arm = spec.ArmTools })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Status != agent.StatusCompleted || res.ToolTurns != 2 {
 		t.Fatalf("status %s turns %d %+v", res.Status, res.ToolTurns, res.Error)
@@ -630,16 +646,12 @@ func TestHumanCellsAndPause(t *testing.T) {
 		// A person attaches to the episode's kernel, with its own session, and types a cell.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := kernel.Attach(ctx, ep.Kernel().ConnectionFile(), kernel.ClientOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := attachPerson(t, ep)
 		if _, err := c.Execute(ctx, "print('hello from a person')\nh = 41", kernel.ExecuteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// The person pauses the agent, lets one decision through, then resumes.
-		ep.Pause()
+		ep.Controller().Pause()
 		go func() {
 			waitFor := func(cond func() bool) {
 				for end := time.Now().Add(20 * time.Second); !cond() && time.Now().Before(end); {
@@ -650,11 +662,11 @@ func TestHumanCellsAndPause(t *testing.T) {
 			waitFor(waiting)
 			time.Sleep(200 * time.Millisecond)
 			requestsWhilePaused, turnsWhilePaused = len(srv.Requests()), ep.Status().Turns
-			ep.Step()
+			ep.Controller().Step()
 			waitFor(func() bool { return ep.Status().Turns >= 1 && waiting() })
 			time.Sleep(200 * time.Millisecond)
 			requestsAfterStep, turnsAfterStep = len(srv.Requests()), ep.Status().Turns
-			ep.Resume()
+			ep.Controller().Resume()
 		}()
 	})
 	if requestsWhilePaused != 0 || turnsWhilePaused != 0 || requestsAfterStep != 1 || turnsAfterStep != 1 {
@@ -708,11 +720,7 @@ func TestSandbox(t *testing.T) {
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := kernel.Attach(ctx, ep.Kernel().ConnectionFile(), kernel.ClientOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := attachPerson(t, ep)
 		r, err := c.Execute(ctx, "import subprocess\nprint(subprocess.run(['echo', 'person'], capture_output=True, text=True).stdout)", kernel.ExecuteOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -748,18 +756,17 @@ func TestSandbox(t *testing.T) {
 func TestBootErrors(t *testing.T) {
 	cases := []struct {
 		name string
-		mod  func(*agent.EpisodeConfig)
+		mod  func(*testEpisode)
 		want string
 	}{
-		{"no kernelspec", func(c *agent.EpisodeConfig) { c.KernelSpec = "no-such-kernel" }, "no-such-kernel"},
-		{"unknown task", func(c *agent.EpisodeConfig) { c.Task = "juggle" }, "juggle"},
+		{"unknown task", func(c *testEpisode) { c.Task = "juggle" }, "juggle"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := episodeConfig(t, tc.mod)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			ep, err := agent.StartEpisode(ctx, cfg)
+			ep, err := cfg.start(ctx)
 			if err == nil {
 				ep.Finish(ctx, "", nil)
 				t.Fatal("episode started")
@@ -788,7 +795,7 @@ func TestCellTimeout(t *testing.T) {
 		call(finish("failure", "x")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.CellTimeout = 4 * time.Second })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.CellTimeoutS = 4 })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Status != agent.StatusCompleted || res.ToolTurns != 2 {
 		t.Fatalf("status %s turns %d %+v", res.Status, res.ToolTurns, res.Error)
@@ -812,7 +819,7 @@ func TestCellTimeoutRestart(t *testing.T) {
 		call(finish("failure", "x")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.CellTimeout = 3 * time.Second })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.CellTimeoutS = 3 })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Status != agent.StatusError || res.Error == nil || res.Error.Type != "KernelRestarted" {
 		t.Fatalf("status %s error %+v", res.Status, res.Error)
@@ -848,11 +855,7 @@ func TestDisplayUpdatesInTrace(t *testing.T) {
 	errs := make(chan error, 4)
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		c, err := kernel.Attach(ctx, ep.Kernel().ConnectionFile(), kernel.ClientOptions{})
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
+		c := attachPerson(t, ep)
 		waitFor := func(cond func() bool) {
 			for end := time.Now().Add(20 * time.Second); !cond() && time.Now().Before(end); {
 				time.Sleep(10 * time.Millisecond)
@@ -862,13 +865,12 @@ func TestDisplayUpdatesInTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(func() bool { return ep.Status().HumanCells == 1 })
-		ep.Pause()
+		ep.Controller().Pause()
 		go func() {
 			defer cancel()
-			defer c.Close()
-			defer ep.Resume()
+			defer ep.Controller().Resume()
 			waitFor(func() bool { return ep.Status().Phase == "waiting" })
-			ep.Step() // the agent's h.update('v2')
+			ep.Controller().Step() // the agent's h.update('v2')
 			waitFor(func() bool { return ep.Status().Turns >= 1 })
 			time.Sleep(200 * time.Millisecond)
 			afterAgent, _ = displays()
@@ -908,8 +910,8 @@ func TestAdmit(t *testing.T) {
 	t.Run("admitted", func(t *testing.T) {
 		srv := openaitest.New(call(finish("failure", "nothing tried")))
 		defer srv.Close()
-		cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
-			c.Admit = func(ctx context.Context) error { time.Sleep(wait); return nil }
+		cfg := episodeConfig(t, func(c *testEpisode) {
+			c.host.Admit = func(ctx context.Context) error { time.Sleep(wait); return nil }
 		})
 		res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 		if res.Status != agent.StatusCompleted || res.QueuedS < wait.Seconds() {
@@ -922,14 +924,14 @@ func TestAdmit(t *testing.T) {
 	t.Run("cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
-			c.Admit = func(ctx context.Context) error {
+		cfg := episodeConfig(t, func(c *testEpisode) {
+			c.host.Admit = func(ctx context.Context) error {
 				time.AfterFunc(wait, cancel)
 				<-ctx.Done()
 				return ctx.Err()
 			}
 		})
-		if ep, err := agent.StartEpisode(ctx, cfg); err == nil {
+		if ep, err := cfg.start(ctx); err == nil {
 			ep.Finish(context.Background(), "", nil)
 			t.Fatal("the episode started after its context ended")
 		}

@@ -11,11 +11,8 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/notebooks"
-	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
-
-// cellReport is cell_report()'s JSON (robotapi's one decoder).
-type cellReport = robotapi.CellReport
 
 // reportState is the report's state in the robot's key order ({} when there is none).
 func reportState(r *cellReport) any {
@@ -39,11 +36,12 @@ type cellRun struct {
 	Restarted bool
 	TimeoutS  float64
 	Notes     []string // plain words about what people did to this cell (a person interrupted it)
+	Between   int      // robot calls the agent's code made between cells, counted with this one
 }
 
-// humanNote tells the agent about a cell a person ran in its kernel and what it did to the robot
+// personNote tells the agent about a cell a person ran in its kernel and what it did to the robot
 // (the person's calls and steps: never counted as the agent's).
-type humanNote struct {
+type personNote struct {
 	Cell     int      `json:"cell"` // the person's cell number in the episode
 	Code     string   `json:"code"`
 	Output   string   `json:"output,omitempty"`
@@ -59,21 +57,21 @@ type humanNote struct {
 // _feedback): cell, value, exception or episode_finished, the streams, elapsed_s, then (rich) the ledger
 // and state, then the names of the attached images. human_cells is ours (cells a person ran).
 type cellFeedback struct {
-	Cell            int         `json:"cell"`
-	Value           *string     `json:"value,omitempty"`
-	Exception       *string     `json:"exception,omitempty"`
-	EpisodeFinished *string     `json:"episode_finished,omitempty"`
-	Stdout          string      `json:"stdout"`
-	Stderr          string      `json:"stderr"`
-	ElapsedS        float64     `json:"elapsed_s"`
-	PrimitiveCalls  *[]any      `json:"primitive_calls,omitempty"`
-	Moved           *bool       `json:"moved,omitempty"`
-	EnvSteps        *int        `json:"env_steps,omitempty"`
-	State           any         `json:"state,omitempty"`
-	EpisodeDone     *bool       `json:"episode_done,omitempty"`
-	Images          []string    `json:"images,omitempty"`
-	Notes           []string    `json:"notes,omitempty"`
-	HumanCells      []humanNote `json:"human_cells,omitempty"`
+	Cell            int          `json:"cell"`
+	Value           *string      `json:"value,omitempty"`
+	Exception       *string      `json:"exception,omitempty"`
+	EpisodeFinished *string      `json:"episode_finished,omitempty"`
+	Stdout          string       `json:"stdout"`
+	Stderr          string       `json:"stderr"`
+	ElapsedS        float64      `json:"elapsed_s"`
+	PrimitiveCalls  *[]any       `json:"primitive_calls,omitempty"`
+	Moved           *bool        `json:"moved,omitempty"`
+	EnvSteps        *int         `json:"env_steps,omitempty"`
+	State           any          `json:"state,omitempty"`
+	EpisodeDone     *bool        `json:"episode_done,omitempty"`
+	Images          []string     `json:"images,omitempty"`
+	Notes           []string     `json:"notes,omitempty"`
+	HumanCells      []personNote `json:"human_cells,omitempty"`
 }
 
 // encodeFeedback renders a result as indented JSON without HTML escaping, capped at MaxTextChars.
@@ -169,12 +167,12 @@ func selectImages(outs []notebooks.Output, policy string) []Image {
 		var name string
 		switch source {
 		case "on-motion":
-			if policy != ImagesOnMotion {
+			if policy != spec.ImagesOnMotion {
 				continue
 			}
 			name = camera
 		case "show":
-			if policy != ImagesOnDemand {
+			if policy != spec.ImagesOnDemand {
 				continue
 			}
 			name = camera
@@ -246,11 +244,11 @@ func ledgerSummary(r *cellReport) []any {
 }
 
 // buildCellFeedback turns one executed cell into the python tool's result.
-func buildCellFeedback(run cellRun, feedback, images string, humans []humanNote) (ToolResult, cellFeedback) {
+func buildCellFeedback(run cellRun, feedback, images string, people []personNote) (ToolResult, cellFeedback) {
 	ct := collectText(run.Outputs)
 	fb := cellFeedback{
 		Cell: run.Index, Stdout: ct.stdout, Stderr: ct.stderr,
-		ElapsedS: float64(int64(run.Elapsed.Seconds()*100+0.5)) / 100, Value: ct.value, HumanCells: humans, Notes: run.Notes,
+		ElapsedS: float64(int64(run.Elapsed.Seconds()*100+0.5)) / 100, Value: ct.value, HumanCells: people, Notes: run.Notes,
 	}
 	if ct.hasError {
 		if ct.ename == "EpisodeFinished" {
@@ -287,7 +285,7 @@ func buildCellFeedback(run cellRun, feedback, images string, humans []humanNote)
 	for _, im := range imgs {
 		fb.Images = append(fb.Images, im.Name)
 	}
-	if feedback != FeedbackPure {
+	if feedback != spec.FeedbackPure {
 		r := run.Report
 		if r == nil {
 			r = &cellReport{}
@@ -410,4 +408,66 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	default:
 		return tok, nil
 	}
+}
+
+// mergeStreams joins consecutive stream chunks of the same name (OnOutput delivers them one by one).
+func mergeStreams(outs []notebooks.Output) []notebooks.Output {
+	var merged []notebooks.Output
+	for _, o := range outs {
+		if n := len(merged); n > 0 && o.OutputType == notebooks.OutputStream && merged[n-1].OutputType == notebooks.OutputStream && merged[n-1].Name == o.Name {
+			merged[n-1].Text += o.Text
+			continue
+		}
+		merged = append(merged, o)
+	}
+	return merged
+}
+
+// toolFeedback is a primitive call's result in the tools arm (RPent-style: result, state, images).
+type toolFeedback struct {
+	Tool            string       `json:"tool"`
+	OK              bool         `json:"ok"`
+	Result          *string      `json:"result,omitempty"`
+	Error           *string      `json:"error,omitempty"`
+	Stdout          string       `json:"stdout,omitempty"`
+	Moved           bool         `json:"moved"`
+	EnvSteps        int          `json:"env_steps"`
+	State           any          `json:"state"`
+	EpisodeDone     bool         `json:"episode_done"`
+	EpisodeFinished *string      `json:"episode_finished,omitempty"`
+	Images          []string     `json:"images,omitempty"`
+	HumanCells      []personNote `json:"human_cells,omitempty"`
+}
+
+func buildToolFeedback(run cellRun, tool, images string, people []personNote) ToolResult {
+	ct := collectText(run.Outputs)
+	fb := toolFeedback{Tool: tool, OK: !ct.hasError && !run.TimedOut, Result: ct.value, Stdout: ct.stdout, HumanCells: people, State: map[string]any{}}
+	if r := run.Report; r != nil {
+		fb.Moved, fb.EnvSteps, fb.EpisodeDone = r.Moved, r.EnvSteps, r.Done
+		fb.State = reportState(r)
+		if r.EpisodeFinished != nil && *r.EpisodeFinished != "" {
+			fb.EpisodeFinished = r.EpisodeFinished
+		}
+	}
+	if ct.hasError {
+		if ct.ename == "EpisodeFinished" {
+			reason := strings.TrimSpace(ct.evalue)
+			if reason == "" {
+				reason = "terminated"
+			}
+			fb.EpisodeFinished = &reason
+		} else {
+			msg := ct.ename + ": " + ct.evalue
+			fb.Error = &msg
+		}
+	}
+	if run.TimedOut {
+		msg := fmt.Sprintf("TimeoutError: the call ran past its %.0f s limit and was interrupted", run.TimeoutS)
+		fb.Error = &msg
+	}
+	imgs := selectImages(run.Outputs, images)
+	for _, im := range imgs {
+		fb.Images = append(fb.Images, im.Name)
+	}
+	return ToolResult{Text: encodeFeedback(fb), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}
 }

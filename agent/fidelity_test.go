@@ -7,18 +7,19 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/spec"
+	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
 // The prompt keeps the seed's sections and order (play.build_prompt): contract (guides note inside),
 // API reference, knowledge, task card.
 func TestPromptSectionsFollowSeed(t *testing.T) {
-	base := PromptParts{Arm: ArmCells, Images: ImagesOnMotion, Feedback: FeedbackRich, BudgetS: 1200, MaxEnvSteps: 10000,
+	base := PromptParts{Arm: spec.ArmCells, Images: spec.ImagesOnMotion, Feedback: spec.FeedbackRich, BudgetS: 1200, MaxEnvSteps: 10000,
 		APIReference: "robo.move_to(xyz)", Knowledge: "# Knowledge\n\nlift before moving", TaskCard: "# Task card\n- task: x",
 		GuideFiles: []string{"hybrid_guide.md"}}
 	cases := []struct {
@@ -33,12 +34,12 @@ func TestPromptSectionsFollowSeed(t *testing.T) {
 				"`EpisodeFinished`", "`failure` or `stuck`", "scratch workspace", "Reference guides", "`hybrid_guide.md`",
 				"# API reference (the `robo` object)", "robo.move_to", "# Knowledge", "# Task card"},
 			[]string{"calls in an episode is limited"}},
-		{"cells/calls", func(p *PromptParts) { p.MaxTurns = 40; p.Feedback = FeedbackPure; p.Images = ImagesOnDemand },
+		{"cells/calls", func(p *PromptParts) { p.MaxTurns = 40; p.Feedback = spec.FeedbackPure; p.Images = spec.ImagesOnDemand },
 			[]string{"Nothing is added", "NOT attached", "`robo.show('agentview')`", "`display(image)`", "`python` calls in an episode is limited",
 				"10000 simulator steps", "failure"},
 			[]string{"wall-clock", "1200", "40", "primitives the call made"}},
-		{"cells/none", func(p *PromptParts) { p.Images = ImagesNone; p.GuideFiles = nil }, []string{"never attached"}, []string{"Reference guides"}},
-		{"tools", func(p *PromptParts) { p.Arm = ArmTools; p.Images = ImagesOnDemand },
+		{"cells/none", func(p *PromptParts) { p.Images = spec.ImagesNone; p.GuideFiles = nil }, []string{"never attached"}, []string{"Reference guides"}},
+		{"tools", func(p *PromptParts) { p.Arm = spec.ArmTools; p.Images = spec.ImagesOnDemand },
 			[]string{"Each robot primitive is a tool", "`show` tool", "# API reference (each primitive is a tool"},
 			[]string{"`python(code)`", "display(image)"}},
 	}
@@ -125,7 +126,7 @@ func TestRichFeedbackShape(t *testing.T) {
 			Metadata: map[string]any{"pyrualean": map[string]any{"source": "on-motion", "camera": "agentview"}}},
 		{OutputType: notebooks.OutputExecuteResult, Data: notebooks.MimeBundle{"text/plain": "42"}},
 	}
-	res, _ := buildCellFeedback(cellRun{Index: 2, Outputs: outs, Report: &r}, FeedbackRich, ImagesOnMotion, nil)
+	res, _ := buildCellFeedback(cellRun{Index: 2, Outputs: outs, Report: &r}, spec.FeedbackRich, spec.ImagesOnMotion, nil)
 	want := `{
   "cell": 2,
   "value": "42",
@@ -179,8 +180,8 @@ func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 	start := func(t *testing.T, feedback string, maxTurns int) (*Episode, context.Context) {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		t.Cleanup(cancel)
-		ep, err := StartEpisode(ctx, EpisodeConfig{Robot: "tabletop", Task: "stack_blocks", Out: filepath.Join(t.TempDir(), "run"),
-			Model: "scripted", Root: root, CellTimeout: 60 * time.Second, Images: ImagesOnMotion, Feedback: feedback, MaxTurns: maxTurns})
+		s := spectest.Tabletop(t, func(s *spec.Episode) { s.Images, s.Feedback, s.MaxCalls = spec.ImagesOnMotion, feedback, maxTurns })
+		ep, err := StartEpisode(ctx, s, Host{Root: root})
 		if err != nil {
 			t.Fatalf("StartEpisode: %v", err)
 		}
@@ -214,7 +215,7 @@ func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 	}
 
 	t.Run("rich", func(t *testing.T) {
-		ep, ctx := start(t, FeedbackRich, 0)
+		ep, ctx := start(t, spec.FeedbackRich, 0)
 		var names []string
 		for _, s := range ep.Toolkit().Tools() {
 			names = append(names, s.Name)
@@ -263,7 +264,7 @@ func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 	})
 
 	t.Run("pure", func(t *testing.T) {
-		ep, ctx := start(t, FeedbackPure, 2)
+		ep, ctx := start(t, spec.FeedbackPure, 2)
 		res, m := run(t, ep, ctx, "x = 41\nx + 1")
 		if got := strings.Join(keys(res.Text), ","); got != "cell,value,stdout,stderr,elapsed_s" || str(m["value"]) != "42" {
 			t.Errorf("pure keys %s value %s", got, m["value"])
@@ -302,12 +303,12 @@ func TestTracebackIsPlain(t *testing.T) {
 
 // A robot with other cameras is described with its own (the seed words each robot's contract).
 func TestImageNoteNamesTheRobotsCameras(t *testing.T) {
-	p := PromptParts{Arm: ArmCells, Images: ImagesOnMotion, MotionCameras: []string{"head", "left_wrist", "right_wrist"},
+	p := PromptParts{Arm: spec.ArmCells, Images: spec.ImagesOnMotion, MotionCameras: []string{"head", "left_wrist", "right_wrist"},
 		Cameras: []string{"head", "left_wrist", "right_wrist"}}
 	if got := imageNote(p); !strings.Contains(got, "the current camera images (head, left_wrist and right_wrist)") {
 		t.Errorf("on-motion note: %s", got)
 	}
-	p.Images = ImagesOnDemand
+	p.Images = spec.ImagesOnDemand
 	if got := imageNote(p); !strings.Contains(got, "`robo.show('head')` or `robo.show('left_wrist')` or `robo.show('right_wrist')`") {
 		t.Errorf("on-demand note: %s", got)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
@@ -58,63 +57,51 @@ type CellInfo struct {
 }
 
 // Finished says whether finish was called or the episode ended.
-func (e *Episode) Finished() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.finished
-}
+func (e *Episode) Finished() bool { return e.book.isFinished() }
 
 // Success is the environment's verdict so far (nil: not known yet).
-func (e *Episode) Success() *bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.res.EnvironmentSuccess == nil {
-		return nil
-	}
-	s := *e.res.EnvironmentSuccess
-	return &s
-}
+func (e *Episode) Success() *bool { return e.book.success() }
 
 // Status reports the live episode.
 func (e *Episode) Status() EpisodeStatus {
 	paused, waiting, held := e.gate.view()
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	running := e.exec.runningCell()
+	l := e.book
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := &l.res
 	st := EpisodeStatus{
-		ID: filepath.Base(e.cfg.Out), RunDir: e.cfg.Out, Robot: e.cfg.Robot, Task: e.res.Task, Seed: e.cfg.Seed,
-		Arm: e.cfg.Arm, Model: e.cfg.Model, Runtime: e.cfg.Runtime, Status: e.res.Status, Paused: paused,
-		Turns: e.turns, MaxTurns: e.cfg.MaxTurns, LLMCalls: e.res.Generation.Turns, InputTokens: e.usage.InputTokens,
-		HumanCells: e.res.HumanCells, Success: e.res.EnvironmentSuccess, ElapsedS: round3(time.Since(e.createdAt).Seconds()),
-		LastTool: e.lastTool, Trace: filepath.Join(e.cfg.Out, "trace.ipynb"),
-		Flags: append([]string{}, e.res.Generation.SandboxFlags...),
+		ID: e.ID(), RunDir: e.spec.Out, Robot: e.spec.Robot, Task: r.Task, Seed: e.spec.Seed,
+		Arm: e.spec.Arm, Model: r.Model, Runtime: r.Runtime, Status: r.Status, Paused: paused,
+		Turns: l.calls, MaxTurns: e.spec.MaxCalls, LLMCalls: r.Generation.Turns, InputTokens: l.usage.InputTokens,
+		HumanCells: r.HumanCells, Success: r.EnvironmentSuccess, ElapsedS: round3(time.Since(e.created).Seconds()),
+		LastTool: l.lastTool, Trace: e.files.path("trace.ipynb"), Flags: append([]string{}, r.Generation.SandboxFlags...),
+		HumanRunning: e.people.runningCount(), HumanCalls: r.HumanCalls, HumanSteps: r.HumanEnvSteps,
 	}
 	if e.kern != nil {
 		st.KernelPID = e.kern.Pid()
 	}
-	st.HumanRunning, st.HumanCalls, st.HumanSteps = e.humansRunning, e.res.HumanCalls, e.res.HumanEnvSteps
 	switch {
-	case e.ended:
+	case l.ended:
 		st.State, st.Phase = "over", "done"
-		if !e.lingerUntil.IsZero() {
-			st.LingerUntil = e.lingerUntil.UTC().Format(time.RFC3339)
+		if !l.linger.IsZero() {
+			st.LingerUntil = l.linger.UTC().Format(time.RFC3339)
 		}
+		return st
 	case paused:
 		st.State = "paused"
 	default:
 		st.State = "running"
 	}
-	if !e.ended {
-		switch {
-		case e.running != nil:
-			r := *e.running
-			st.Running, st.Phase = &r, "cell"
-		case held != nil:
-			st.Held, st.Phase = held, "held"
-		case waiting:
-			st.Phase = "waiting"
-		default:
-			st.Phase = "thinking"
-		}
+	switch {
+	case running != nil:
+		st.Running, st.Phase = running, "cell"
+	case held != nil:
+		st.Held, st.Phase = held, "held"
+	case waiting:
+		st.Phase = "waiting"
+	default:
+		st.Phase = "thinking"
 	}
 	return st
 }
@@ -122,15 +109,13 @@ func (e *Episode) Status() EpisodeStatus {
 // KeepKernel makes Finish leave the kernel (and a sealed episode's robot server) running, for people
 // to work in after the end (play --serve-linger) until Close.
 func (e *Episode) KeepKernel(until time.Time) {
-	e.mu.Lock()
-	e.lingerUntil = until
-	e.mu.Unlock()
+	e.book.mu.Lock()
+	e.book.linger = until
+	e.book.mu.Unlock()
 }
 
 // Close shuts down what Finish kept (KeepKernel); without KeepKernel Finish already did.
-func (e *Episode) Close(ctx context.Context) {
-	e.shutdownKernel(ctx)
-}
+func (e *Episode) Close(ctx context.Context) { e.shutdownKernel(ctx) }
 
 func (e *Episode) shutdownKernel(ctx context.Context) {
 	e.closeOnce.Do(func() {
@@ -139,58 +124,28 @@ func (e *Episode) shutdownKernel(ctx context.Context) {
 		if err := e.kern.Shutdown(sctx); err != nil && !errors.Is(err, kernel.ErrShutdown) && !errors.Is(err, kernel.ErrKernelDied) {
 			e.log.Warn("kernel shutdown", "err", err)
 		}
-		e.closeServed()
+		e.served.close(e.log)
 	})
 }
 
-// Finish ends the episode: it derives the status (when status is ""), writes result.json and the
-// trace's episode metadata, and shuts the kernel down. runErr is what ended the runtime, if anything.
+// Finish ends the episode: people's cells still running get a moment to end and be recorded, a last
+// verdict settles what ran since the previous one (calls the agent's code made after its last cell),
+// the status is derived (when status is ""), result.json and the trace's metadata are written, and the
+// kernel is shut down. runErr is what ended the runtime, if anything.
 func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Result, error) {
-	e.mu.Lock()
-	if e.ended {
-		r := e.res
-		e.mu.Unlock()
+	if !e.book.beginEnd() {
+		r := e.book.result()
 		return &r, nil
 	}
-	e.ended = true
-	e.finished = true
-	if status == "" {
-		status = e.deriveStatusLocked(runErr)
-	}
-	e.res.Status = status
-	if runErr != nil && (status != StatusCompleted || errors.Is(runErr, ErrPlanner)) {
-		e.res.Error = &ErrorField{Type: errorType(runErr), Message: runErr.Error()}
-	}
-	if e.res.Reason == "" {
-		e.res.Reason = e.reasonLocked(status, runErr)
-	}
-	e.res.Finish = e.finish
-	e.res.PolicyWallS = round3(time.Since(e.policyStart).Seconds())
-	e.res.TotalWallS = round3(time.Since(e.createdAt).Seconds())
-	e.res.FinishedAt = time.Now().UTC().Format(time.RFC3339)
-	e.res.PID = 0
-	e.mu.Unlock()
-
 	e.gate.close()
-	// Let the human-cell watcher record what already ran, then stop it; give people's cells a moment
-	// to be accounted (their reports need the kernel), then put what is left under the last one.
-	if e.stopHumans != nil {
-		e.stopHumans()
-		<-e.humansDone
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = e.waitHumans(wctx)
-		cancel()
-		e.mu.Lock()
-		e.accountingOver = true
-		e.mu.Unlock()
-		e.stopSettling()
-		e.flushPending()
-	}
-	e.mu.Lock()
-	r := e.res
-	e.mu.Unlock()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	e.people.end(wctx)
+	cancel()
+	e.steps.settle(context.WithoutCancel(ctx))
+	kernelDead := e.kern != nil && isDone(e.kern.Done())
+	r := e.book.close(status, runErr, kernelDead, e.clock.elapsed(), time.Since(e.created))
 	var errs []error
-	if err := e.updateTraceMeta(func(m *notebooks.EpisodeMeta) {
+	if err := e.book.setMeta(func(m *notebooks.EpisodeMeta) {
 		m.Status, m.Success = r.Status, r.EnvironmentSuccess
 		g := r.Generation
 		m.Totals = &notebooks.EpisodeTotals{ToolTurns: r.ToolTurns, LLMCalls: g.Turns, EnvSteps: r.EnvSteps,
@@ -202,67 +157,40 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	}); err != nil {
 		errs = append(errs, fmt.Errorf("trace: %w", err))
 	}
-	if err := e.saveResult(); err != nil {
+	if err := e.book.save(); err != nil {
 		errs = append(errs, fmt.Errorf("result.json: %w", err))
 	}
 	_ = e.trace.Close()
-	e.turnsW.Close()
-	e.callsW.Close()
-	e.mu.Lock()
-	keep := !e.lingerUntil.IsZero()
-	e.mu.Unlock()
+	e.files.close()
+	e.book.mu.Lock()
+	keep := !e.book.linger.IsZero()
+	e.book.mu.Unlock()
 	switch {
 	case keep: // --serve-linger: the kernel outlives the episode for a while (the linger ends it)
-	case e.cfg.Release != nil:
-		e.cfg.Release(func() { e.shutdownKernel(ctx) })
+	case e.host.Release != nil:
+		e.host.Release(func() { e.shutdownKernel(ctx) })
 	default:
 		e.shutdownKernel(ctx)
 	}
 	return &r, errors.Join(errs...)
 }
 
-func (e *Episode) deriveStatusLocked(runErr error) string {
-	success := e.res.EnvironmentSuccess != nil && *e.res.EnvironmentSuccess
-	switch {
-	case errors.Is(runErr, kernel.ErrKernelDied) || (e.kern != nil && isDone(e.kern.Done()) && e.finish == nil && !success):
-		return StatusError
-	case e.finish != nil && !(e.budgetOut && !success):
-		return StatusCompleted
-	case errors.Is(runErr, ErrBudgetExceeded):
-		return StatusTimeout
-	case errors.Is(runErr, context.Canceled):
-		return StatusInterrupted
-	case errors.Is(runErr, ErrPlanner) && success:
-		// A planner that fails after the task predicate fired does not undo the success; the error
-		// field says what else happened.
-		return StatusCompleted
-	case errors.Is(runErr, ErrPlanner):
-		return StatusPlannerError
-	case e.budgetOut && !success:
-		return StatusCallBudget
-	case runErr != nil && !errors.Is(runErr, ErrNoToolCall):
-		return StatusError
-	default:
-		return StatusCompleted
+// settle takes the episode's last verdict: what the robot did since the previous one is the agent's
+// (code it left running, a cell cut short), and the task predicate's final word.
+func (st stepper) settle(ctx context.Context) {
+	e := st.e
+	if e.judge == nil || (e.served == nil && isDone(e.kern.Done())) {
+		return
 	}
-}
-
-func (e *Episode) reasonLocked(status string, runErr error) string {
-	switch {
-	case e.finish != nil:
-		return "finish:" + e.finish.Status
-	case status == StatusCallBudget:
-		return "call_budget"
-	case status == StatusTimeout:
-		return "timeout"
-	case e.res.EnvironmentSuccess != nil && *e.res.EnvironmentSuccess:
-		return "terminated"
-	case errors.Is(runErr, ErrNoToolCall):
-		return "no_finish"
-	case runErr != nil:
-		return "error"
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := e.exec.acquire(ctx); err != nil {
+		e.log.Warn("no final verdict: the kernel is still busy", "err", err)
+		return
 	}
-	return "no_finish"
+	defer e.exec.release()
+	share := e.steps.verdict(ctx, "", nil, owner{})
+	e.book.absorb(share.report, e.brief.stateful)
 }
 
 func errorType(err error) string {

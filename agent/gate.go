@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -20,36 +21,15 @@ import (
 // ErrNotPaused refuses a Step while the episode runs (there is nothing to step through).
 var ErrNotPaused = errors.New("the episode is not paused: Step lets one decision through a paused episode")
 
-// Pause holds the agent before its next decision (and holds a tool call already decided).
-func (e *Episode) Pause() error { return e.gateAction("pause", e.gate.pause) }
-
-// Resume lets the agent decide and act again.
-func (e *Episode) Resume() error { return e.gateAction("resume", e.gate.resume) }
-
-// Step lets one decision (or the held tool call) through while paused.
-func (e *Episode) Step() error { return e.gateAction("step", e.gate.step) }
-
-// gateAction applies a person's action to the gate and records it in the trace.
-func (e *Episode) gateAction(kind string, act func() error) error {
-	if err := act(); err != nil {
-		return err
-	}
-	e.recordEvent(kind, "person", "")
-	return nil
-}
-
 // recordEvent appends an event to the trace's episode metadata (never after the trace is closed).
-func (e *Episode) recordEvent(kind, by, detail string) {
-	e.mu.Lock()
-	ev := notebooks.EpisodeEvent{At: time.Now().UTC().Format(time.RFC3339Nano), Kind: kind, By: by, Turn: e.turns, Detail: detail}
-	ended := e.ended
-	e.mu.Unlock()
-	if ended {
+func (l *ledger) event(log *slog.Logger, kind, by, detail string) {
+	ev := notebooks.EpisodeEvent{At: time.Now().UTC().Format(time.RFC3339Nano), Kind: kind, By: by, Turn: l.callsMade(), Detail: detail}
+	if l.hasEnded() {
 		return
 	}
-	if err := e.updateTraceMeta(func(m *notebooks.EpisodeMeta) { m.Events = append(m.Events, ev) }); err != nil &&
+	if err := l.setMeta(func(m *notebooks.EpisodeMeta) { m.Events = append(m.Events, ev) }); err != nil &&
 		!errors.Is(err, notebooks.ErrTraceClosed) {
-		e.log.Warn("trace: event", "kind", kind, "err", err)
+		log.Warn("trace: event", "kind", kind, "err", err)
 	}
 }
 

@@ -1,247 +1,349 @@
 package agent
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/pyrualean/pyrualean/atomicfile"
+	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
-// ledger is the episode's accounting, guarded by mu: result.json's contents, the tool calls made,
-// the token usage, the model's finish and the trace's episode metadata.
+// ledger is the episode's accounting, under its own lock: result.json's contents, the agent's calls
+// counted against the budget, token usage, the model's finish and the trace's episode metadata. It
+// writes result.json (save) and the trace's metadata (setMeta); it never blocks on the kernel.
 type ledger struct {
+	files *runFolder
+
 	mu        sync.Mutex
 	res       Result
-	turns     int
+	calls     int // the agent's calls counted so far (python, primitive, run_program)
 	usage     Usage
 	finish    *FinishInfo
-	finished  bool // finish called, or the episode ended (budget, success refusal, death)
+	finished  bool // finish called, or the episode ended
 	budgetOut bool
 	lastTool  string
-	humans    []humanNote           // cells a person ran since the agent last heard of people
-	ended     bool                  // Finish ran
-	meta      notebooks.EpisodeMeta // the trace's metadata.pyrualean
-
-	// People in the live episode (humans.go, accounting.go).
-	spans         []execSpan          // cells the kernel ran, recent first last
-	pendingCalls  []map[string]any    // ledger records whose cell is not known yet
-	tallies       map[int]*humanTally // per person's cell: what it did to the robot
-	humanSeq      int                 // people's cells seen so far
-	humansRunning int                 // people's cells running or being accounted
-	humansChanged chan struct{}       // closed and replaced when humansRunning changes
-	running       *CellInfo           // the agent cell the kernel runs now
-	interrupted   bool                // a person interrupted the running agent cell
-	lingerUntil   time.Time           // kernel kept after the end until then (play --serve-linger)
-	// accountingOver: Finish no longer accounts people's cells (their notes are still kept).
-	accountingOver bool
+	ended     bool // Finish ran
+	meta      notebooks.EpisodeMeta
+	trace     *notebooks.Trace // set once the trace exists (boot)
+	linger    time.Time        // the kernel is kept after the end until then (play --serve-linger)
 }
 
-// runFolder is the run folder's append-only files and the robot's workspace in it.
-type runFolder struct {
-	turnsW, callsW *jsonlWriter
-	workspace      string
+func newLedger(res Result, files *runFolder) *ledger { return &ledger{res: res, files: files} }
+
+// update changes result.json's contents (not yet written: save).
+func (l *ledger) update(change func(r *Result)) {
+	l.mu.Lock()
+	change(&l.res)
+	l.mu.Unlock()
 }
 
-func (e *Episode) baseResult() Result {
-	c := e.cfg
-	host, _ := os.Hostname()
-	r := Result{
-		Schema: ResultSchema, System: "pyrualean", Arm: c.Arm, Backend: c.Robot, Robot: c.Robot,
-		Suite: c.Suite, Task: c.Task, Seed: c.Seed, Model: c.Model, Runtime: c.Runtime,
-		ReasoningEffort: c.ReasoningEffort, Images: c.Images, Feedback: c.Feedback, Primitives: c.Primitives,
-		Guides: c.Guides, Status: StatusRunning, TimeoutS: c.Budget.Seconds(), CellTimeoutS: c.CellTimeout.Seconds(),
-		Host: host, PID: os.Getpid(), CreatedAt: e.createdAt.UTC().Format(time.RFC3339),
-		Generation: Generation{SandboxFlags: []string{}},
-		Files:      RunFiles{Trace: "trace.ipynb", Prompt: "prompt.txt", Turns: "turns.jsonl", Calls: "calls.jsonl", Card: "card.json"},
-	}
-	r.BudgetMode = "wall"
-	if c.MaxTurns > 0 {
-		mt := c.MaxTurns
-		r.MaxTurns = &mt
-		r.BudgetMode = "calls"
-	}
-	if _, ok := c.Prices.Lookup(c.Model); ok {
-		zero := 0.0
-		r.CostUSD = &zero
-	}
+// result is a copy of result.json's contents now.
+func (l *ledger) result() Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.copyLocked()
+}
+
+func (l *ledger) copyLocked() Result {
+	r := l.res
+	r.Generation.SandboxFlags = append([]string{}, l.res.Generation.SandboxFlags...)
 	return r
 }
 
-// updateTraceMeta changes the episode's trace metadata and writes it to the trace.
-func (e *Episode) updateTraceMeta(change func(*notebooks.EpisodeMeta)) error {
-	e.mu.Lock()
-	change(&e.meta)
-	m := e.meta.Map()
-	e.mu.Unlock()
-	return e.trace.SetEpisodeMeta(m)
+// save writes result.json from the current state.
+func (l *ledger) save() error {
+	return atomicfile.WriteJSON(l.files.path("result.json"), l.result())
 }
 
-// SetPlannerAttempts records how many times the runtime had to start the planner.
-func (e *Episode) SetPlannerAttempts(n int) {
-	e.mu.Lock()
-	e.res.PlannerAttempts = n
-	e.mu.Unlock()
+// setMeta changes the trace's episode metadata and writes it to the trace.
+func (l *ledger) setMeta(change func(*notebooks.EpisodeMeta)) error {
+	l.mu.Lock()
+	change(&l.meta)
+	m, tr := l.meta.Map(), l.trace
+	l.mu.Unlock()
+	if tr == nil {
+		return nil
+	}
+	return tr.SetEpisodeMeta(m)
 }
 
-// RecordTurn appends one LLM call to turns.jsonl and the episode's accounting.
-func (e *Episode) RecordTurn(t Turn) error {
-	e.mu.Lock()
-	e.usage.Add(t.Usage)
-	g := &e.res.Generation
+// recordTurn appends one LLM call to turns.jsonl and the accounting, then saves result.json.
+func (l *ledger) recordTurn(t Turn) error {
+	l.mu.Lock()
+	l.usage.Add(t.Usage)
+	g := &l.res.Generation
 	g.Turns++
 	if t.Error != "" {
 		g.Errors++
 	}
 	g.ToolCalls += len(t.ToolCalls)
-	g.InputTokens, g.CachedInputTokens = e.usage.InputTokens, e.usage.CachedTokens
-	g.OutputTokens, g.ReasoningOutputTokens = e.usage.OutputTokens, e.usage.ReasoningTokens
-	g.TotalTokens = e.usage.InputTokens + e.usage.OutputTokens
+	l.setTokensLocked(l.usage)
 	g.LatencyS = round3(g.LatencyS + t.LatencyS)
-	if e.res.EnvironmentSuccess != nil && *e.res.EnvironmentSuccess {
+	if l.res.EnvironmentSuccess != nil && *l.res.EnvironmentSuccess {
 		// What the episode spent after the task predicate fired (letting the model call finish).
-		if e.res.AfterSuccess == nil {
-			e.res.AfterSuccess = &AfterSuccess{}
+		if l.res.AfterSuccess == nil {
+			l.res.AfterSuccess = &AfterSuccess{}
 		}
-		e.res.AfterSuccess.LLMCalls++
-		e.res.AfterSuccess.InputTokens += t.Usage.InputTokens
-		e.res.AfterSuccess.OutputTokens += t.Usage.OutputTokens
+		l.res.AfterSuccess.LLMCalls++
+		l.res.AfterSuccess.InputTokens += t.Usage.InputTokens
+		l.res.AfterSuccess.OutputTokens += t.Usage.OutputTokens
 	}
-	if t.CostUSD != nil && e.res.CostUSD != nil {
-		c := *e.res.CostUSD + *t.CostUSD
-		e.res.CostUSD = &c
+	if t.CostUSD != nil && l.res.CostUSD != nil {
+		c := *l.res.CostUSD + *t.CostUSD
+		l.res.CostUSD = &c
 	}
-	e.mu.Unlock()
-	if err := e.turnsW.Write(t); err != nil {
+	l.mu.Unlock()
+	if err := l.files.turns.Write(t); err != nil {
 		return fmt.Errorf("turns.jsonl: %w", err)
 	}
-	return e.saveResult()
+	return l.save()
 }
 
-// saveResult writes result.json from the current state.
-func (e *Episode) saveResult() error {
-	e.mu.Lock()
-	r := e.res
-	r.Generation.SandboxFlags = append([]string{}, e.res.Generation.SandboxFlags...)
-	e.mu.Unlock()
-	return atomicfile.WriteJSON(filepath.Join(e.cfg.Out, "result.json"), r)
-}
-
-// SetCLI records the agent CLI that drives the episode (codex, claude runtimes).
-func (e *Episode) SetCLI(info CLIInfo) {
-	e.mu.Lock()
-	e.res.CLI = &info
-	e.mu.Unlock()
-	_ = e.saveResult()
-}
-
-// SetUsageTotals replaces the episode's token totals with a runtime's authoritative ones (a CLI's
-// own summary), keeping the LLM-call count when the totals do not say.
-func (e *Episode) SetUsageTotals(u Usage, costUSD *float64) {
-	e.mu.Lock()
-	if u.Calls == 0 {
-		u.Calls = e.usage.Calls
-	}
-	e.usage = u
-	g := &e.res.Generation
+func (l *ledger) setTokensLocked(u Usage) {
+	g := &l.res.Generation
 	g.InputTokens, g.CachedInputTokens = u.InputTokens, u.CachedTokens
 	g.OutputTokens, g.ReasoningOutputTokens = u.OutputTokens, u.ReasoningTokens
 	g.TotalTokens = u.InputTokens + u.OutputTokens
-	if u.Calls > g.Turns {
-		g.Turns = u.Calls
+}
+
+// setUsageTotals replaces the token totals with a runtime's authoritative ones (a CLI's own summary),
+// keeping the LLM-call count when the totals do not say.
+func (l *ledger) setUsageTotals(u Usage, costUSD *float64) {
+	l.mu.Lock()
+	if u.Calls == 0 {
+		u.Calls = l.usage.Calls
+	}
+	l.usage = u
+	l.setTokensLocked(u)
+	if u.Calls > l.res.Generation.Turns {
+		l.res.Generation.Turns = u.Calls
 	}
 	if costUSD != nil {
 		c := *costUSD
-		e.res.CostUSD = &c
+		l.res.CostUSD = &c
 	}
-	e.mu.Unlock()
-	_ = e.saveResult()
+	l.mu.Unlock()
 }
 
-// absorbReport folds the agent's share of a cell report (account) into the episode's counters; it
-// returns the environment's verdict and whether this report changed it.
-func (e *Episode) absorbReport(r *cellReport) (success bool, changed bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.res.ToolTurns = e.turns
+// callAdmission is what admitCall decides about one agent call.
+type callAdmission struct {
+	index   int    // the call's number (1-based) when admitted
+	over    bool   // the episode has ended (Finish ran)
+	refusal string // a reason the call is refused without running ("" : admitted)
+	// budgetOut: the call budget is spent; firstOut: this call is the first to find it spent.
+	budgetOut, firstOut bool
+}
+
+// admitCall counts one agent call against the call budget, or says why it may not run.
+func (l *ledger) admitCall(tool string, maxCalls int) callAdmission {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.ended:
+		return callAdmission{over: true}
+	case l.finish != nil:
+		return callAdmission{refusal: "the episode is over: finish was already called"}
+	case maxCalls > 0 && l.calls >= maxCalls:
+		first := !l.budgetOut
+		l.budgetOut = true
+		return callAdmission{index: l.calls, budgetOut: true, firstOut: first}
+	}
+	l.calls++
+	l.lastTool = tool
+	return callAdmission{index: l.calls}
+}
+
+// spendBudget marks the call budget spent by another limit (the program arm's max programs).
+func (l *ledger) spendBudget() (first bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first = !l.budgetOut
+	l.budgetOut = true
+	return first
+}
+
+// callsMade is the number of agent calls counted so far.
+func (l *ledger) callsMade() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls
+}
+
+// setFinish records the model's finish (the first one counts) and returns whether the task predicate
+// had fired by then.
+func (l *ledger) setFinish(status, summary string) (terminated bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	terminated = l.res.EnvironmentSuccess != nil && *l.res.EnvironmentSuccess
+	if l.finish == nil {
+		l.finish = &FinishInfo{Status: status, Summary: summary, EnvironmentTerminated: terminated, AfterCallBudgetExhaust: l.budgetOut}
+	}
+	l.finished = true
+	l.lastTool = "finish"
+	return terminated
+}
+
+// success is the environment's verdict so far (nil: not known yet).
+func (l *ledger) success() *bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.res.EnvironmentSuccess == nil {
+		return nil
+	}
+	s := *l.res.EnvironmentSuccess
+	return &s
+}
+
+func (l *ledger) hasEnded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+func (l *ledger) isFinished() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.finished
+}
+
+// absorb folds the agent's share of a verdict into result.json's counters; it returns the
+// environment's verdict and whether this one changed it.
+func (l *ledger) absorb(r *cellReport, stateful map[string]bool) (success, changed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.res.ToolTurns = l.calls
 	if r == nil {
 		return false, false
 	}
-	e.res.Calls += len(r.Calls)
+	l.res.Calls += len(r.Calls)
 	for _, c := range r.Calls {
-		if e.statefulLocked(c) {
-			e.res.StatefulCalls++
+		if isStateful(c, stateful) {
+			l.res.StatefulCalls++
 		}
 	}
-	e.res.EnvSteps += r.EnvSteps
+	l.res.EnvSteps += r.EnvSteps
 	if r.EnvStepsTotal > 0 {
-		e.res.EnvStepsTotal = r.EnvStepsTotal
+		l.res.EnvStepsTotal = r.EnvStepsTotal
 	}
 	if r.Success != nil {
 		s := *r.Success
-		if prev := e.res.EnvironmentSuccess; prev == nil || !*prev {
+		if prev := l.res.EnvironmentSuccess; prev == nil || !*prev {
 			changed = prev == nil || *prev != s
-			e.res.EnvironmentSuccess = &s
+			l.res.EnvironmentSuccess = &s
 		}
 	}
 	if len(r.SandboxFlags) > 0 {
 		// Keep the first and the latest flags: a flood cannot push a later attempt out of the record.
-		g := &e.res.Generation
+		g := &l.res.Generation
 		g.SandboxFlagsTotal += len(r.SandboxFlags)
 		g.SandboxFlags = append(g.SandboxFlags, r.SandboxFlags...)
 		if n := len(g.SandboxFlags); n > 200 {
 			g.SandboxFlags = append(g.SandboxFlags[:100:100], g.SandboxFlags[n-100:]...)
 		}
 	}
-	if e.res.EnvironmentSuccess != nil {
-		success = *e.res.EnvironmentSuccess
+	if l.res.EnvironmentSuccess != nil {
+		success = *l.res.EnvironmentSuccess
 	}
 	return success, changed
 }
 
-// jsonlWriter appends one JSON object per line; each line is one write(2), so a killed process leaves
-// only whole lines behind.
-type jsonlWriter struct {
-	mu sync.Mutex
-	f  *os.File
+// chargePeople counts a person's calls and steps in result.json's human_* totals.
+func (l *ledger) chargePeople(calls, stateful, steps int) {
+	l.mu.Lock()
+	l.res.HumanCalls += calls
+	l.res.HumanStatefulCalls += stateful
+	l.res.HumanEnvSteps += steps
+	l.mu.Unlock()
 }
 
-func openJSONL(path string) (*jsonlWriter, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
+// isStateful says whether a ledger record is a stateful call (its own flag, else the robot's list).
+func isStateful(c map[string]any, stateful map[string]bool) bool {
+	if s, ok := c["stateful"].(bool); ok {
+		return s
 	}
-	return &jsonlWriter{f: f}, nil
+	name, _ := c["tool"].(string)
+	return stateful[name]
 }
 
-func (w *jsonlWriter) Write(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
+// beginEnd marks the episode ended; false when it already was (Finish runs once).
+func (l *ledger) beginEnd() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return false
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return fmt.Errorf("jsonl writer closed")
-	}
-	_, err := w.f.Write(buf.Bytes())
-	return err
+	l.ended, l.finished = true, true
+	return true
 }
 
-func (w *jsonlWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return nil
+// close writes the episode's end into result.json's contents: its status (derived when status is ""),
+// the error, the reason, the model's finish and the wall times. It returns the final result.
+func (l *ledger) close(status string, runErr error, kernelDead bool, policy, total time.Duration) Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if status == "" {
+		status = l.deriveStatusLocked(runErr, kernelDead)
 	}
-	err := w.f.Close()
-	w.f = nil
-	return err
+	r := &l.res
+	r.Status = status
+	if runErr != nil && (status != StatusCompleted || errors.Is(runErr, ErrPlanner)) {
+		r.Error = &ErrorField{Type: errorType(runErr), Message: runErr.Error()}
+	}
+	if r.Reason == "" {
+		r.Reason = l.reasonLocked(status, runErr)
+	}
+	r.Finish = l.finish
+	r.ToolTurns = l.calls
+	r.PolicyWallS, r.TotalWallS = round3(policy.Seconds()), round3(total.Seconds())
+	r.FinishedAt = time.Now().UTC().Format(time.RFC3339)
+	r.PID = 0
+	return l.copyLocked()
+}
+
+func (l *ledger) deriveStatusLocked(runErr error, kernelDead bool) string {
+	success := l.res.EnvironmentSuccess != nil && *l.res.EnvironmentSuccess
+	switch {
+	case errors.Is(runErr, kernel.ErrKernelDied) || (kernelDead && l.finish == nil && !success):
+		return StatusError
+	case l.finish != nil && !(l.budgetOut && !success):
+		return StatusCompleted
+	case errors.Is(runErr, ErrBudgetExceeded):
+		return StatusTimeout
+	case errors.Is(runErr, context.Canceled):
+		return StatusInterrupted
+	case errors.Is(runErr, ErrPlanner) && success:
+		// A planner that fails after the task predicate fired does not undo the success; the error
+		// field says what else happened.
+		return StatusCompleted
+	case errors.Is(runErr, ErrPlanner):
+		return StatusPlannerError
+	case l.budgetOut && !success:
+		return StatusCallBudget
+	case runErr != nil && !errors.Is(runErr, ErrNoToolCall):
+		return StatusError
+	default:
+		return StatusCompleted
+	}
+}
+
+func (l *ledger) reasonLocked(status string, runErr error) string {
+	switch {
+	case l.finish != nil:
+		return "finish:" + l.finish.Status
+	case status == StatusCallBudget:
+		return "call_budget"
+	case status == StatusTimeout:
+		return "timeout"
+	case l.res.EnvironmentSuccess != nil && *l.res.EnvironmentSuccess:
+		return "terminated"
+	case errors.Is(runErr, ErrNoToolCall):
+		return "no_finish"
+	case runErr != nil:
+		return "error"
+	}
+	return "no_finish"
 }

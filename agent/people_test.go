@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent/openaitest"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // callsLines reads the run folder's calls.jsonl.
@@ -37,17 +39,62 @@ func callsLines(t *testing.T, dir string) []map[string]any {
 	return out
 }
 
-// attachPerson connects a second client (a person's session) to the episode's kernel.
-func attachPerson(t *testing.T, ep *agent.Episode) *kernel.Client {
+// person runs cells in an episode's kernel the way a person's do: through the gateway, which hands
+// every request to the episode's PersonKernel.Forward (gateway/kernel_adapter.go), and reads the
+// replies the kernel client fans out to every subscriber.
+type person struct{ ep *agent.Episode }
+
+// attachPerson is a person working in the episode's kernel.
+func attachPerson(t *testing.T, ep *agent.Episode) person {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := kernel.Attach(ctx, ep.Kernel().ConnectionFile(), kernel.ClientOptions{})
+	return person{ep: ep}
+}
+
+// Execute runs code as the person's cell and returns its reply status, streams and errors.
+func (p person) Execute(ctx context.Context, code string, _ kernel.ExecuteOptions) (*kernel.ExecuteResult, error) {
+	m, err := kernel.NewMessage("execute_request", map[string]any{"code": code, "silent": false, "store_history": true,
+		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	sub, cancel := p.ep.Kernel().Client().Subscribe(4096)
+	defer cancel()
+	if err := p.ep.PersonKernel().Forward(kernel.Shell, m); err != nil {
+		return nil, err
+	}
+	res := &kernel.ExecuteResult{MsgID: m.MsgID}
+	gotReply, gotIdle := false, false
+	for !gotReply || !gotIdle {
+		select {
+		case r, ok := <-sub:
+			if !ok {
+				return nil, fmt.Errorf("the kernel client closed")
+			}
+			if r.ParentMsgID != m.MsgID {
+				continue
+			}
+			var c struct {
+				Status, Name, Text, Ename, Evalue, ExecutionState string `json:"-"`
+			}
+			var raw map[string]any
+			_ = json.Unmarshal(r.Content, &raw)
+			c.Status, _ = raw["status"].(string)
+			c.Name, _ = raw["name"].(string)
+			c.Text, _ = raw["text"].(string)
+			c.ExecutionState, _ = raw["execution_state"].(string)
+			switch {
+			case r.Channel == kernel.Shell && r.MsgType == "execute_reply":
+				gotReply, res.Status = true, c.Status
+			case r.MsgType == "status" && c.ExecutionState == "idle":
+				gotIdle = true
+			case r.MsgType == "stream":
+				res.Outputs = append(res.Outputs, notebooks.Output{OutputType: notebooks.OutputStream, Name: c.Name, Text: c.Text})
+			}
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	return res, nil
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -66,11 +113,11 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // its next decision is told plainly that the person moved the robot, with fresh images. Sealed or
 // not: in the robot server the report window is the judge's own.
 func TestPersonsRobotCallsAreTheirs(t *testing.T) {
-	for _, sealed := range []string{agent.SealOff, agent.SealOn} {
+	for _, sealed := range []string{spec.SealOff, spec.SealOn} {
 		t.Run("sealed="+sealed, func(t *testing.T) {
 			srv := openaitest.New(call(py("s = robo.state()\nprint('agent sees', s.step > 0)")), call(finish("failure", "x")))
 			defer srv.Close()
-			cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = sealed })
+			cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = sealed })
 			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
 				c := attachPerson(t, ep)
 				r, err := c.Execute(t.Context(), "m = robo.move_to([0.5, 0.05, 0.3])\nprint('person moved', robo.state().step > 0)", kernel.ExecuteOptions{})
@@ -163,14 +210,14 @@ func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
 		c := attachPerson(t, ep)
 		go func() {
 			waitUntil(t, "the second model call", func() bool { return len(srv.Requests()) >= 2 })
-			ep.Pause() // while the model decides
+			ep.Controller().Pause() // while the model decides
 			waitUntil(t, "the held cell", func() bool { return ep.Status().Phase == "held" })
 			held = ep.Status().Held
 			if _, err := c.Execute(context.Background(), "h = 'from a person'", kernel.ExecuteOptions{}); err != nil {
 				t.Error(err)
 			}
 			waitUntil(t, "the person's cell", func() bool { return ep.Status().HumanCells == 1 })
-			ep.Resume()
+			ep.Controller().Resume()
 			waitUntil(t, "the sleeping cell", func() bool {
 				r := ep.Status().Running
 				return r != nil && strings.Contains(r.Code, "sleep") && r.MsgID != ""
@@ -223,7 +270,7 @@ func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
 	if st := ep.Status(); st.State != "over" {
 		t.Errorf("status after the end: %+v", st)
 	}
-	if err := ep.Pause(); err == nil {
+	if err := ep.Controller().Pause(); err == nil {
 		t.Error("pause after the end was accepted")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pyrualean/pyrualean/pylit"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // Prompt is what the model reads first: the text (prompt.txt) and the task card's images.
@@ -28,7 +29,7 @@ func (p Prompt) Info() PromptInfo {
 // PromptParts are the pieces a prompt is assembled from.
 type PromptParts struct {
 	Arm, Images, Feedback string
-	// Profile is ProfileDefault ("" too) or ProfileCompact (cells arm only; compactPrompt).
+	// Profile is spec.ProfileDefault ("" too) or spec.ProfileCompact (cells arm only; compactPrompt).
 	Profile string
 	// Examples are the compact profile's worked examples (PickExamples: other task families only).
 	Examples     []Example
@@ -53,15 +54,15 @@ type PromptParts struct {
 // BuildPrompt assembles the prompt in the seed's order (play.build_prompt): contract (with the guides
 // note), API reference, robot knowledge, task card.
 func BuildPrompt(p PromptParts) string {
-	if p.Profile == ProfileCompact && (p.Arm == ArmCells || p.Arm == "") {
+	if p.Profile == spec.ProfileCompact && (p.Arm == spec.ArmCells || p.Arm == "") {
 		return compactPrompt(p)
 	}
 	var parts []string
 	contract := cellsContract(p)
 	switch p.Arm {
-	case ArmTools:
+	case spec.ArmTools:
 		contract = toolsContract(p)
-	case ArmProgram:
+	case spec.ArmProgram:
 		contract = programContract(p)
 	}
 	if len(p.GuideFiles) > 0 {
@@ -70,7 +71,7 @@ func BuildPrompt(p PromptParts) string {
 	parts = append(parts, contract)
 	if p.APIReference != "" {
 		title := "# API reference (the `robo` object)"
-		if p.Arm == ArmTools {
+		if p.Arm == spec.ArmTools {
 			title = "# API reference (each primitive is a tool; these are the same calls on the robot)"
 		}
 		parts = append(parts, title+"\n\n"+strings.TrimSpace(p.APIReference))
@@ -101,18 +102,18 @@ func imageNote(p PromptParts) string {
 	if n == 2 {
 		count = "two "
 	}
-	if p.Arm == ArmTools {
+	if p.Arm == spec.ArmTools {
 		switch p.Images {
-		case ImagesOnDemand:
+		case spec.ImagesOnDemand:
 			return "Camera images are NOT attached on their own: call the `show` tool when a decision depends on the picture."
-		case ImagesNone:
+		case spec.ImagesNone:
 			return "Camera images are never attached; rely on the returned results and the robot state."
 		default:
 			return "If the robot moved during a call, the " + count + "current camera images (" + motion + ") come attached to its result."
 		}
 	}
 	switch p.Images {
-	case ImagesOnDemand:
+	case spec.ImagesOnDemand:
 		cams := p.Cameras
 		if len(cams) == 0 {
 			cams = []string{"agentview", "wrist"}
@@ -126,7 +127,7 @@ func imageNote(p PromptParts) string {
 			"picture kept from earlier) when you need to look before the next call. Prefer cells that carry out " +
 			"several steps with checks in code (segmentation, back-projection, gripper opening, whether a move " +
 			"reached its target) and look only when a decision depends on the picture."
-	case ImagesNone:
+	case spec.ImagesNone:
 		return "Camera images are never attached; rely on the returned results and the robot state."
 	default:
 		return "If the robot moved during a call, the " + count + "current camera images (" + motion + ") come " +
@@ -148,7 +149,7 @@ func cameraList(names []string, conj string) string {
 
 // feedbackNote says what the tool returns (seed prompt.FEEDBACK_NOTES, reworded).
 func feedbackNote(feedback string) string {
-	if feedback == FeedbackPure {
+	if feedback == spec.FeedbackPure {
 		return "A call returns exactly what your code produced: stdout, stderr, the exception if one was raised, " +
 			"and the value of a final expression. Nothing is added: print whatever you want to know (for " +
 			"example `print(robo.state())` or a motion call's result)."
@@ -167,9 +168,9 @@ func endingNote(p PromptParts) string {
 	}
 	if p.callsMode() {
 		s := "- The number of robot tool calls in an episode is limited (each call counts)"
-		if p.Arm == ArmCells || p.Arm == "" {
+		if p.Arm == spec.ArmCells || p.Arm == "" {
 			s = "- The number of `python` calls in an episode is limited (each call counts, also one that only looks, prints or displays)"
-		} else if p.Arm == ArmProgram {
+		} else if p.Arm == spec.ArmProgram {
 			s = "- The number of `run_program` calls in an episode is limited (each call counts)"
 		}
 		if steps != "" {
@@ -177,7 +178,7 @@ func endingNote(p PromptParts) string {
 		} else {
 			s += ". Hitting the limit"
 		}
-		if p.Arm == ArmTools {
+		if p.Arm == spec.ArmTools {
 			return s + " is a failure, so make every call count."
 		}
 		return s + " is a failure, so give every call real work to do and check its results in code."
@@ -210,7 +211,7 @@ func guidesNote(files []string) string {
 func scoringSection(p PromptParts) string {
 	check := "motion results carry a `terminated` field and `robo.done` tells you too."
 	after := "motion calls raise `EpisodeFinished`"
-	if p.Arm == ArmTools {
+	if p.Arm == spec.ArmTools {
 		check, after = "motion results carry a `terminated` field.", "motion calls are refused"
 	}
 	lines := []string{

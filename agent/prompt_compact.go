@@ -5,15 +5,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // Prompt profiles: the default is the seed's prompt, for hosted models; compact says the same contract
 // in fewer words for small local models, puts the primitives that matter first and adds worked
-// examples from other task families.
-const (
-	ProfileDefault = "default"
-	ProfileCompact = "compact"
-)
 
 // Example is a worked example for the compact profile: another task's reference solution, one code
 // cell per python call.
@@ -57,7 +54,7 @@ func PickExamples(tasks []ExampleTask, own string, n int) []ExampleTask {
 	return out
 }
 
-// compactPrompt is BuildPrompt for ProfileCompact: the contract first (the same for every task of a
+// compactPrompt is BuildPrompt for spec.ProfileCompact: the contract first (the same for every task of a
 // robot), then the API reference with the example's primitives first, the worked examples, the
 // robot's notes and the task card last, so the longest possible prefix repeats across episodes.
 func compactPrompt(p PromptParts) string {
@@ -105,7 +102,7 @@ func compactContract(p PromptParts) string {
 }
 
 func compactFeedback(feedback string) string {
-	if feedback == FeedbackPure {
+	if feedback == spec.FeedbackPure {
 		return "A call returns only what your code prints, errors, and the value of a final expression."
 	}
 	return "A call returns what your code prints, errors, the value of a final expression, the robot calls made and the robot state."

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 func TestPickExamples(t *testing.T) {
@@ -90,7 +91,7 @@ func TestCompactPromptNeverShowsOwnFamily(t *testing.T) {
 		if len(examples) != 3 {
 			t.Fatalf("%s: %d examples, want 3", tk.Name, len(examples))
 		}
-		text := BuildPrompt(PromptParts{Arm: ArmCells, Profile: ProfileCompact, Examples: examples, MaxTurns: 6,
+		text := BuildPrompt(PromptParts{Arm: spec.ArmCells, Profile: spec.ProfileCompact, Examples: examples, MaxTurns: 6,
 			APIReference: "Methods:\nrobo.pick(object: str) -> Pick\n    Grasp.\n", TaskCard: "# Task card\n- task: " + tk.Name})
 		for _, other := range tasks {
 			if other.Family == tk.Family && strings.Contains(text, fmt.Sprintf("Example task %q", other.Name)) {

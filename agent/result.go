@@ -7,44 +7,45 @@ const ResultSchema = "pyrualean-episode-v2"
 // Result is result.json. It is written when the episode starts (status "running"), after every tool
 // call, and at the end, so a killed play leaves a result that summarize reports as interrupted.
 type Result struct {
-	Schema             string      `json:"schema"`
-	System             string      `json:"system"`
-	Arm                string      `json:"arm"`
-	Backend            string      `json:"backend"`
-	Robot              string      `json:"robot"`
-	Suite              string      `json:"suite"`
-	Task               string      `json:"task"`
-	Seed               int         `json:"seed"`
-	TaskLanguage       string      `json:"task_language"`
-	Model              string      `json:"model"`
-	Runtime            string      `json:"runtime"`
-	ReasoningEffort    string      `json:"reasoning_effort"`
-	Images             string      `json:"images"`
-	Feedback           string      `json:"feedback"`
-	Primitives         string      `json:"primitives"`
-	Guides             bool        `json:"guides"`
-	MaxTurns           *int        `json:"max_turns"`
-	BudgetMode         string      `json:"budget_mode"`
-	EnvironmentSuccess *bool       `json:"environment_success"`
-	Status             string      `json:"status"`
-	Reason             string      `json:"reason,omitempty"`
-	Error              *ErrorField `json:"error"`
-	Finish             *FinishInfo `json:"finish"`
-	Calls              int         `json:"calls"`
-	StatefulCalls      int         `json:"stateful_calls"`
-	EnvSteps           int         `json:"env_steps"`
-	EnvStepsTotal      int         `json:"env_steps_total"`
-	ToolTurns          int         `json:"tool_turns"`
-	PolicyWallS        float64     `json:"policy_wall_s"`
-	StartupS           float64     `json:"startup_s"`
-	QueuedS            float64     `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
-	TotalWallS         float64     `json:"total_wall_s"`
-	TimeoutS           float64     `json:"timeout_s"`
-	CellTimeoutS       float64     `json:"cell_timeout_s"`
-	Prompt             PromptInfo  `json:"prompt"`
-	Generation         Generation  `json:"generation"`
-	CostUSD            *float64    `json:"cost_usd"`
-	HumanCells         int         `json:"human_cells"`
+	Schema             string            `json:"schema"`
+	System             string            `json:"system"`
+	Arm                string            `json:"arm"`
+	Backend            string            `json:"backend"`
+	Robot              string            `json:"robot"`
+	Suite              string            `json:"suite"`
+	Task               string            `json:"task"`
+	Seed               int               `json:"seed"`
+	RobotOptions       map[string]string `json:"robot_options,omitempty"` // the robot's own make() options (--robot-opt)
+	TaskLanguage       string            `json:"task_language"`
+	Model              string            `json:"model"`
+	Runtime            string            `json:"runtime"`
+	ReasoningEffort    string            `json:"reasoning_effort"`
+	Images             string            `json:"images"`
+	Feedback           string            `json:"feedback"`
+	Primitives         string            `json:"primitives"`
+	Guides             bool              `json:"guides"`
+	MaxTurns           *int              `json:"max_turns"`
+	BudgetMode         string            `json:"budget_mode"`
+	EnvironmentSuccess *bool             `json:"environment_success"`
+	Status             string            `json:"status"`
+	Reason             string            `json:"reason,omitempty"`
+	Error              *ErrorField       `json:"error"`
+	Finish             *FinishInfo       `json:"finish"`
+	Calls              int               `json:"calls"`
+	StatefulCalls      int               `json:"stateful_calls"`
+	EnvSteps           int               `json:"env_steps"`
+	EnvStepsTotal      int               `json:"env_steps_total"`
+	ToolTurns          int               `json:"tool_turns"`
+	PolicyWallS        float64           `json:"policy_wall_s"`
+	StartupS           float64           `json:"startup_s"`
+	QueuedS            float64           `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
+	TotalWallS         float64           `json:"total_wall_s"`
+	TimeoutS           float64           `json:"timeout_s"`
+	CellTimeoutS       float64           `json:"cell_timeout_s"`
+	Prompt             PromptInfo        `json:"prompt"`
+	Generation         Generation        `json:"generation"`
+	CostUSD            *float64          `json:"cost_usd"`
+	HumanCells         int               `json:"human_cells"`
 	// A person's robot calls, their stateful ones and env steps (cells run in JupyterLab): never
 	// counted in calls, stateful_calls or env_steps, which are the agent's.
 	HumanCalls         int       `json:"human_calls"`

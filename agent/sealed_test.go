@@ -20,6 +20,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent/openaitest"
 	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 const (
@@ -102,7 +103,7 @@ func TestSealedEpisodeAdversarial(t *testing.T) {
 			c.Close()
 		}
 	}()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = agent.SealOn })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
 	robotLedger := filepath.Join(cfg.Out, "robot", "calls.jsonl")
 	module := fmt.Sprintf(escapeModule, ln.Addr().(*net.TCPAddr).Port, secretPath, robotLedger)
 
@@ -297,20 +298,20 @@ func pyQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // TestForgedReportNeedsTheSeal is the control for the suite above: the same forged cell_report that a
 // sealed episode ignores is believed when the judge is the kernel (Sealed off), so the suite can fail.
 func TestForgedReportNeedsTheSeal(t *testing.T) {
-	for _, mode := range []string{agent.SealOff, agent.SealOn} {
+	for _, mode := range []string{spec.SealOff, spec.SealOn} {
 		t.Run(mode, func(t *testing.T) {
 			srv := openaitest.New(
 				call(py("open('forge.py', 'w').write("+pyQuote(forgeModule)+")")),
 				call(py("import forge")),
 				call(finish("success", "forged")))
 			defer srv.Close()
-			cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = mode })
+			cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = mode })
 			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 			forged := res.EnvironmentSuccess != nil && *res.EnvironmentSuccess
-			if forged != (mode == agent.SealOff) {
+			if forged != (mode == spec.SealOff) {
 				t.Errorf("sealed %s: environment_success %v (env_steps %d)", mode, forged, res.EnvSteps)
 			}
-			if res.Sealed != (mode == agent.SealOn) {
+			if res.Sealed != (mode == spec.SealOn) {
 				t.Errorf("sealed %s: result.json sealed %v", mode, res.Sealed)
 			}
 		})
@@ -329,7 +330,7 @@ func TestSealedEpisodeSolvesAndAttaches(t *testing.T) {
 		call(finish("success", "stacked")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = agent.SealOn; c.CellTimeout = 4 * time.Second })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn; c.CellTimeoutS = 4 })
 	var person string
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
 		gw := gateway.New(gateway.Config{NoAuth: true})
@@ -415,8 +416,8 @@ func TestSealedLibero(t *testing.T) {
 		call(finish("failure", "probe")),
 	)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) {
-		c.Robot, c.Suite, c.Task, c.Sealed = "libero", "libero_spatial", "0", agent.SealOn
+	cfg := episodeConfig(t, func(c *testEpisode) {
+		c.Robot, c.Suite, c.Task, c.Sealed = "libero", "libero_spatial", "0", spec.SealOn
 	})
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if !res.Sealed || res.Seal.Judge != "robot_server" || res.EnvSteps == 0 || res.Calls < 2 {
@@ -436,14 +437,14 @@ func TestUnsealedFallbackIsRecorded(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no bwrap on PATH (the kernel and server run by absolute paths)
 	srv := openaitest.New(call(py("print('MOVED', robo.move_to([0.5, 0.0, 0.3]).reached)")), call(finish("failure", "x")))
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = agent.SealAuto })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealAuto })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if res.Sealed || res.Seal == nil || res.Seal.Sealed || !strings.Contains(res.Seal.Reason, "bwrap") ||
 		res.Seal.Judge != "robot_server" || res.EnvSteps == 0 {
 		t.Fatalf("auto without bwrap: sealed=%v seal=%+v steps=%d", res.Sealed, res.Seal, res.EnvSteps)
 	}
-	on := episodeConfig(t, func(c *agent.EpisodeConfig) { c.Sealed = agent.SealOn })
-	if _, err := agent.StartEpisode(t.Context(), on); !errors.Is(err, agent.ErrNotSealed) {
+	on := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
+	if _, err := on.start(t.Context()); !errors.Is(err, agent.ErrNotSealed) {
 		t.Fatalf("sealed on without bwrap: %v", err)
 	}
 	var r struct {

@@ -70,10 +70,10 @@ func TestWorkspaceUnderRelativeAndAbsoluteOut(t *testing.T) {
 			code := "open('notes.txt', 'w').write('hi')\nprint(open('notes.txt').read(), len(open('guides/hybrid_guide.md').read()) > 0)"
 			srv := openaitest.New(call(py(code)), call(finish("failure", "checked the workspace")))
 			defer srv.Close()
-			cfg := episodeConfig(t, func(cfg *agent.EpisodeConfig) { cfg.Out = c.out(dir); cfg.Guides = true })
 			// Away from the repository: the robot's references are found through PYRUALEAN_ROOT.
-			t.Setenv("PYRUALEAN_ROOT", cfg.Root)
+			t.Setenv("PYRUALEAN_ROOT", root(t))
 			t.Chdir(dir)
+			cfg := episodeConfig(t, func(cfg *testEpisode) { cfg.Out = c.out(dir); cfg.Guides = true })
 			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 			var fb map[string]any
 			if err := json.Unmarshal([]byte(strings.Split(lastToolText(t, srv.Requests()[1]), "\n[")[0]), &fb); err != nil {

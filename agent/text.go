@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -86,4 +88,12 @@ func compactFrame(el, location string) string {
 		}
 	}
 	return el
+}
+
+// decodeNumbers decodes JSON keeping numbers as json.Number, so that data and metadata are written
+// back exactly as they came.
+func decodeNumbers(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(v)
 }

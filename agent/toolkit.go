@@ -62,24 +62,6 @@ type Image struct {
 	PNG  []byte
 }
 
-// Arms, image policies, feedback modes and primitive sets, as the seed spells them.
-const (
-	ArmCells = "cells"
-	ArmTools = "tools"
-	// ArmProgram: run_program (whole programs defining run(robo)) + finish; see arm_program.go.
-	ArmProgram = "program"
-
-	ImagesOnMotion = "on-motion"
-	ImagesOnDemand = "on-demand"
-	ImagesNone     = "none"
-
-	FeedbackPure = "pure"
-	FeedbackRich = "rich"
-
-	PrimitivesFull  = "full"
-	PrimitivesNoVLA = "no-vla"
-)
-
 // Episode statuses (seed §5) plus "running" while an episode is live and "interrupted" for a run folder
 // whose play process died before writing its final result.
 const (

@@ -8,13 +8,12 @@ import (
 	"errors"
 	"image"
 	"image/png"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 func TestTrimMiddleAndANSI(t *testing.T) {
@@ -38,33 +37,6 @@ func TestTrimMiddleAndANSI(t *testing.T) {
 	long := strings.Repeat("x", MaxTextChars+10)
 	if got := capText(long); !strings.HasSuffix(got, "\n[truncated]") || len(got) != MaxTextChars+len("\n[truncated]") {
 		t.Errorf("capText length %d", len(got))
-	}
-}
-
-func TestPrices(t *testing.T) {
-	tab := PriceTable{"gpt-x": {Input: 2, CachedInput: 0.5, Output: 8}, "qwen*": {Input: 1, Output: 1}}
-	p, ok := tab.Lookup("gpt-x")
-	if !ok {
-		t.Fatal("exact lookup failed")
-	}
-	// 1M input of which 400k cached, 100k output.
-	if got := p.Cost(Usage{InputTokens: 1_000_000, CachedTokens: 400_000, OutputTokens: 100_000}); got < 2.199 || got > 2.201 {
-		t.Errorf("cost = %v, want 1.2 + 0.2 + 0.8", got)
-	}
-	if _, ok := tab.Lookup("qwen3-8b"); !ok {
-		t.Error("prefix lookup failed")
-	}
-	if _, ok := tab.Lookup("llama"); ok {
-		t.Error("unknown model priced")
-	}
-	path := filepath.Join(t.TempDir(), "p.json")
-	os.WriteFile(path, []byte(`{"m": {"input": 1, "cached_input": 0.1, "output": 3}}`), 0o644)
-	if pt, err := ReadPriceTable(path); err != nil || pt["m"].Output != 3 {
-		t.Errorf("ReadPriceTable = %v, %v", pt, err)
-	}
-	os.WriteFile(path, []byte(`{"m": [}`), 0o644)
-	if _, err := ReadPriceTable(path); err == nil {
-		t.Error("corrupt price table accepted")
 	}
 }
 
@@ -103,9 +75,9 @@ func TestSelectImages(t *testing.T) {
 		out("display", ""), out("", ""), {OutputType: notebooks.OutputStream, Name: "stdout", Text: "x"},
 	}
 	cases := map[string]string{
-		ImagesOnMotion: "agentview.png,wrist.png,display_0,display_1",
-		ImagesOnDemand: "wrist.png,display_0,display_1",
-		ImagesNone:     "display_0,display_1",
+		spec.ImagesOnMotion: "agentview.png,wrist.png,display_0,display_1",
+		spec.ImagesOnDemand: "wrist.png,display_0,display_1",
+		spec.ImagesNone:     "display_0,display_1",
 	}
 	for policy, want := range cases {
 		var names []string
@@ -123,7 +95,7 @@ func TestCellFeedbackShapes(t *testing.T) {
 		{OutputType: notebooks.OutputStream, Name: "stdout", Text: strings.Repeat("a", 5000) + strings.Repeat("b", 5000)},
 		{OutputType: notebooks.OutputError, Ename: "EpisodeFinished", Evalue: "terminated", Traceback: []string{"\x1b[31mEpisodeFinished\x1b[0m"}},
 	}
-	res, fb := buildCellFeedback(cellRun{Index: 3, Outputs: outs, Elapsed: 1234 * time.Millisecond}, FeedbackPure, ImagesOnMotion, nil)
+	res, fb := buildCellFeedback(cellRun{Index: 3, Outputs: outs, Elapsed: 1234 * time.Millisecond}, spec.FeedbackPure, spec.ImagesOnMotion, nil)
 	if fb.EpisodeFinished == nil || *fb.EpisodeFinished != "terminated" || fb.Exception != nil || !res.EpisodeDone || res.Finished {
 		t.Errorf("EpisodeFinished: %+v", fb)
 	}
@@ -146,7 +118,7 @@ func TestCellFeedbackShapes(t *testing.T) {
 		t.Errorf("key order: %s", res.Text[:40])
 	}
 	// Timeout with a restart says the state was lost.
-	_, fb = buildCellFeedback(cellRun{Index: 1, TimedOut: true, Restarted: true, TimeoutS: 5}, FeedbackRich, ImagesOnMotion, nil)
+	_, fb = buildCellFeedback(cellRun{Index: 1, TimedOut: true, Restarted: true, TimeoutS: 5}, spec.FeedbackRich, spec.ImagesOnMotion, nil)
 	if fb.Exception == nil || !strings.Contains(*fb.Exception, "RESTARTED") || fb.PrimitiveCalls == nil || fb.State == nil {
 		t.Errorf("timeout feedback %+v", fb)
 	}

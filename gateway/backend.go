@@ -20,6 +20,13 @@ type Kernel interface {
 	Pid() int
 }
 
+// Forwarder is a Kernel that takes its clients' messages itself instead of having the gateway send
+// them: a live episode's kernel queues a person's cell behind the agent's and follows it as the
+// person's (agent.PersonKernel). The gateway still fans every reply out to every socket.
+type Forwarder interface {
+	Forward(ch kernel.Channel, m *kernel.Message) error
+}
+
 // specInfo is one kernelspec as the gateway lists it.
 type specInfo struct {
 	Name, ResourceDir, DisplayName, Language, InterruptMode string

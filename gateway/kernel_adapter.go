@@ -14,13 +14,18 @@ import (
 
 var errEOF = io.EOF
 
-// send forwards a client's message to k unchanged (its client re-signs it).
+// send forwards a client's message to k unchanged (its client re-signs it), through k itself when it
+// is a Forwarder.
 func send(k Kernel, m *wireMsg) error {
-	return k.Client().Send(kernel.Channel(m.Channel), &kernel.Message{
+	km := &kernel.Message{
 		Channel: kernel.Channel(m.Channel), Header: m.Header, ParentHeader: m.ParentHeader, Metadata: m.Metadata,
 		Content: m.Content, Buffers: m.Buffers, MsgID: m.MsgID, MsgType: m.MsgType, Session: m.Session,
 		ParentMsgID: m.ParentMsgID,
-	})
+	}
+	if f, ok := k.(Forwarder); ok {
+		return f.Forward(km.Channel, km)
+	}
+	return k.Client().Send(km.Channel, km)
 }
 
 // subscribe converts the kernel client's subscription; the output channel closes with it.

@@ -13,6 +13,8 @@ import (
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/spec"
+	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
 // TestLocalEpisode is the whole pipeline with the smallest vetted model, the way `pyrualean play
@@ -34,11 +36,11 @@ func TestLocalEpisode(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "run")
 	const maxTurns = 2
-	ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{
-		Robot: "tabletop", Task: "put_block_in_bowl", Seed: 0, Out: out, Root: root,
-		Model: srv.Model, Runtime: "local", Images: agent.ImagesNone, MaxTurns: maxTurns,
-		Budget: 5 * time.Minute, CellTimeout: 60 * time.Second,
+	s := spectest.Tabletop(t, func(s *spec.Episode) {
+		s.Task, s.Out, s.Images, s.MaxCalls, s.BudgetS = "put_block_in_bowl", out, spec.ImagesNone, maxTurns, 300
+		s.Policy = spec.Policy{Runtime: "local", Model: srv.Model}
 	})
+	ep, err := agent.StartEpisode(ctx, s, agent.Host{Root: root})
 	if err != nil {
 		t.Fatalf("StartEpisode: %v", err)
 	}

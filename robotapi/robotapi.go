@@ -10,10 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,9 +31,17 @@ type RobotInfo struct {
 	DefaultSeed int      `json:"default_seed"` // make()'s seed when none is given
 	Remote      bool     `json:"remote"`       // it drives an RPent env server (--env-endpoint applies)
 	Suites      []string `json:"suites"`       // benchmark suites; a suite implies its robot
+	Options     []Option `json:"options"`      // the robot's own make() options (--robot-opt)
 	Needs       string   `json:"needs"`        // what installs it
 	Available   bool     `json:"available"`    // its module imports here
 	Error       string   `json:"error"`        // why not, when !Available
+}
+
+// Option is one of a robot's own make() options: its name, kind (int, float, bool or str) and default.
+type Option struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Default any    `json:"default"`
 }
 
 // Robots lists the registered robots (no simulator boot), in registry order.
@@ -267,17 +277,11 @@ type SetupOptions struct {
 	Images      string // on-motion | on-demand | none
 	Primitives  string // full | no-vla
 	Suite       string
-	VLAEndpoint string
-	EnvEndpoint string // remote robots' env server (env_url)
-	MaxEnvSteps int
-	// LIBERO only: RPent's SAM 3 server for segment() (else the simulator's masks), and the seed's
-	// --libero-type (standard | pro).
-	Sam3Endpoint string
-	LiberoType   string
+	MaxEnvSteps int // 0: the robot's own
+	// Options are the robot's own make() options (--robot-opt), passed as given: make() turns each into
+	// its kind (pyrualean_robot.robots.coerce_options).
+	Options map[string]string
 }
-
-// pyStr renders a Python string literal for the setup cell.
-func pyStr(s string) string { return pylit.Str(s) }
 
 // SetupCode is the one-line first cell that creates `robo`; a notebook starting with it re-creates the
 // episode in plain JupyterLab with the pyrualean kernel.
@@ -286,37 +290,23 @@ func SetupCode(opts SetupOptions) string {
 	if robot == "" {
 		robot = DefaultRobot
 	}
-	args := []string{pyStr(robot)}
-	if opts.Task != "" {
-		args = append(args, "task="+pyStr(opts.Task))
+	args := []string{pylit.Str(robot)}
+	str := func(name, v string) {
+		if v != "" {
+			args = append(args, name+"="+pylit.Str(v))
+		}
 	}
+	str("task", opts.Task)
 	args = append(args, "seed="+strconv.Itoa(opts.Seed))
-	if opts.Workspace != "" {
-		args = append(args, "workspace="+pyStr(opts.Workspace))
-	}
-	if opts.Images != "" {
-		args = append(args, "images="+pyStr(opts.Images))
-	}
-	if opts.Primitives != "" {
-		args = append(args, "primitives="+pyStr(opts.Primitives))
-	}
-	if opts.Suite != "" {
-		args = append(args, "suite="+pyStr(opts.Suite))
-	}
-	if opts.VLAEndpoint != "" {
-		args = append(args, "vla_endpoint="+pyStr(opts.VLAEndpoint))
-	}
-	if opts.EnvEndpoint != "" {
-		args = append(args, "env_url="+pyStr(opts.EnvEndpoint))
+	str("workspace", opts.Workspace)
+	str("images", opts.Images)
+	str("primitives", opts.Primitives)
+	str("suite", opts.Suite)
+	for _, k := range slices.Sorted(maps.Keys(opts.Options)) {
+		str(k, opts.Options[k])
 	}
 	if opts.MaxEnvSteps > 0 {
 		args = append(args, "max_env_steps="+strconv.Itoa(opts.MaxEnvSteps))
-	}
-	if opts.Sam3Endpoint != "" {
-		args = append(args, "sam3_endpoint="+pyStr(opts.Sam3Endpoint))
-	}
-	if opts.LiberoType != "" {
-		args = append(args, "libero_type="+pyStr(opts.LiberoType))
 	}
 	return "from pyrualean_robot import make; robo = make(" + strings.Join(args, ", ") + ")"
 }

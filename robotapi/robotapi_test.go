@@ -30,11 +30,11 @@ func TestSetupCode(t *testing.T) {
 		{"task and seed", SetupOptions{Task: "stack_blocks", Seed: 3},
 			`from pyrualean_robot import make; robo = make("tabletop", task="stack_blocks", seed=3)`},
 		{"libero seed options", SetupOptions{Robot: "libero", Task: "7", Suite: "libero_spatial_swap", Seed: 2,
-			Sam3Endpoint: "http://127.0.0.1:8114", LiberoType: "pro"},
-			`from pyrualean_robot import make; robo = make("libero", task="7", seed=2, suite="libero_spatial_swap", sam3_endpoint="http://127.0.0.1:8114", libero_type="pro")`},
+			Options: map[string]string{"sam3_endpoint": "http://127.0.0.1:8114", "libero_type": "pro"}},
+			`from pyrualean_robot import make; robo = make("libero", task="7", seed=2, suite="libero_spatial_swap", libero_type="pro", sam3_endpoint="http://127.0.0.1:8114")`},
 		{"all options", SetupOptions{Robot: "libero", Task: "libero_spatial/0", Seed: 1, Workspace: `/tmp/a "b"`,
-			Images: "on-demand", Primitives: "no-vla", Suite: "libero_spatial_swap", VLAEndpoint: "http://x/act", EnvEndpoint: "socket://h:1", MaxEnvSteps: 500},
-			`from pyrualean_robot import make; robo = make("libero", task="libero_spatial/0", seed=1, workspace="/tmp/a \"b\"", images="on-demand", primitives="no-vla", suite="libero_spatial_swap", vla_endpoint="http://x/act", env_url="socket://h:1", max_env_steps=500)`},
+			Images: "on-demand", Primitives: "no-vla", Suite: "libero_spatial_swap", Options: map[string]string{"vla_endpoint": "http://x/act", "env_url": "socket://h:1"}, MaxEnvSteps: 500},
+			`from pyrualean_robot import make; robo = make("libero", task="libero_spatial/0", seed=1, workspace="/tmp/a \"b\"", images="on-demand", primitives="no-vla", suite="libero_spatial_swap", env_url="socket://h:1", vla_endpoint="http://x/act", max_env_steps=500)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -41,12 +41,10 @@ type Options struct {
 	Robot, Task string
 	Seed        int
 	Suite       string
-	Images      string // on-motion | on-demand | none
-	Primitives  string // full | no-vla
-	MaxEnvSteps int
-	VLAEndpoint string
-	EnvEndpoint string            // a remote robot's env server
-	Extra       map[string]string // the robot's own make() options (e.g. sam3_endpoint), as strings
+	Images      string            // on-motion | on-demand | none
+	Primitives  string            // full | no-vla
+	MaxEnvSteps int               // 0: the robot's own
+	Options     map[string]string // the robot's own make() options (--robot-opt), as given
 	Dir         string            // the server's own folder (its calls.jsonl); never the kernel's workspace
 	Env         map[string]string // added to the server's environment (e.g. PYTHONPATH, CUDA_VISIBLE_DEVICES)
 	Logger      *slog.Logger
@@ -145,13 +143,11 @@ func Launch(o Options) (*Server, error) {
 	add("--images", o.Images)
 	add("--primitives", o.Primitives)
 	add("--suite", o.Suite)
-	add("--vla-endpoint", o.VLAEndpoint)
-	add("--env-url", o.EnvEndpoint)
 	if o.MaxEnvSteps > 0 {
 		args = append(args, "--max-env-steps", strconv.Itoa(o.MaxEnvSteps))
 	}
-	for _, k := range slices.Sorted(maps.Keys(o.Extra)) {
-		args = append(args, "--opt", k+"="+o.Extra[k])
+	for _, k := range slices.Sorted(maps.Keys(o.Options)) {
+		args = append(args, "--opt", k+"="+o.Options[k])
 	}
 	cmd := exec.Command(python, args...)
 	cmd.Dir = o.Dir

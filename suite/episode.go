@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // Episode is one expanded cell of the matrix.
@@ -24,7 +26,12 @@ type Episode struct {
 	Runtime  string            `json:"runtime"`
 	Model    string            `json:"model,omitempty"`
 	Settings map[string]string `json:"settings,omitempty"`
-	Solution string            `json:"solution,omitempty"` // the task's reference solution (repo-relative)
+	// RobotOptions are the row's robot options (--robot-opt); part of the id's settings tag.
+	RobotOptions map[string]string `json:"robot_options,omitempty"`
+	Solution     string            `json:"solution,omitempty"` // the task's reference solution (repo-relative)
+	// Spec is the episode itself (built from the row by Expand): what an executor runs, with the run
+	// folder and the replayed script's path set where it runs (Job.Dir, the node's repository).
+	Spec spec.Episode `json:"spec"`
 }
 
 var unsafeRE = regexp.MustCompile(`[^A-Za-z0-9_.+=-]+`)
@@ -60,7 +67,17 @@ func (e Episode) makeID() string {
 	if e.Model != "" {
 		model += "-" + e.Model
 	}
-	return strings.Join([]string{slug(e.Robot), slug(suite), slug(e.Task), fmt.Sprint(e.Seed), e.Arm, slug(model), SettingsTag(e.Settings)}, "/")
+	tagged := e.Settings
+	if len(e.RobotOptions) > 0 {
+		tagged = maps.Clone(e.Settings)
+		if tagged == nil {
+			tagged = map[string]string{}
+		}
+		for k, v := range e.RobotOptions {
+			tagged["robot-opt:"+k] = v
+		}
+	}
+	return strings.Join([]string{slug(e.Robot), slug(suite), slug(e.Task), fmt.Sprint(e.Seed), e.Arm, slug(model), SettingsTag(tagged)}, "/")
 }
 
 // Dir is the episode's run folder under the suite folder.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,8 +15,8 @@ import (
 	"github.com/BurntSushi/toml"
 	"gopkg.in/yaml.v3"
 
-	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // Matrix is what a suite runs: rows, each expanding to tasks × seeds × arms × models.
@@ -24,18 +25,21 @@ type Matrix struct {
 	Rows []Row  `toml:"row" yaml:"rows" json:"rows"`
 }
 
-// Row is one line of the matrix. Settings are `pyrualean play` flags by name (without dashes), the
-// same for every episode of the row; the flags the suite owns (task, seed, arm, out, ...) are refused.
+// Row is one line of the matrix. Settings are episode settings by name (spec.Settings: play's flags
+// without dashes), the same for every episode of the row; the settings that name an episode (task,
+// seed, arm, out, ...) are the row's own keys, and are refused there. RobotOptions are the robot's own
+// make() options (a table: robot_options = {libero_type = "pro"}).
 type Row struct {
-	Name     string            `toml:"name" yaml:"name" json:"name,omitempty"`
-	Robot    string            `toml:"robot" yaml:"robot" json:"robot"`
-	Suite    string            `toml:"suite" yaml:"suite" json:"suite,omitempty"`
-	Tasks    string            `toml:"tasks" yaml:"tasks" json:"tasks"` // all | family:NAME | t1,t2
-	Seeds    string            `toml:"seeds" yaml:"seeds" json:"seeds"` // 0-9 | 0,3,5-7
-	Arms     []string          `toml:"arms" yaml:"arms" json:"arms"`
-	Runtime  string            `toml:"runtime" yaml:"runtime" json:"runtime"`
-	Models   []string          `toml:"models" yaml:"models" json:"models,omitempty"`
-	Settings map[string]string `toml:"settings" yaml:"settings" json:"settings,omitempty"`
+	Name         string            `toml:"name" yaml:"name" json:"name,omitempty"`
+	Robot        string            `toml:"robot" yaml:"robot" json:"robot"`
+	Suite        string            `toml:"suite" yaml:"suite" json:"suite,omitempty"`
+	Tasks        string            `toml:"tasks" yaml:"tasks" json:"tasks"` // all | family:NAME | t1,t2
+	Seeds        string            `toml:"seeds" yaml:"seeds" json:"seeds"` // 0-9 | 0,3,5-7
+	Arms         []string          `toml:"arms" yaml:"arms" json:"arms"`
+	Runtime      string            `toml:"runtime" yaml:"runtime" json:"runtime"`
+	Models       []string          `toml:"models" yaml:"models" json:"models,omitempty"`
+	Settings     map[string]string `toml:"settings" yaml:"settings" json:"settings,omitempty"`
+	RobotOptions map[string]string `toml:"robot_options" yaml:"robot_options" json:"robot_options,omitempty"`
 }
 
 // Label names the row in errors: its name, else its position.
@@ -197,7 +201,7 @@ func Expand(ctx context.Context, m Matrix, robots []robotapi.RobotInfo, list Tas
 			arms = []string{"cells", "tools"}
 		}
 		for _, a := range arms {
-			if a != agent.ArmCells && a != agent.ArmTools && a != agent.ArmProgram {
+			if a != spec.ArmCells && a != spec.ArmTools && a != spec.ArmProgram {
 				return nil, fmt.Errorf("%s: arm %q: want cells, tools or program", label, a)
 			}
 		}
@@ -214,8 +218,11 @@ func Expand(ctx context.Context, m Matrix, robots []robotapi.RobotInfo, list Tas
 				for _, model := range models {
 					for _, arm := range arms {
 						e := Episode{Row: i, Robot: r.Robot, Suite: r.Suite, Task: t.Name, Family: t.Family, Seed: seed,
-							Arm: arm, Runtime: r.Runtime, Model: model, Settings: r.Settings, Solution: t.Solution}
+							Arm: arm, Runtime: r.Runtime, Model: model, Settings: r.Settings, RobotOptions: r.RobotOptions, Solution: t.Solution}
 						e.ID = e.makeID()
+						if e.Spec, err = e.spec(); err != nil {
+							return nil, fmt.Errorf("%s: %w", label, err)
+						}
 						if prev, dup := seen[e.ID]; dup {
 							return nil, fmt.Errorf("%s: episode %s is also in %s", label, e.ID, prev)
 						}
@@ -227,4 +234,39 @@ func Expand(ctx context.Context, m Matrix, robots []robotapi.RobotInfo, list Tas
 		}
 	}
 	return eps, nil
+}
+
+// spec builds the episode's spec from its row: the row's settings through spec.Settings' setters (the
+// one home of their names and defaults), then what names the episode. A replayed episode's script is
+// its task's reference solution (From, under this machine's repository; an executor elsewhere sets its
+// own); the tools arm replays the primitive calls its cells twin made, which the executor supplies.
+func (e Episode) spec() (spec.Episode, error) {
+	s := spec.New()
+	for _, k := range slices.Sorted(maps.Keys(e.Settings)) {
+		st, ok := spec.Lookup(k)
+		switch {
+		case !ok:
+			return s, fmt.Errorf("setting %q: %w (see pyrualean play -h)", k, spec.ErrUnknownSetting)
+		case st.PerEpisode:
+			return s, fmt.Errorf("setting %q: the suite sets it per episode (use the row's own key)", k)
+		}
+		if err := s.Set(k, e.Settings[k]); err != nil {
+			return s, err
+		}
+	}
+	for k, v := range e.RobotOptions {
+		if err := s.Set("robot-opt", k+"="+v); err != nil {
+			return s, err
+		}
+	}
+	s.Robot, s.Suite, s.Task, s.Seed, s.Arm = e.Robot, e.Suite, e.Task, e.Seed, e.Arm
+	s.Policy.Runtime, s.Policy.Model = e.Runtime, e.Model
+	if e.Runtime == "replay" {
+		root, err := robotapi.Root()
+		if err != nil {
+			return s, err
+		}
+		s.Policy.From = filepath.Join(root, e.Solution)
+	}
+	return s, nil
 }

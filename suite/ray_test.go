@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 func tgz(t *testing.T, files map[string]string) []byte {
@@ -39,7 +40,7 @@ func replayJob(dir, task, arm string) Job {
 	e := Episode{Robot: "tabletop", Task: task, Seed: 0, Arm: arm, Runtime: "replay", Solution: "robotapi/solutions/tabletop/" + task + ".py"}
 	e.ID = e.makeID()
 	j := Job{Episode: e, Dir: e.Dir(dir)}
-	if arm == agent.ArmTools {
+	if arm == spec.ArmTools {
 		j.After = e.Twin()
 	}
 	return j
@@ -52,12 +53,12 @@ func TestRayPackage(t *testing.T) {
 	secret := "sk-secret-" + fmt.Sprint(time.Now().UnixNano())
 	t.Setenv("OPENAI_API_KEY", secret)
 	dir := t.TempDir()
-	cellsDone := replayJob(dir, "stack_blocks", agent.ArmCells)
+	cellsDone := replayJob(dir, "stack_blocks", spec.ArmCells)
 	os.MkdirAll(cellsDone.Dir, 0o755)
 	os.WriteFile(filepath.Join(cellsDone.Dir, "result.json"), []byte(`{"status":"completed"}`), 0o644)
 	os.WriteFile(filepath.Join(cellsDone.Dir, "calls.jsonl"), []byte(`{"tool":"open_gripper"}`+"\n"), 0o644)
 	os.WriteFile(filepath.Join(cellsDone.Dir, "trace.ipynb"), []byte(`{}`), 0o644) // not needed by the twin
-	jobs := []Job{replayJob(dir, "stack_blocks", agent.ArmTools), replayJob(dir, "open_drawer", agent.ArmCells), replayJob(dir, "open_drawer", agent.ArmTools)}
+	jobs := []Job{replayJob(dir, "stack_blocks", spec.ArmTools), replayJob(dir, "open_drawer", spec.ArmCells), replayJob(dir, "open_drawer", spec.ArmTools)}
 	jobs[1].Settings = map[string]string{"cuda-device": "1", "api-key-env": "MY_KEY"}
 	r := &Ray{Command: []string{"/opt/pyrualean/bin/pyrualean", "episode"}, Env: map[string]string{"OPENAI_BASE_URL": "http://gpu-box:30000/v1"},
 		Prepare: func(j Job) (Episode, RayResources) {
@@ -69,7 +70,7 @@ func TestRayPackage(t *testing.T) {
 			return ep, RayResources{CPUs: 1, MemoryBytes: 1 << 30}
 		}}
 	r.setRetries(2, 1500*time.Millisecond)
-	pkg, spec, err := r.Package(jobs, "pyrualean-test")
+	pkg, rspec, err := r.Package(jobs, "pyrualean-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestRayPackage(t *testing.T) {
 			t.Errorf("%s holds the secret", f.Name)
 		}
 	}
-	if b, _ := json.Marshal(spec); bytes.Contains(b, []byte(secret)) || spec.Entrypoint != "python ray_driver.py" || spec.SubmissionID != "pyrualean-test" {
+	if b, _ := json.Marshal(rspec); bytes.Contains(b, []byte(secret)) || rspec.Entrypoint != "python ray_driver.py" || rspec.SubmissionID != "pyrualean-test" {
 		t.Errorf("spec %s", b)
 	}
 	if !bytes.Equal(files["ray_driver.py"], rayDriver) {
@@ -116,7 +117,7 @@ func TestRayPackage(t *testing.T) {
 		t.Errorf("twin files %v, want result.json and calls.jsonl", entries)
 	}
 	// A tools episode whose twin never ran cannot be packed.
-	lone := replayJob(t.TempDir(), "open_drawer", agent.ArmTools)
+	lone := replayJob(t.TempDir(), "open_drawer", spec.ArmTools)
 	if _, _, err := r.Package([]Job{lone}, "x"); err == nil {
 		t.Error("packed a tools episode without its twin")
 	}
@@ -127,7 +128,7 @@ func TestRayPackage(t *testing.T) {
 // read twice (a reopened stream) counts once; once the job ends, an awaited attempt ends interrupted.
 func TestRayProtocol(t *testing.T) {
 	dir := t.TempDir()
-	a, b := replayJob(dir, "stack_blocks", agent.ArmCells), replayJob(dir, "open_drawer", agent.ArmCells)
+	a, b := replayJob(dir, "stack_blocks", spec.ArmCells), replayJob(dir, "open_drawer", spec.ArmCells)
 	r := &Ray{eps: map[string]*rayEpisode{}, ended: make(chan struct{}), recordedCh: make(chan struct{}, 1)}
 	r.Logger = nilLogger()
 	for _, j := range []Job{a, b} {

@@ -11,8 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/runs"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // Interval is an estimate with its 95% confidence interval.
@@ -209,9 +209,9 @@ func pair(recs []Record) *Paired {
 	for _, r := range recs {
 		byPath[r.Row.Path] = r.Row
 		switch r.Arm {
-		case agent.ArmCells:
+		case spec.ArmCells:
 			left = append(left, r.Row)
-		case agent.ArmTools:
+		case spec.ArmTools:
 			right = append(right, r.Row)
 		}
 	}

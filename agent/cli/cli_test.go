@@ -13,6 +13,8 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/cli"
 	"github.com/pyrualean/pyrualean/agent/cli/scripted"
+	"github.com/pyrualean/pyrualean/spec"
+	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
 // These tests run the real CLIs (installed by scripts/setup.sh into agent/cli/node) against real
@@ -60,7 +62,7 @@ type outcome struct {
 }
 
 // play runs one episode with runtime against a scripted model.
-func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []scripted.Step, ccfg cli.Config) outcome {
+func play(t *testing.T, runtime string, mod func(*spec.Episode), steps []scripted.Step, ccfg cli.Config) outcome {
 	t.Helper()
 	var model *scripted.Server
 	base := ccfg.BaseURL // a test may point the CLI elsewhere
@@ -84,17 +86,20 @@ func play(t *testing.T, runtime string, ecfg agent.EpisodeConfig, steps []script
 		ccfg.FinishGrace = 20 * time.Second
 	}
 
-	ecfg.Robot, ecfg.Task, ecfg.Runtime, ecfg.Model = "tabletop", "stack_blocks", runtime, ccfg.Model
-	if ecfg.Out == "" { // a test whose script names run-folder paths sets it
-		ecfg.Out = filepath.Join(t.TempDir(), runtime)
-	}
-	if keep := os.Getenv("PYRUALEAN_TEST_KEEP"); keep != "" { // keep run folders for debugging
-		ecfg.Out = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
-		os.RemoveAll(ecfg.Out)
-	}
+	ecfg := spectest.Tabletop(t, func(s *spec.Episode) {
+		mod(s)
+		s.Policy.Runtime, s.Policy.Model = runtime, ccfg.Model
+		if s.Out == "" { // a test whose script names run-folder paths sets it
+			s.Out = filepath.Join(t.TempDir(), runtime)
+		}
+		if keep := os.Getenv("PYRUALEAN_TEST_KEEP"); keep != "" { // keep run folders for debugging
+			s.Out = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
+			os.RemoveAll(s.Out)
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ep, err := agent.StartEpisode(ctx, ecfg)
+	ep, err := agent.StartEpisode(ctx, ecfg, agent.Host{})
 	if err != nil {
 		t.Fatalf("StartEpisode: %v", err)
 	}
@@ -163,7 +168,7 @@ func TestSolvedEpisode(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 10}, steps, cli.Config{})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 10 }, steps, cli.Config{})
 			if o.runErr != nil {
 				t.Fatalf("run: %v", o.runErr)
 			}
@@ -243,7 +248,7 @@ func TestCallBudgetExhausted(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 1}, steps, cli.Config{MaxTurns: 1})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 1 }, steps, cli.Config{MaxTurns: 1})
 			if o.runErr != nil {
 				t.Fatalf("run: %v", o.runErr)
 			}
@@ -274,7 +279,7 @@ func TestTimeBudgetKill(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			budget := 8 * time.Second
-			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, steps, cli.Config{Budget: budget})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, steps, cli.Config{Budget: budget})
 			if !errors.Is(o.runErr, agent.ErrBudgetExceeded) {
 				t.Errorf("run error %v, want one wrapping agent.ErrBudgetExceeded", o.runErr)
 			}
@@ -324,7 +329,7 @@ func TestPlannerFailures(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(rt.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, tc.steps(), cli.Config{Retries: -1})
+				o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, tc.steps(), cli.Config{Retries: -1})
 				if o.res.Status != tc.status || o.res.PlannerAttempts != tc.attempts || o.info.Attempts != tc.attempts {
 					t.Errorf("status %s, planner attempts %d (cli %d); want %s and %d", o.res.Status, o.res.PlannerAttempts, o.info.Attempts, tc.status, tc.attempts)
 				}
@@ -349,7 +354,7 @@ func TestCodexCancelledToolCall(t *testing.T) {
 		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "checked"}},
 		{Text: "done"},
 	}
-	o := play(t, "codex", agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, steps,
+	o := play(t, "codex", func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, steps,
 		cli.Config{ExtraArgs: []string{"-c", "mcp_servers.pyrualean.tool_timeout_sec=3"}})
 	if o.runErr != nil || o.res.Status != agent.StatusCompleted {
 		t.Fatalf("status %s, err %v", o.res.Status, o.runErr)
@@ -384,7 +389,7 @@ func TestToolsArm(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmTools, Images: agent.ImagesOnDemand, MaxTurns: 5}, steps, cli.Config{})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmTools; s.Images = spec.ImagesOnDemand; s.MaxCalls = 5 }, steps, cli.Config{})
 			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.res.Finish == nil {
 				t.Fatalf("status %s finish %+v err %v", o.res.Status, o.res.Finish, o.runErr)
 			}
@@ -415,7 +420,7 @@ func TestEndedAfterFinish(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, steps, cli.Config{FinishGrace: 2 * time.Second})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, steps, cli.Config{FinishGrace: 2 * time.Second})
 			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.info.Killed != "after_finish" {
 				t.Errorf("status %s err %v cli %+v: want completed, killed after_finish", o.res.Status, o.runErr, o.info)
 			}
@@ -432,7 +437,7 @@ func TestUnreachableModel(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5}, nil,
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, nil,
 				cli.Config{BaseURL: "http://127.0.0.1:1/v1", Retries: -1, PlannerAttempts: 2})
 			if !errors.Is(o.runErr, agent.ErrPlanner) || o.res.Status != agent.StatusPlannerError || o.info.Attempts != 2 {
 				t.Errorf("status %s err %v attempts %d: want planner_error after 2 attempts", o.res.Status, o.runErr, o.info.Attempts)
@@ -462,7 +467,7 @@ func TestClaudeReadsOnlyTheWorkspace(t *testing.T) {
 		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "read the guides"}},
 		{Text: "done"},
 	}
-	o := play(t, "claude", agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 5, Guides: true, Out: out}, steps, cli.Config{})
+	o := play(t, "claude", func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5; s.Guides = true; s.Out = out }, steps, cli.Config{})
 	if o.runErr != nil {
 		t.Fatalf("run: %v", o.runErr)
 	}
@@ -511,7 +516,7 @@ func TestCodexHomeGiven(t *testing.T) {
 		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "home"}},
 		{Text: "done"},
 	}
-	o := play(t, "codex", agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 3}, steps, cli.Config{Home: home})
+	o := play(t, "codex", func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 3 }, steps, cli.Config{Home: home})
 	if o.runErr != nil || o.res.Finish == nil {
 		t.Fatalf("run: %v finish %+v", o.runErr, o.res.Finish)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/mcp"
+	"github.com/pyrualean/pyrualean/spec"
+	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
 // BenchmarkToolCall measures what serving a cell over MCP (streamable HTTP, the go-sdk client)
@@ -18,8 +20,8 @@ import (
 //
 //	go test ./agent/mcp -run '^$' -bench ToolCall -benchtime 40x
 func BenchmarkToolCall(b *testing.B) {
-	ep, err := agent.StartEpisode(context.Background(), agent.EpisodeConfig{Robot: "tabletop", Task: "stack_blocks",
-		Arm: agent.ArmCells, Images: agent.ImagesNone, Out: b.TempDir(), Runtime: "bench"})
+	s := spectest.Tabletop(b, func(s *spec.Episode) { s.Images, s.Policy = spec.ImagesNone, spec.Policy{Runtime: "bench"} })
+	ep, err := agent.StartEpisode(context.Background(), s, agent.Host{})
 	if err != nil {
 		b.Fatal(err)
 	}

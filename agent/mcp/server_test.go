@@ -13,20 +13,18 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/mcp"
+	"github.com/pyrualean/pyrualean/spec"
+	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
 // startEpisode boots a real episode: a pyrualean kernel with the tabletop robot.
-func startEpisode(t *testing.T, cfg agent.EpisodeConfig) *agent.Episode {
+func startEpisode(t *testing.T, mod func(*spec.Episode)) *agent.Episode {
 	t.Helper()
-	if cfg.Robot == "" {
-		cfg.Robot, cfg.Task = "tabletop", "stack_blocks"
-	}
-	cfg.Out = filepath.Join(t.TempDir(), "run")
-	cfg.Runtime = "mcp"
+	cfg := spectest.Tabletop(t, func(s *spec.Episode) { mod(s); s.Policy = spec.Policy{Runtime: "mcp"} })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	ep, err := agent.StartEpisode(ctx, cfg)
+	ep, err := agent.StartEpisode(ctx, cfg, agent.Host{})
 	if err != nil {
 		t.Fatalf("StartEpisode: %v", err)
 	}
@@ -56,7 +54,7 @@ func images(res *sdk.CallToolResult) int {
 }
 
 func TestServeCellsEpisodeOverHTTP(t *testing.T) {
-	ep := startEpisode(t, agent.EpisodeConfig{Arm: agent.ArmCells, MaxTurns: 4, Images: agent.ImagesOnDemand})
+	ep := startEpisode(t, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 4; s.Images = spec.ImagesOnDemand })
 	hs, err := mcp.ListenHTTP(mcp.NewServer(ep.Toolkit(), mcp.Options{}), "127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)

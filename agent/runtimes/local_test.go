@@ -12,6 +12,8 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/llm"
+	"github.com/pyrualean/pyrualean/spec"
+	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
 func TestLocalDeadline(t *testing.T) {
@@ -105,11 +107,11 @@ func TestLocalPromptCache(t *testing.T) {
 	episode := func(r *localRuntime, seed int) agent.Turn {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "run")
-		ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{
-			Robot: "tabletop", Task: "put_block_in_bowl", Seed: seed, Out: out, Root: root, Model: r.Model(),
-			Runtime: "local", Images: agent.ImagesNone, MaxTurns: 1, Budget: 5 * time.Minute,
-			PromptProfile: agent.ProfileCompact, CellTimeout: 60 * time.Second,
+		s := spectest.Tabletop(t, func(s *spec.Episode) {
+			s.Task, s.Seed, s.Out, s.Images, s.MaxCalls, s.BudgetS, s.PromptProfile = "put_block_in_bowl", seed, out, spec.ImagesNone, 1, 300, spec.ProfileCompact
+			s.Policy = spec.Policy{Runtime: "local", Model: r.Model()}
 		})
+		ep, err := agent.StartEpisode(ctx, s, agent.Host{Root: root})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +122,7 @@ func TestLocalPromptCache(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Finish: %v (run: %v)", err, runErr)
 		}
-		if res.Prompt.Profile != agent.ProfileCompact {
+		if res.Prompt.Profile != spec.ProfileCompact {
 			t.Errorf("result.json prompt profile %q", res.Prompt.Profile)
 		}
 		turns := readTurns(t, filepath.Join(out, res.Files.Turns))

@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/prices"
 )
 
 // OpenAIConfig configures the openai runtime: any OpenAI-compatible chat completions endpoint.
@@ -59,7 +60,7 @@ type OpenAIConfig struct {
 	// OnReply, when set, sees each reply's record (the local runtime's speed and prompt cache).
 	OnReply func(ctx context.Context, t agent.Turn)
 
-	Prices     agent.PriceTable
+	Prices     prices.Table
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 }
@@ -97,7 +98,7 @@ var errNoChoices = errors.New("provider returned no choices")
 type llmClient struct {
 	cfg    OpenAIConfig
 	client *openai.Client
-	price  *agent.Price
+	price  *prices.Price
 }
 
 func newLLMClient(cfg OpenAIConfig) *llmClient {
@@ -149,7 +150,7 @@ func (lc *llmClient) complete(ctx context.Context, msgs []openai.ChatCompletionM
 	}
 	t.Usage = u
 	if lc.price != nil {
-		c := lc.price.Cost(u)
+		c := lc.price.Cost(u.InputTokens, u.CachedTokens, u.OutputTokens)
 		t.CostUSD = &c
 	}
 	msg := resp.Choices[0].Message

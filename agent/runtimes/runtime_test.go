@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 func TestTable(t *testing.T) {
@@ -38,8 +38,8 @@ func TestTable(t *testing.T) {
 		{"openai", Settings{OpenAI: OpenAIOptions{MaxImages: -1}}, "--openai-max-images", ""},
 		{"local", Settings{Model: "gpt-4o"}, "pyrualean models", ""},
 		{"replay", Settings{}, "--from", ""},
-		{"replay", Settings{From: script, Arm: agent.ArmCells}, "", "replay"},
-		{"replay", Settings{From: script, Arm: agent.ArmTools}, "--arm cells", ""},
+		{"replay", Settings{From: script, Arm: spec.ArmCells}, "", "replay"},
+		{"replay", Settings{From: script, Arm: spec.ArmTools}, "--arm cells", ""},
 		{"claude", Settings{}, "", "claude"},
 		{"codex", Settings{Model: "gpt-x"}, "", "gpt-x"},
 	}

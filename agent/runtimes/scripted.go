@@ -11,6 +11,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // Action is one fixed agent action for the scripted runtime: a tool name and its JSON arguments.
@@ -34,9 +35,9 @@ func LoadActions(path, arm string) ([]Action, error) {
 		return actionsFromNotebook(nb, arm)
 	}
 	switch arm {
-	case agent.ArmTools:
+	case spec.ArmTools:
 		return nil, fmt.Errorf("%s: a script of cells replays only in the cells arm (--arm cells)", path)
-	case agent.ArmProgram:
+	case spec.ArmProgram:
 		return nil, fmt.Errorf("%s: a script of cells replays only in the cells arm (for one program: pyrualean run --policy %s)", path, path)
 	}
 	var acts []Action
@@ -65,8 +66,8 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 			acts = append(acts, Action{Tool: "finish", Args: args})
 		case c.CellType != notebooks.CellCode:
 		case author == notebooks.AuthorSetup || author == notebooks.AuthorHuman:
-		case tool == agent.ToolRunProgram && arm == agent.ArmProgram && meta.Args != nil,
-			author == notebooks.AuthorTool && arm == agent.ArmTools && meta.Args != nil:
+		case tool == agent.ToolRunProgram && arm == spec.ArmProgram && meta.Args != nil,
+			author == notebooks.AuthorTool && arm == spec.ArmTools && meta.Args != nil:
 			args, _ := json.Marshal(meta.Args)
 			acts = append(acts, Action{Tool: tool, Args: args})
 		default:
@@ -79,7 +80,7 @@ func actionsFromNotebook(nb *notebooks.Notebook, arm string) ([]Action, error) {
 	if len(acts) == 0 {
 		return nil, fmt.Errorf("no agent cells to replay")
 	}
-	if arm == agent.ArmTools || arm == agent.ArmProgram {
+	if arm == spec.ArmTools || arm == spec.ArmProgram {
 		for _, a := range acts {
 			if a.Tool == "python" {
 				return nil, fmt.Errorf("the trace holds python cells, which the %s arm cannot replay (use --arm cells)", arm)

@@ -6,19 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 func TestLoadActions(t *testing.T) {
 	dir := t.TempDir()
 	py := filepath.Join(dir, "s.py")
 	os.WriteFile(py, []byte("# %% [markdown]\n# title\n\n# %%\na = 1\n\n# %%\nprint(a)\n"), 0o644)
-	acts, err := LoadActions(py, agent.ArmCells)
+	acts, err := LoadActions(py, spec.ArmCells)
 	if err != nil || len(acts) != 2 || acts[0].Tool != "python" || !strings.Contains(string(acts[1].Args), "print(a)") {
 		t.Fatalf("%v %v", acts, err)
 	}
-	if _, err := LoadActions(py, agent.ArmTools); err == nil {
+	if _, err := LoadActions(py, spec.ArmTools); err == nil {
 		t.Error("a script replayed in the tools arm")
 	}
 	nb := &notebooks.Notebook{Nbformat: 4, NbformatMinor: 5, Metadata: map[string]any{}, Cells: []notebooks.Cell{
@@ -31,11 +31,11 @@ func TestLoadActions(t *testing.T) {
 	if err := notebooks.WriteFileAtomic(ipynb, nb); err != nil {
 		t.Fatal(err)
 	}
-	acts, err = LoadActions(ipynb, agent.ArmTools)
+	acts, err = LoadActions(ipynb, spec.ArmTools)
 	if err != nil || len(acts) != 2 || acts[0].Tool != "pick" || string(acts[0].Args) != `{"object":"x"}` || acts[1].Tool != "finish" || !strings.Contains(string(acts[1].Args), "done it") {
 		t.Fatalf("%+v %v", acts, err)
 	}
-	acts, err = LoadActions(ipynb, agent.ArmCells)
+	acts, err = LoadActions(ipynb, spec.ArmCells)
 	if err != nil || len(acts) != 2 || acts[0].Tool != "python" {
 		t.Fatalf("cells: %+v %v", acts, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/agent/tokencount"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // Options configure a benchmark run.
@@ -73,7 +74,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Encoding = tokencount.O200k
 	}
 	if o.Images == "" {
-		o.Images = agent.ImagesOnMotion
+		o.Images = spec.ImagesOnMotion
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -136,7 +137,7 @@ func runTask(ctx context.Context, o Options, counter *tokencount.Counter, task s
 	}
 	steps = append(steps, call("finish", map[string]string{"status": "success", "summary": "reference solution"}))
 	cellsDir := filepath.Join(o.Out, task+"-cells")
-	cres, err := runArm(ctx, o, counter, task, agent.ArmCells, cellsDir, steps)
+	cres, err := runArm(ctx, o, counter, task, spec.ArmCells, cellsDir, steps)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +150,7 @@ func runTask(ctx context.Context, o Options, counter *tokencount.Counter, task s
 		steps = append(steps, call(rec.Tool, rec.Kwargs))
 	}
 	steps = append(steps, call("finish", map[string]string{"status": "success", "summary": "reference solution"}))
-	tres, err := runArm(ctx, o, counter, task, agent.ArmTools, filepath.Join(o.Out, task+"-tools"), steps)
+	tres, err := runArm(ctx, o, counter, task, spec.ArmTools, filepath.Join(o.Out, task+"-tools"), steps)
 	if err != nil {
 		return nil, err
 	}
@@ -173,10 +174,13 @@ func runArm(ctx context.Context, o Options, counter *tokencount.Counter, task, a
 		return nil, err
 	}
 	defer srv.close()
-	ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{
-		Robot: o.Robot, Task: task, Seed: o.Seed, Arm: arm, Images: o.Images, Out: out,
-		Model: "scripted-" + o.Encoding, Runtime: "openai", Logger: o.Logger,
-	})
+	s := spec.New()
+	s.Robot, s.Task, s.Seed, s.Arm, s.Images, s.Out, s.Sealed = o.Robot, task, o.Seed, arm, o.Images, out, spec.SealOff
+	s.Policy = spec.Policy{Runtime: "openai", Model: "scripted-" + o.Encoding}
+	if err := s.Validate(ctx, &robotapi.Registry{}); err != nil {
+		return nil, err
+	}
+	ep, err := agent.StartEpisode(ctx, s, agent.Host{Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -12,11 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"text/tabwriter"
-	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
+	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // localPhase is one first turn measured by bench local.
@@ -74,9 +75,13 @@ func benchLocal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var phases []localPhase
 	run := func(rt runtimes.Runtime, phase string, seed int) error {
 		out := filepath.Join(dir, fmt.Sprintf("%s-%d", phase, seed))
-		ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{Robot: "tabletop", Task: *task, Seed: seed, Out: out,
-			Model: rt.Model(), Runtime: "local", Images: agent.ImagesNone, MaxTurns: 1, Budget: 20 * time.Minute,
-			PromptProfile: agent.ProfileCompact, Logger: logger})
+		s := spec.New()
+		s.Task, s.Seed, s.Out, s.Images, s.MaxCalls, s.BudgetS, s.Sealed = *task, seed, out, spec.ImagesNone, 1, 1200, spec.SealOff
+		s.Policy = spec.Policy{Runtime: "local", Model: rt.Model()}
+		if err := s.Validate(ctx, &robotapi.Registry{}); err != nil {
+			return err
+		}
+		ep, err := agent.StartEpisode(ctx, s, agent.Host{Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 	"github.com/pyrualean/pyrualean/suite"
 )
 
@@ -34,15 +35,15 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	ahead := fs.Int("boot-ahead", 1, "both eval runs' --boot-ahead (0: each episode boots when its slot is free)")
 	keep := fs.String("dir", "", "keep the suite folders here (default: a temporary folder, removed)")
 	asJSON := fs.Bool("json", false, "print the figures as JSON")
-	sealed := fs.String("sealed", agent.SealAuto, "every way's --sealed (auto: play's default; off: the robot in the kernel, eval's warm kernel pool)")
+	sealed := fs.String("sealed", spec.SealAuto, "every way's --sealed (auto: play's default; off: the robot in the kernel, eval's warm kernel pool)")
 	local := fs.String("local", "", "also run this embedded model (pyrualean models) over --local-episodes episodes in one eval and compare the first turn's latency of the 2nd..Nth episode with the 1st's (the shared server's prompt cache); skips the three-way run")
 	localN := fs.Int("local-episodes", 4, "episodes of the --local run")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 || *ahead < 0 {
 		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--boot-ahead N] [--sealed MODE] [--dir DIR] [--json]")
 		return exitUsage
 	}
-	if err := oneOf("sealed", *sealed, agent.SealOff, agent.SealAuto, agent.SealOn); err != nil {
-		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+	if !slices.Contains([]string{spec.SealOff, spec.SealAuto, spec.SealOn}, *sealed) {
+		fmt.Fprintf(stderr, "pyrualean bench suite: --sealed %q: want off, auto or on\n", *sealed)
 		return exitUsage
 	}
 	exe, err := os.Executable()

@@ -9,9 +9,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/tokenbench"
 	"github.com/pyrualean/pyrualean/agent/tokencount"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // benchTokens replays each tabletop reference solution through both arms against the scripted
@@ -24,7 +24,7 @@ func benchTokens(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	tasks := fs.String("tasks", "", "comma-separated tasks (default: all)")
 	seed := fs.Int("seed", 0, "episode seed")
 	encoding := fs.String("encoding", tokencount.O200k, "o200k_base or cl100k_base")
-	images := fs.String("images", agent.ImagesOnMotion, "image policy for both arms: on-motion, on-demand or none")
+	images := fs.String("images", spec.ImagesOnMotion, "image policy for both arms: on-motion, on-demand or none")
 	out := fs.String("out", "", "keep the run folders here (default: a temporary directory)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -41,7 +41,7 @@ func benchTokens(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "pyrualean bench tokens: --encoding %q: want o200k_base or cl100k_base\n", *encoding)
 		return 2
 	}
-	if *images != agent.ImagesOnMotion && *images != agent.ImagesOnDemand && *images != agent.ImagesNone {
+	if *images != spec.ImagesOnMotion && *images != spec.ImagesOnDemand && *images != spec.ImagesNone {
 		fmt.Fprintf(stderr, "pyrualean bench tokens: --images %q: want on-motion, on-demand or none\n", *images)
 		return 2
 	}

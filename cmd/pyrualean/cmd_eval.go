@@ -23,26 +23,32 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 	"github.com/pyrualean/pyrualean/suite"
 )
 
-// suiteOwned are play flags the suite sets per episode (or refuses): a row cannot set them.
-var suiteOwned = []string{"robot", "suite", "task", "seed", "arm", "runtime", "model", "out", "from", "serve", "serve-token", "v"}
-
-// settingFlag records a play flag given to eval, to pass on to every episode of the row.
+// settingFlag records an episode setting given to eval, to pass on to every episode of every row.
 type settingFlag struct {
-	name   string
-	isBool bool
-	into   map[string]string
+	s    spec.Setting
+	into map[string]string
 }
 
-func (s *settingFlag) String() string     { return "" }
-func (s *settingFlag) Set(v string) error { s.into[s.name] = v; return nil }
-func (s *settingFlag) IsBoolFlag() bool   { return s.isBool }
+func (f *settingFlag) String() string { return "" }
+func (f *settingFlag) Set(v string) error {
+	probe := spec.New() // checked now, applied per episode by the matrix
+	if err := probe.Set(f.s.Name, v); err != nil {
+		return err
+	}
+	if f.s.Repeat && f.into[f.s.Name] != "" {
+		return fmt.Errorf("give --%s in a matrix row's table for eval (robot_options = {...})", f.s.Name)
+	}
+	f.into[f.s.Name] = v
+	return nil
+}
+func (f *settingFlag) IsBoolFlag() bool { return f.s.Bool }
 
 // evalFlags are eval's own flags plus every play setting.
 type evalFlags struct {
@@ -76,14 +82,12 @@ func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
 	fs.BoolVar(&f.verbose, "v", false, "log episodes' progress to stderr")
 	fs.StringVar(&f.status, "status", "", "report the suite in DIR (running or not) and exit")
 	f.ray.register(fs)
-	pfs, _ := newPlayFlagSet(io.Discard)
-	pfs.VisitAll(func(pf *flag.Flag) {
-		if slices.Contains(suiteOwned, pf.Name) {
-			return
+	for _, st := range spec.Settings() {
+		if st.PerEpisode || fs.Lookup(st.Name) != nil {
+			continue
 		}
-		bf, isBool := pf.Value.(interface{ IsBoolFlag() bool })
-		fs.Var(&settingFlag{name: pf.Name, isBool: isBool && bf.IsBoolFlag(), into: f.settings}, pf.Name, "play: "+pf.Usage)
-	})
+		fs.Var(&settingFlag{s: st, into: f.settings}, st.Name, "every episode: "+st.Usage)
+	}
 	return fs, f
 }
 
@@ -156,16 +160,8 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 	if err != nil {
 		return nil, err
 	}
-	// Each row's first episode goes through play's own checks (values, runtime, model, endpoint).
-	checked := map[int]bool{}
-	for _, e := range eps {
-		if checked[e.Row] {
-			continue
-		}
-		checked[e.Row] = true
-		if _, err := parsePlay(playArgs(e, ""), io.Discard, time.Now()); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Rows[e.Row].Label(e.Row), err)
-		}
+	if err := checkSpecs(ctx, m, eps); err != nil {
+		return nil, err
 	}
 	if len(eps) == 0 {
 		return nil, errors.New("the matrix has no episodes")
@@ -179,29 +175,50 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 	return &evalPlan{matrix: m, episodes: eps, dir: dir}, nil
 }
 
-// checkRow fills a row's defaults and refuses settings that are not play's or that the suite owns.
+// checkRow fills a row's defaults: the robot, and the runtime (chosen as play would, from the row's
+// settings and first model).
 func checkRow(r *suite.Row) error {
 	if r.Robot == "" {
 		r.Robot = robotapi.DefaultRobot
 	}
-	if r.Runtime == "" {
-		r.Runtime = runtimes.Default(r.Settings["base-url"])
+	p := spec.Policy{Runtime: r.Runtime, BaseURL: r.Settings["base-url"]}
+	if len(r.Models) > 0 {
+		p.Model = r.Models[0]
 	}
-	entry, err := runtimes.Lookup(r.Runtime)
-	if err != nil {
-		return fmt.Errorf("--runtime: %w", err)
+	if err := runtimes.Resolve(&p); err != nil {
+		return err
 	}
-	r.Runtime = entry.Name // one name per runtime in ids
-	if r.Runtime == "replay" && slices.Contains(r.Arms, agent.ArmProgram) {
+	r.Runtime = p.Runtime // one name per runtime in ids
+	if r.Runtime == "replay" && slices.Contains(r.Arms, spec.ArmProgram) {
 		return errors.New("arm program: the replay runtime has no reference program to replay (tasks have cell scripts)")
 	}
-	pfs, _ := newPlayFlagSet(io.Discard)
-	for _, k := range slices.Sorted(maps.Keys(r.Settings)) {
-		if slices.Contains(suiteOwned, k) {
-			return fmt.Errorf("setting %q: the suite sets it per episode (use the row's own key)", k)
+	return nil
+}
+
+// checkSpecs validates every episode's spec (the robot registry is asked once) and builds each row's
+// runtime once, so that a wrong setting is refused, naming its row, before anything runs.
+func checkSpecs(ctx context.Context, m suite.Matrix, eps []suite.Episode) error {
+	reg := &robotapi.Registry{}
+	built := map[int]bool{}
+	for i := range eps {
+		e := &eps[i]
+		label := m.Rows[e.Row].Label(e.Row)
+		if err := runtimes.Resolve(&e.Spec.Policy); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
 		}
-		if pfs.Lookup(k) == nil {
-			return fmt.Errorf("setting %q: not a play flag (see pyrualean play -h)", k)
+		if err := e.Spec.Validate(ctx, reg); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		if built[e.Row] {
+			continue
+		}
+		built[e.Row] = true
+		probe := e.Spec
+		if probe.Policy.Runtime == "replay" {
+			probe.Arm = spec.ArmCells // a replayed tools episode replays its cells twin's calls (toolActions)
+		}
+		if _, err := runtimes.For(probe, runtimes.Wiring{}); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
 		}
 	}
 	return nil
@@ -215,33 +232,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// playArgs are the `pyrualean play` flags of one episode. A replayed tools episode is checked (and
-// set up) as its cells twin: the reference solution is a script of cells; its primitive calls are
-// what the tools arm replays (toolActions).
-func playArgs(e suite.Episode, out string) []string {
-	arm := e.Arm
-	args := []string{"--robot", e.Robot, "--task", e.Task, "--seed", strconv.Itoa(e.Seed), "--runtime", e.Runtime}
-	if e.Suite != "" {
-		args = append(args, "--suite", e.Suite)
-	}
-	if e.Model != "" {
-		args = append(args, "--model", e.Model)
-	}
-	if e.Runtime == "replay" {
-		root, _ := robotapi.Root()
-		args = append(args, "--from", filepath.Join(root, e.Solution))
-		arm = agent.ArmCells
-	}
-	args = append(args, "--arm", arm)
-	if out != "" {
-		args = append(args, "--out", out)
-	}
-	for _, k := range slices.Sorted(maps.Keys(e.Settings)) {
-		args = append(args, "--"+k+"="+e.Settings[k])
-	}
-	return args
 }
 
 // toolActions turns a cells episode's primitive calls (calls.jsonl) into tools-arm actions: the
@@ -386,11 +376,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func poolTakes(jobs []suite.Job) int {
 	n := 0
 	for _, j := range jobs {
-		sealed := j.Settings["sealed"]
-		if sealed == "" {
-			sealed = agent.SealAuto // play's default
-		}
-		if takesWarmKernel(j.Robot, j.Settings["cuda-device"], sealed) {
+		if takesWarmKernel(j.Spec) {
 			n++
 		}
 	}
@@ -399,8 +385,8 @@ func poolTakes(jobs []suite.Job) int {
 
 // takesWarmKernel: the pool's kernels carry the embedded robot in-process on the default device, so
 // only unsealed tabletop episodes can use one (a sealed kernel starts in its sandbox).
-func takesWarmKernel(robot, cudaDevice, sealed string) bool {
-	return robot == robotapi.DefaultRobot && cudaDevice == "" && sealed == agent.SealOff
+func takesWarmKernel(s spec.Episode) bool {
+	return s.Robot == robotapi.DefaultRobot && s.CUDADevice == "" && s.Sealed == spec.SealOff
 }
 
 // isTerminal says whether w is a terminal a progress bar can draw on (one that reports a width).

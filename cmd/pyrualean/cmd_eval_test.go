@@ -22,6 +22,7 @@ import (
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/report"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 	"github.com/pyrualean/pyrualean/suite"
 )
 
@@ -66,7 +67,7 @@ func TestEvalReplaySuite(t *testing.T) {
 		}
 	}
 	tools, err := readResult(filepath.Join(dir, "episodes", "tabletop/default/open_drawer/1/tools/replay", suite.SettingsTag(map[string]string{"images": "none"})))
-	if err != nil || tools.Arm != agent.ArmTools || tools.ToolTurns < 2 || tools.Images != "none" {
+	if err != nil || tools.Arm != spec.ArmTools || tools.ToolTurns < 2 || tools.Images != "none" {
 		t.Fatalf("tools episode: %+v (%v)", tools, err)
 	}
 	out := stdout.String()
@@ -541,7 +542,7 @@ rows:
 		// 4 stack tasks (with the _swap variants) x 2 seeds x cells, then open_drawer x seed 3 x 2 models x 2 arms.
 		eps := plan.episodes
 		if len(eps) != 12 || eps[0].Settings["images"] != "on-demand" || eps[8].Settings["images"] != "none" ||
-			eps[8].Settings["max-turns"] != "5" || eps[8].Model != "m1" || eps[11].Model != "m2" || eps[11].Arm != agent.ArmTools {
+			eps[8].Settings["max-turns"] != "5" || eps[8].Model != "m1" || eps[11].Model != "m2" || eps[11].Arm != spec.ArmTools {
 			t.Fatalf("%s: episodes %+v", path, plan.episodes)
 		}
 		if !strings.HasPrefix(plan.episodes[0].ID, "tabletop/default/stack_blocks/0/cells/replay/s-") ||

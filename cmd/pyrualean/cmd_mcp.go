@@ -9,25 +9,25 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/mcp"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
-// mcpFlags are `pyrualean mcp`'s flags: the episode's (as play) plus the transport.
+// mcpFlags are `pyrualean mcp`'s flags: the episode's (as play's, without the runtime's: the client
+// is the policy) plus the transport.
 type mcpFlags struct {
-	episodeFlags
-	httpAddr, model string
-	verbose         bool
-	episode         agent.EpisodeConfig // from episodeFlags, its run folder named
+	*episodeFlags
+	httpAddr string
+	verbose  bool
+	episode  spec.Episode // validated, its run folder named
 }
 
-func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error) {
-	f := &mcpFlags{episodeFlags: episodeFlags{cmd: "mcp"}}
+func parseMCP(ctx context.Context, args []string, stderr io.Writer, now time.Time) (*mcpFlags, error) {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -37,12 +37,11 @@ func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error)
 			"client disconnects (stdio), shortly after finish (http), at --budget-s, or on SIGINT/SIGTERM;\n"+
 			"the run folder then holds result.json and trace.ipynb as for play. $PYRUALEAN_ROOT names the\n"+
 			"repository when neither the working directory nor the executable lies inside it.\n"+
-			"Exit status: 0, 1 interrupted, 2 boot_error or error (as the seed), 64 bad usage.")
+			"Exit status: 0, 1 interrupted, 2 boot_error or error (as the original), 64 bad usage.")
 		fs.PrintDefaults()
 	}
-	f.register(fs)
+	f := &mcpFlags{episodeFlags: newEpisodeFlags("mcp", fs, mcpSkips...)}
 	fs.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
-	fs.StringVar(&f.model, "model", "", "model name recorded in result.json (the client's model)")
 	fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -50,16 +49,22 @@ func parseMCP(args []string, stderr io.Writer, now time.Time) (*mcpFlags, error)
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if err := f.validate(); err != nil {
+	f.policy = "mcp"
+	ep, err := f.finish(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	f.episode = f.config(now)
+	f.episode = ep
 	return f, nil
 }
 
+// mcpSkips are the settings of a policy run by us, which an MCP client (the policy itself) has no use for.
+var mcpSkips = []string{"runtime", "from", "reasoning", "base-url", "api-key-env", "openai-max-tokens", "openai-tool-choice",
+	"openai-temperature", "openai-extra-body", "openai-images-in-tool", "openai-max-images", "openai-text-only", "record-tokens", "prices"}
+
 // cmdMCP serves a live episode as an MCP server.
 func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	f, err := parseMCP(args, stderr, time.Now())
+	f, err := parseMCP(ctx, args, stderr, time.Now())
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
@@ -72,17 +77,10 @@ func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	out, err := filepath.Abs(f.episode.Out)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
-		return exitUsage
-	}
-	cfg := f.episode
-	cfg.Out, cfg.Model, cfg.Runtime, cfg.Logger = out, f.model, "mcp", logger
+	out := f.episode.Out
 	// A CLI may start us anywhere: $PYRUALEAN_ROOT names the repository when neither the working
 	// directory nor the executable lies inside it.
-	cfg.Root = os.Getenv("PYRUALEAN_ROOT")
-	ep, err := agent.StartEpisode(ctx, cfg)
+	ep, err := agent.StartEpisode(ctx, f.episode, agent.Host{Logger: logger, Root: os.Getenv("PYRUALEAN_ROOT")})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean mcp: %v\n", err)
 		return exitEpisodeError

@@ -7,67 +7,44 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/agent/cli"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/gateway"
+	"github.com/pyrualean/pyrualean/prices"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
-// playFlags are `pyrualean play`'s flags (the seed's, plus the openai runtime's).
+// playFlags are `pyrualean play`'s flags: the episode's (spec.Settings) and what only play has.
 type playFlags struct {
-	episodeFlags
-	model, cudaDevice, runtime                             string
-	baseURL, apiKeyEnv, toolChoice, temperature, extraBody string
-	from, reasoning, prices                                string
-	promptProfile                                          string
-	maxTokens, maxImages                                   int
-	priceIn, priceCached, priceOut                         float64
-	imagesInTool, textOnly, verbose                        bool
-	serve, serveToken                                      string
-	serveLinger                                            time.Duration
+	*episodeFlags
+	priceIn, priceCached, priceOut float64
+	verbose                        bool
+	serve, serveToken              string
+	serveLinger                    time.Duration
 }
 
 func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
-	f := &playFlags{episodeFlags: episodeFlags{cmd: "play"}}
 	fs := flag.NewFlagSet("play", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: pyrualean play [--robot R | --suite S] [--task T] [--seed N] [--arm cells|tools] [--runtime NAME] [--model M] [flags]\n\n"+
+		fmt.Fprintln(stderr, "usage: pyrualean play [--robot R | --suite S] [--task T] [--seed N] [--arm cells|tools|program] [--runtime NAME] [--model M] [flags]\n\n"+
 			"Runs one episode and prints one JSON line (arm, status, environment_success, finish, ...).\n"+
 			"Exit status: 0 the episode ran (solved or not), 1 planner_error or interrupted, 2 boot_error or\n"+
-			"error (as the seed), 64 bad usage (a flag or value refused before anything started).\n"+
+			"error (as the original), 64 bad usage (a flag or value refused before anything started).\n"+
 			"Environment: PYRUALEAN_RUNTIME (default --runtime), PYRUALEAN_MODEL, PYRUALEAN_PRIMITIVES,\n"+
 			"PYRUALEAN_CODEX_HOME (CODEX_HOME for --runtime codex), OPENAI_BASE_URL, OPENAI_API_KEY.")
 		fs.PrintDefaults()
 	}
-	f.register(fs)
-	fs.StringVar(&f.model, "model", "", "model name sent to the endpoint (default $PYRUALEAN_MODEL, else gpt-6-astra)")
-	fs.StringVar(&f.reasoning, "reasoning", "", "reasoning effort recorded in result.json (and sent as reasoning_effort when set; --runtime codex: default xhigh, as the seed)")
-	fs.StringVar(&f.cudaDevice, "cuda-device", "", "CUDA_VISIBLE_DEVICES for the kernel")
-	fs.StringVar(&f.runtime, "runtime", "", "openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (fixed actions, no model); default: $PYRUALEAN_RUNTIME, else openai when --base-url or $OPENAI_BASE_URL is set, else local")
-	fs.StringVar(&f.from, "from", "", "replay: a trace (.ipynb) or a percent-format script (.py) of agent cells")
-	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL; --runtime openai without either: https://api.openai.com/v1)")
-	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY; claude: ANTHROPIC_API_KEY)")
-	fs.IntVar(&f.maxTokens, "openai-max-tokens", 0, "max_tokens per reply (0: server default)")
-	fs.StringVar(&f.toolChoice, "openai-tool-choice", "", "tool_choice: auto, required or none (default: not sent)")
-	fs.StringVar(&f.temperature, "openai-temperature", "", "temperature, sent even when 0 (default: not sent)")
-	fs.StringVar(&f.extraBody, "openai-extra-body", "", "JSON object merged into every request body (top_p, top_k, chat_template_kwargs, ...)")
-	fs.BoolVar(&f.imagesInTool, "openai-images-in-tool", false, "put images inside tool messages instead of a following user message")
-	fs.IntVar(&f.maxImages, "openai-max-images", 0, "keep only the newest N images in the replayed history (0: all)")
-	fs.BoolVar(&f.textOnly, "openai-text-only", false, "the model takes no images: send a note instead (set for --runtime local)")
-	fs.StringVar(&f.prices, "prices", "", "price table JSON {model: {input, cached_input, output}} in $ per million tokens")
-	fs.Float64Var(&f.priceIn, "price-input", -1, "$ per million input tokens (overrides --prices for --model)")
+	f := &playFlags{episodeFlags: newEpisodeFlags("play", fs)}
+	fs.Float64Var(&f.priceIn, "price-input", -1, "$ per million input tokens (overrides --prices for the model)")
 	fs.Float64Var(&f.priceCached, "price-cached", -1, "$ per million cached input tokens")
 	fs.Float64Var(&f.priceOut, "price-output", -1, "$ per million output tokens")
-	fs.StringVar(&f.promptProfile, "prompt-profile", "", "default (the seed's prompt) or compact (fewer words, the examples' primitives first, worked examples from other task families; cells arm); default: compact for --runtime local, else default")
 	fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
 	fs.StringVar(&f.serve, "serve", "", "serve a Jupyter-compatible gateway on ADDR (e.g. 127.0.0.1:8890) with this episode's kernel, for people to attach")
 	fs.StringVar(&f.serveToken, "serve-token", "", "the gateway's token (default $PYRUALEAN_TOKEN, else a random one printed on stderr)")
@@ -77,18 +54,17 @@ func newPlayFlagSet(stderr io.Writer) (*flag.FlagSet, *playFlags) {
 
 // playSetup is a validated play invocation.
 type playSetup struct {
-	episode  agent.EpisodeConfig
-	runtime  string // the table's name for it
-	rt       runtimes.Runtime
-	settings runtimes.Settings
-	serve    string // gateway address; "" = none
-	token    string
-	linger   time.Duration // keep kernel and gateway after the end
-	stderr   io.Writer
+	episode spec.Episode
+	host    agent.Host
+	rt      runtimes.Runtime
+	serve   string // gateway address; "" = none
+	token   string
+	linger  time.Duration // keep kernel and gateway after the end
+	stderr  io.Writer
 }
 
 // parsePlay validates every flag before anything starts; the error is one line for the user.
-func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, error) {
+func parsePlay(ctx context.Context, args []string, stderr io.Writer, now time.Time) (*playSetup, error) {
 	fs, f := newPlayFlagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -96,26 +72,7 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	implied := f.runtime == ""
-	if implied {
-		f.runtime = runtimes.Default(f.baseURL)
-	}
-	entry, err := runtimes.Lookup(f.runtime)
-	if err != nil && implied {
-		return nil, fmt.Errorf("$PYRUALEAN_RUNTIME: %w (fix or unset it, or pass --runtime)", err)
-	} else if err != nil {
-		return nil, fmt.Errorf("--runtime: %w", err)
-	}
-	if err := f.validate(); err != nil {
-		return nil, err
-	}
-	switch {
-	case entry.Name == "replay" && f.from == "":
-		return nil, errors.New("--runtime replay needs --from TRACE.ipynb|CELLS.py")
-	case entry.Name != "replay" && f.from != "":
-		return nil, fmt.Errorf("--from is only for --runtime replay (the runtime is %s)", entry.Name)
-	}
-	s := &playSetup{runtime: entry.Name, serve: f.serve, token: f.serveToken, linger: f.serveLinger, stderr: stderr}
+	s := &playSetup{serve: f.serve, token: f.serveToken, linger: f.serveLinger, stderr: stderr}
 	switch {
 	case f.serveLinger < 0:
 		return nil, fmt.Errorf("--serve-linger %s: want a duration >= 0", f.serveLinger)
@@ -130,56 +87,18 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 			s.token = os.Getenv("PYRUALEAN_TOKEN")
 		}
 	}
-	prices := agent.PriceTable{}
-	if f.prices != "" {
-		t, err := agent.ReadPriceTable(f.prices)
-		if err != nil {
-			return nil, fmt.Errorf("--prices: %w", err)
-		}
-		prices = t
-	}
-	extra := map[string]any{}
-	if f.extraBody != "" {
-		if err := json.Unmarshal([]byte(f.extraBody), &extra); err != nil || extra == nil {
-			return nil, fmt.Errorf("--openai-extra-body: want a JSON object: %v", errOr(err, "null"))
-		}
-	}
-	var temp *float64
-	if f.temperature != "" {
-		t, err := strconv.ParseFloat(f.temperature, 64)
-		if err != nil {
-			return nil, fmt.Errorf("--openai-temperature %q: want a number in [0, 2]", f.temperature)
-		}
-		temp = &t
-	}
-	level := slog.LevelWarn
-	if f.verbose {
-		level = slog.LevelInfo
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if f.reasoning == "" && s.runtime == "codex" {
-		f.reasoning = cli.CodexReasoningDefault // the seed's default effort for Codex
-	}
-	s.episode = f.config(now)
-	s.episode.Logger = logger
-	if s.episode.PromptProfile, err = promptProfile(f.promptProfile, s.runtime, f.arm); err != nil {
+	ep, err := f.finish(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	s.settings = runtimes.Settings{Logger: logger, Progress: stderr,
-		Model: f.model, Reasoning: f.reasoning, BaseURL: f.baseURL, APIKeyEnv: f.apiKeyEnv, Arm: f.arm, From: f.from,
-		MaxTurns: f.maxTurns, Budget: s.episode.Budget, Prices: prices, CodexHome: os.Getenv("PYRUALEAN_CODEX_HOME"),
-		OpenAI: runtimes.OpenAIOptions{MaxTokens: f.maxTokens, ToolChoice: f.toolChoice, Temperature: temp, ExtraBody: extra,
-			ImagesInTool: f.imagesInTool, MaxImages: f.maxImages, TextOnly: f.textOnly},
-	}
-	rt, err := runtimes.New(s.runtime, s.settings)
+	logger := cmdLogger(stderr, f.verbose)
+	rt, err := runtimes.For(ep, runtimes.Wiring{Logger: logger, Progress: stderr})
 	if err != nil {
-		if s.runtime == "local" && implied {
+		if ep.Policy.Runtime == "local" && f.spec.Policy.Runtime == "" {
 			err = fmt.Errorf("%w; no --base-url or $OPENAI_BASE_URL, so the local runtime was chosen (name one with --runtime)", err)
 		}
 		return nil, err
 	}
-	s.rt = rt
-	model := rt.Model()
 	if f.priceIn >= 0 || f.priceOut >= 0 || f.priceCached >= 0 {
 		if f.priceIn < 0 || f.priceOut < 0 {
 			return nil, errors.New("--price-input and --price-output go together")
@@ -188,27 +107,17 @@ func parsePlay(args []string, stderr io.Writer, now time.Time) (*playSetup, erro
 		if cached < 0 {
 			cached = f.priceIn
 		}
-		prices[model] = agent.Price{Input: f.priceIn, CachedInput: cached, Output: f.priceOut}
+		if ep.Policy.Prices == nil {
+			ep.Policy.Prices = prices.Table{}
+		}
+		ep.Policy.Prices[rt.Model()] = prices.Price{Input: f.priceIn, CachedInput: cached, Output: f.priceOut}
+		if rt, err = runtimes.For(ep, runtimes.Wiring{Logger: logger, Progress: stderr}); err != nil {
+			return nil, err
+		}
 	}
-	s.episode.Model, s.episode.Runtime, s.episode.ReasoningEffort = model, s.runtime, f.reasoning
-	s.episode.CUDADevice, s.episode.Prices = f.cudaDevice, prices
+	ep.Policy.Model = rt.Model()
+	s.episode, s.rt, s.host = ep, rt, agent.Host{Logger: logger}
 	return s, nil
-}
-
-// promptProfile resolves --prompt-profile: compact by default for the local runtime's small models in
-// the cells arm, the seed's prompt otherwise.
-func promptProfile(flag, runtime, arm string) (string, error) {
-	switch {
-	case flag == "" && runtime == "local" && arm == agent.ArmCells:
-		return agent.ProfileCompact, nil
-	case flag == "":
-		return agent.ProfileDefault, nil
-	case flag != agent.ProfileDefault && flag != agent.ProfileCompact:
-		return "", fmt.Errorf("--prompt-profile %q: want default or compact", flag)
-	case flag == agent.ProfileCompact && arm != agent.ArmCells:
-		return "", fmt.Errorf("--prompt-profile compact is for --arm cells (the arm is %s)", arm)
-	}
-	return flag, nil
 }
 
 func errOr(err error, s string) string {
@@ -235,7 +144,7 @@ type playLine struct {
 }
 
 func cmdPlay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	s, err := parsePlay(args, stderr, time.Now())
+	s, err := parsePlay(ctx, args, stderr, time.Now())
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "pyrualean play: %v\n", err)
@@ -285,8 +194,8 @@ func playEpisode(ctx context.Context, s *playSetup) (*agent.Result, error) {
 		return nil, err
 	}
 	defer s.rt.Close()
-	s.episode.Model = s.rt.Model()
-	ep, err := agent.StartEpisode(ctx, s.episode)
+	s.episode.Policy.Model = s.rt.Model()
+	ep, err := agent.StartEpisode(ctx, s.episode, s.host)
 	if err != nil {
 		if errors.Is(err, agent.ErrBoot) {
 			if row, lerr := readResult(s.episode.Out); lerr == nil {
@@ -332,7 +241,7 @@ func resultStatus(r *agent.Result) string {
 // serveEpisode runs the gateway in-process with the episode's kernel and its /api/episodes entry, so a
 // person can attach JupyterLab to the kernel the agent drives. The returned func stops it.
 func serveEpisode(ctx context.Context, s *playSetup, ep *agent.Episode) (func(), error) {
-	srv := gateway.New(gateway.Config{Token: s.token, Logger: s.episode.Logger})
+	srv := gateway.New(gateway.Config{Token: s.token, Logger: s.host.Logger})
 	// The episode's kernel is listed under a spec of its own, so JupyterLab shows it apart from the
 	// kernels its launcher starts and can connect to it without attach; interrupts through the gateway
 	// are a person's (PersonKernel).

@@ -82,7 +82,7 @@ func TestPlayRuntimeDefault(t *testing.T) {
 		name, env        string
 		args             []string
 		runtime, baseURL string // baseURL: what the openai runtime would call ("" for other runtimes)
-		model            string // EpisodeConfig.Model before a local server names its model
+		model            string // the spec's model before a local server names its model
 	}{
 		{"nothing given", "", nil, "local", "", ""},
 		{"local model named", "", []string{"--model", llm.TestModel}, "local", "", llm.TestModel},
@@ -98,27 +98,27 @@ func TestPlayRuntimeDefault(t *testing.T) {
 			t.Setenv("OPENAI_BASE_URL", c.env)
 			t.Setenv("PYRUALEAN_MODEL", "")
 			var stderr bytes.Buffer
-			s, err := parsePlay(c.args, &stderr, time.Now())
+			s, err := parsePlay(context.Background(), c.args, &stderr, time.Now())
 			if err != nil {
-				t.Fatalf("parsePlay(%v): %v", c.args, err)
+				t.Fatalf("parsePlay(context.Background(), %v): %v", c.args, err)
 			}
-			if s.runtime != c.runtime || s.episode.Runtime != c.runtime {
-				t.Errorf("runtime %q (episode %q), want %q", s.runtime, s.episode.Runtime, c.runtime)
+			if s.episode.Policy.Runtime != c.runtime {
+				t.Errorf("runtime %q, want %q", s.episode.Policy.Runtime, c.runtime)
 			}
-			if oc, err := runtimes.OpenAIConfigFor(s.settings); c.runtime == "openai" && (err != nil || oc.BaseURL != c.baseURL) {
+			if oc, err := runtimes.OpenAIConfigFor(runtimes.SettingsFor(s.episode, runtimes.Wiring{})); c.runtime == "openai" && (err != nil || oc.BaseURL != c.baseURL) {
 				t.Errorf("base URL %q (%v), want %q", oc.BaseURL, err, c.baseURL)
 			}
-			if s.episode.Model != c.model {
-				t.Errorf("model %q, want %q", s.episode.Model, c.model)
+			if s.episode.Policy.Model != c.model {
+				t.Errorf("model %q, want %q", s.episode.Policy.Model, c.model)
 			}
-			if c.runtime == "local" && s.settings.Model != c.model {
-				t.Errorf("local model %q, want %q", s.settings.Model, c.model)
+			if c.runtime == "local" && runtimes.SettingsFor(s.episode, runtimes.Wiring{}).Model != c.model {
+				t.Errorf("local model %q, want %q", runtimes.SettingsFor(s.episode, runtimes.Wiring{}).Model, c.model)
 			}
 		})
 	}
-	// A remote model's name with no endpoint: the error says why the local runtime was chosen.
+	// A model that is not an embedded one, with no endpoint: the original runs it through Codex.
 	t.Setenv("OPENAI_BASE_URL", "")
-	if _, err := parsePlay([]string{"--model", "gpt-4o"}, io.Discard, time.Now()); err == nil || !strings.Contains(err.Error(), "local runtime was chosen") {
+	if s, err := parsePlay(context.Background(), []string{"--model", "gpt-4o"}, io.Discard, time.Now()); err != nil || s.episode.Policy.Runtime != "codex" {
 		t.Errorf("--model gpt-4o with no endpoint: %v", err)
 	}
 }

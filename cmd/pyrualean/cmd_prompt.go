@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 )
 
 // cmdPrompt prints the prompt the agent would read for the episode play's flags describe (prompt.txt),
@@ -32,44 +33,48 @@ func cmdCard(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // and ends the episode without any action. Exit 64 for bad flags (play's), 2 when the episode cannot
 // boot.
 func preview(ctx context.Context, name string, args []string, stdout, stderr io.Writer, show func(*agent.Episode) ([]byte, error)) int {
-	// play's whole flag set, so a play command line previews as it is; only the episode's flags
+	// play's whole flag set, so a play command line previews as it is; only the episode's settings
 	// matter (the prompt and card do not depend on the model; the runtime only picks the default
 	// prompt profile).
 	fs, pf := newPlayFlagSet(stderr)
-	f := &pf.episodeFlags
-	f.cmd = name
-	verbose := &pf.verbose
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return exitUsage
 	}
-	err := f.validate()
-	profile := ""
-	if err == nil {
-		profile, err = promptProfile(pf.promptProfile, pf.runtime, f.arm)
-	}
-	if err == nil && fs.NArg() > 0 {
+	var err error
+	switch {
+	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err == nil && f.out != "" {
+	case pf.spec.Out != "":
 		err = errors.New("--out: the preview's run folder is a scratch one, removed afterwards")
+	}
+	dir := ""
+	if err == nil {
+		dir, err = os.MkdirTemp("", "pyrualean-"+name+"-")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)
 		return exitUsage
 	}
-	dir, err := os.MkdirTemp("", "pyrualean-"+name+"-")
+	defer os.RemoveAll(dir)
+	pf.spec.Out = filepath.Join(dir, "run")
+	if p := pf.spec.Policy; p.Runtime == "" {
+		// No model is asked: the runtime play would choose only picks the prompt profile.
+		pf.spec.Policy.Runtime = "none"
+		if runtimes.Resolve(&p) == nil {
+			pf.spec.Policy.Runtime = p.Runtime
+		}
+	}
+	pf.policy = pf.spec.Policy.Runtime
+	cfg, err := pf.finish(ctx, time.Now())
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)
-		return exitFailed
+		return exitUsage
 	}
-	defer os.RemoveAll(dir)
-	f.out = filepath.Join(dir, "run")
-	cfg := f.config(time.Now())
-	cfg.Logger, cfg.Model, cfg.Runtime, cfg.PromptProfile = cmdLogger(stderr, *verbose), "none", name, profile
-	ep, err := agent.StartEpisode(ctx, cfg)
+	cfg.Policy.Model = "none"
+	ep, err := agent.StartEpisode(ctx, cfg, agent.Host{Logger: cmdLogger(stderr, pf.verbose)})
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)
 		return exitEpisodeError

@@ -12,38 +12,37 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
-// programFlags are the flags of the commands that run one program against a fresh episode (run,
-// generate): the episode's, with the program arm implied.
-func newProgramFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *episodeFlags, *bool) {
-	f := &episodeFlags{cmd: name}
+// newProgramFlagSet is the flag set of the commands that run one program against a fresh episode (run,
+// generate): the episode's settings, with the program arm implied; skip names settings the command
+// sets itself.
+func newProgramFlagSet(name string, stderr io.Writer, skip ...string) (*flag.FlagSet, *episodeFlags, *bool) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	f.register(fs)
+	f := newEpisodeFlags(name, fs, skip...)
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	return fs, f, verbose
 }
 
-// programConfig validates the flags of run/generate: one program, in the program arm.
-func programConfig(fs *flag.FlagSet, f *episodeFlags, now time.Time) (agent.EpisodeConfig, error) {
+// programSpec validates the flags of run/generate: one program, in the program arm.
+func programSpec(ctx context.Context, fs *flag.FlagSet, f *episodeFlags, now time.Time) (spec.Episode, error) {
 	if fs.NArg() > 0 {
-		return agent.EpisodeConfig{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return spec.Episode{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if f.arm != agent.ArmCells && f.arm != agent.ArmProgram { // cells is the flag's default
-		return agent.EpisodeConfig{}, fmt.Errorf("--arm %s: %s runs one program (the program arm)", f.arm, f.cmd)
+	s := &f.spec
+	if s.Arm != spec.ArmCells && s.Arm != spec.ArmProgram { // cells is the flag's default
+		return spec.Episode{}, fmt.Errorf("--arm %s: %s runs one program (the program arm)", s.Arm, f.cmd)
 	}
-	f.arm = agent.ArmProgram
-	if f.maxPrograms == 0 {
-		f.maxPrograms = 1
+	s.Arm = spec.ArmProgram
+	if s.MaxPrograms == 0 {
+		s.MaxPrograms = 1
 	}
-	if f.maxPrograms != 1 {
-		return agent.EpisodeConfig{}, fmt.Errorf("--max-programs %d: %s runs exactly one program", f.maxPrograms, f.cmd)
+	if s.MaxPrograms != 1 {
+		return spec.Episode{}, fmt.Errorf("--max-programs %d: %s runs exactly one program", s.MaxPrograms, f.cmd)
 	}
-	if err := f.validate(); err != nil {
-		return agent.EpisodeConfig{}, err
-	}
-	return f.config(now), nil
+	return f.finish(ctx, now)
 }
 
 // runLine is `run`'s stdout line, the seed's keys: the episode's status, the program's own ending as
@@ -61,7 +60,7 @@ type runLine struct {
 
 // cmdRun runs one program (a .py file defining run(robo)) against a fresh episode.
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, f, verbose := newProgramFlagSet("run", stderr)
+	fs, f, verbose := newProgramFlagSet("run", stderr, "runtime", "model", "from")
 	policy := fs.String("policy", "", "the program: a .py file defining run(robo) (required)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -69,7 +68,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	cfg, err := programConfig(fs, f, time.Now())
+	f.policy, f.spec.Policy.Model = "program", "none"
+	cfg, err := programSpec(ctx, fs, f, time.Now())
 	if err == nil && *policy == "" {
 		err = errors.New("--policy P.py is required")
 	}
@@ -83,8 +83,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyrualean run: %v\n", err)
 		return exitUsage
 	}
-	cfg.Logger, cfg.Model, cfg.Runtime = cmdLogger(stderr, *verbose), "none", "program"
-	return runOneProgram(ctx, cfg, "run", stdout, stderr, func(ctx context.Context, ep *agent.Episode) (string, string, error) {
+	return runOneProgram(ctx, cfg, agent.Host{Logger: cmdLogger(stderr, *verbose)}, "run", stdout, stderr, func(ctx context.Context, ep *agent.Episode) (string, string, error) {
 		st, err := agent.RunProgramOnce(ctx, ep, string(code))
 		return st, *policy, err
 	})
@@ -93,9 +92,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // runOneProgram boots the episode, gets and runs its one program with produce, finishes the episode
 // and prints the run line. The exit status is play's: 0 when the program ran (whatever its own
 // ending), 2 for boot_error and error (the seed's), 1 for the other failures.
-func runOneProgram(ctx context.Context, cfg agent.EpisodeConfig, name string, stdout, stderr io.Writer,
+func runOneProgram(ctx context.Context, cfg spec.Episode, host agent.Host, name string, stdout, stderr io.Writer,
 	produce func(context.Context, *agent.Episode) (status, policy string, err error)) int {
-	ep, err := agent.StartEpisode(ctx, cfg)
+	ep, err := agent.StartEpisode(ctx, cfg, host)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean %s: %v\n", name, err)
 		if res, rerr := readResult(cfg.Out); rerr == nil {

@@ -3,16 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
+	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 	"github.com/pyrualean/pyrualean/suite"
 )
 
@@ -58,41 +58,28 @@ func (r scriptRuntime) Run(ctx context.Context, ep agent.Driver) error {
 }
 
 func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
-	s, err := parsePlay(playArgs(j.Episode, j.Dir), io.Discard, time.Now())
-	if err != nil {
-		return suite.Outcome{Status: agent.StatusBootError, Err: err}
-	}
-	s.episode.Logger, s.settings.Logger = x.logger, x.logger
-	s.settings.HTTPClient = x.endpoints.Client()
-	s.episode.References = x.reference
-	s.episode.KernelEnv = map[string]string{suite.SuiteEnv: x.suiteDir}
-	s.episode.Release = func(release func()) { x.releases.Go(release) }
-	if x.kernels != nil && takesWarmKernel(j.Robot, s.episode.CUDADevice, s.episode.Sealed) {
-		s.episode.Kernels = x.kernels
-	}
-	var rt runtimes.Runtime
-	switch {
-	case s.runtime == "replay" && j.Arm == agent.ArmTools:
-		twin := j.TwinDir()
-		if row, err := runs.LoadRun(twin); err != nil || suite.Retryable(row.Status) {
-			return suite.Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("its cells twin %s has not finished", twin)}
-		}
-		acts, err := toolActions(twin)
+	s := j.Spec
+	s.Out = j.Dir
+	if s.Policy.Runtime == "replay" { // the reference solution in this machine's repository
+		root, err := robotapi.Root()
 		if err != nil {
-			return suite.Outcome{Status: agent.StatusError, Err: err}
-		}
-		rt, s.episode.Arm = scriptRuntime{acts}, agent.ArmTools
-	case s.runtime == "replay":
-		rt = s.rt // the task's own solution: nothing to share, nothing to start
-	default:
-		if rt, err = x.shared(ctx, j, s); err != nil {
 			return suite.Outcome{Status: agent.StatusBootError, Err: err}
 		}
+		s.Policy.From = filepath.Join(root, j.Solution)
 	}
-	s.episode.Model = rt.Model()
+	host := agent.Host{Logger: x.logger, References: x.reference, KernelEnv: map[string]string{suite.SuiteEnv: x.suiteDir},
+		Release: func(release func()) { x.releases.Go(release) }}
+	if x.kernels != nil && takesWarmKernel(s) {
+		host.Kernels = x.kernels
+	}
+	rt, out := x.runtimeFor(ctx, j, s)
+	if rt == nil {
+		return out
+	}
+	s.Policy.Model = rt.Model()
 	if x.acting != nil {
 		admitted := false
-		s.episode.Admit = func(ctx context.Context) error {
+		host.Admit = func(ctx context.Context) error {
 			select {
 			case x.acting <- struct{}{}:
 				admitted = true
@@ -107,7 +94,7 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 			}
 		}()
 	}
-	ep, err := agent.StartEpisode(ctx, s.episode)
+	ep, err := agent.StartEpisode(ctx, s, host)
 	if err != nil {
 		if res, rerr := readResult(j.Dir); rerr == nil {
 			return outcome(res, err)
@@ -121,6 +108,35 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 	return outcome(res, err)
 }
 
+// runtimeFor is what drives the job's episode: a replayed tools episode replays the primitive calls of
+// its cells twin, a replayed cells episode its task's solution, anything else the row's runtime shared
+// by the suite's episodes. A nil runtime comes with the outcome to record instead.
+func (x *evalExec) runtimeFor(ctx context.Context, j suite.Job, s spec.Episode) (runtimes.Runtime, suite.Outcome) {
+	switch {
+	case s.Policy.Runtime == "replay" && s.Arm == spec.ArmTools:
+		twin := j.TwinDir()
+		if row, err := runs.LoadRun(twin); err != nil || suite.Retryable(row.Status) {
+			return nil, suite.Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("its cells twin %s has not finished", twin)}
+		}
+		acts, err := toolActions(twin)
+		if err != nil {
+			return nil, suite.Outcome{Status: agent.StatusError, Err: err}
+		}
+		return scriptRuntime{acts}, suite.Outcome{}
+	case s.Policy.Runtime == "replay":
+		rt, err := runtimes.For(s, runtimes.Wiring{Logger: x.logger})
+		if err != nil {
+			return nil, suite.Outcome{Status: agent.StatusBootError, Err: err}
+		}
+		return rt, suite.Outcome{}
+	}
+	rt, err := x.shared(ctx, j, s)
+	if err != nil {
+		return nil, suite.Outcome{Status: agent.StatusBootError, Err: err}
+	}
+	return rt, suite.Outcome{}
+}
+
 func outcome(res *agent.Result, err error) suite.Outcome {
 	out := suite.Outcome{Status: res.Status, Success: res.EnvironmentSuccess, Err: err, WallS: res.PolicyWallS,
 		InTok: res.Generation.InputTokens, LLMCalls: res.Generation.Turns}
@@ -132,7 +148,7 @@ func outcome(res *agent.Result, err error) suite.Outcome {
 
 // shared returns the row's runtime for the episode's model, configured from the episode's settings
 // and started at the first episode that needs it (a local model loads once for the suite).
-func (x *evalExec) shared(ctx context.Context, j suite.Job, s *playSetup) (runtimes.Runtime, error) {
+func (x *evalExec) shared(ctx context.Context, j suite.Job, s spec.Episode) (runtimes.Runtime, error) {
 	key := runtimeKey{j.Row, j.Model}
 	x.mu.Lock()
 	if x.runtimes == nil {
@@ -145,14 +161,14 @@ func (x *evalExec) shared(ctx context.Context, j suite.Job, s *playSetup) (runti
 	}
 	x.mu.Unlock()
 	sr.once.Do(func() {
-		settings := s.settings
-		settings.Progress = nil // the suite's own progress display says how episodes go
-		if sr.rt, sr.err = runtimes.New(s.runtime, settings); sr.err == nil {
+		// no progress lines: the suite's own display says how episodes go
+		w := runtimes.Wiring{Logger: x.logger, HTTPClient: x.endpoints.Client()}
+		if sr.rt, sr.err = runtimes.For(s, w); sr.err == nil {
 			sr.err = sr.rt.Start(context.WithoutCancel(ctx))
 		}
 	})
 	if sr.err != nil {
-		return nil, fmt.Errorf("runtime %s: %w", s.runtime, sr.err)
+		return nil, fmt.Errorf("runtime %s: %w", s.Policy.Runtime, sr.err)
 	}
 	return sr.rt, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 	"github.com/pyrualean/pyrualean/suite"
 	"github.com/pyrualean/pyrualean/suite/raycluster"
 	"github.com/pyrualean/pyrualean/suite/rayjob"
@@ -216,7 +217,7 @@ func TestEvalRay(t *testing.T) {
 	// the tools episodes there, each replaying its twin's calls, which travel with the job.
 	mixed := filepath.Join(dir, "mixed")
 	for _, id := range local.Order {
-		if st := local.Episodes[id]; st.Arm == agent.ArmCells {
+		if st := local.Episodes[id]; st.Arm == spec.ArmCells {
 			os.MkdirAll(filepath.Dir(filepath.Join(mixed, st.Dir)), 0o755)
 			if out, err := exec.Command("cp", "-a", filepath.Join(dir, "local", st.Dir), filepath.Join(mixed, st.Dir)).CombinedOutput(); err != nil {
 				t.Fatalf("cp: %v %s", err, out)

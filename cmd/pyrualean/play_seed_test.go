@@ -17,7 +17,9 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
 	"github.com/pyrualean/pyrualean/agent/runs"
+	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // TestPlaySeedFlags: the seed's command line parses as the seed means it. A suite implies its robot
@@ -28,19 +30,19 @@ func TestPlaySeedFlags(t *testing.T) {
 	t.Setenv("PYRUALEAN_RUNTIME", "")
 	seed := []string{"--arm", "cells", "--suite", "libero_spatial_swap", "--task", "7", "--seed", "2", "--model", "gpt-6-astra",
 		"--runtime", "openai", "--libero-type", "pro", "--sam3-endpoint", "http://127.0.0.1:9"}
-	s, err := parsePlay(seed, io.Discard, time.Now())
+	s, err := parsePlay(context.Background(), seed, io.Discard, time.Now())
 	if err != nil {
 		t.Fatalf("the seed's command line: %v", err)
 	}
 	e := s.episode
-	if e.Robot != "libero" || e.Suite != "libero_spatial_swap" || e.Task != "7" || e.Seed != 2 || e.SAM3Endpoint != "http://127.0.0.1:9" || s.runtime != "openai" {
-		t.Fatalf("episode %+v runtime %s", e, s.runtime)
+	if e.Robot != "libero" || e.Suite != "libero_spatial_swap" || e.Task != "7" || e.Seed != 2 || e.RobotOptions["sam3_endpoint"] != "http://127.0.0.1:9" || s.episode.Policy.Runtime != "openai" {
+		t.Fatalf("episode %+v runtime %s", e, s.episode.Policy.Runtime)
 	}
-	code := robotapi.SetupCode(robotapi.SetupOptions{Robot: e.Robot, Suite: e.Suite, Task: e.Task, Sam3Endpoint: e.SAM3Endpoint, LiberoType: e.LiberoType})
+	code := robotapi.SetupCode(robotapi.SetupOptions{Robot: e.Robot, Suite: e.Suite, Task: e.Task, Options: e.RobotOptions})
 	if !strings.Contains(code, `sam3_endpoint="http://127.0.0.1:9"`) || !strings.Contains(code, `libero_type="pro"`) || !strings.Contains(code, `make("libero"`) {
 		t.Errorf("setup cell %s", code)
 	}
-	slash, err := parsePlay([]string{"--task", "libero_spatial_swap/7", "--seed", "2", "--runtime", "openai"}, io.Discard, time.Now())
+	slash, err := parsePlay(context.Background(), []string{"--task", "libero_spatial_swap/7", "--seed", "2", "--runtime", "openai"}, io.Discard, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +55,8 @@ func TestPlaySeedFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--suite", "no_such_suite", "--runtime", "openai"}, "--robot"},
-		{[]string{"--libero-type", "pro", "--runtime", "openai"}, "add --robot libero"},
-		{[]string{"--sam3-endpoint", "http://127.0.0.1:9", "--runtime", "openai"}, "add --robot libero"},
+		{[]string{"--libero-type", "pro", "--runtime", "openai"}, "robots that take it: libero"},
+		{[]string{"--sam3-endpoint", "http://127.0.0.1:9", "--runtime", "openai"}, "robots that take it: libero"},
 		{[]string{"--suite", "libero_goal", "--task", "libero_spatial_swap/7", "--runtime", "openai"}, "drop one"},
 		{[]string{"--runtime", "replay"}, "--from"},
 	} {
@@ -71,14 +73,14 @@ func TestPlayEnvironmentSettings(t *testing.T) {
 	t.Setenv("PYRUALEAN_RUNTIME", "openai")
 	t.Setenv("PYRUALEAN_PRIMITIVES", "no-vla")
 	t.Setenv("PYRUALEAN_CODEX_HOME", "/tmp/my-codex-home")
-	s, err := parsePlay(nil, io.Discard, time.Now())
+	s, err := parsePlay(context.Background(), nil, io.Discard, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.runtime != "openai" || s.episode.Primitives != agent.PrimitivesNoVLA || s.settings.CodexHome != "/tmp/my-codex-home" {
-		t.Errorf("runtime %s primitives %s codex home %s", s.runtime, s.episode.Primitives, s.settings.CodexHome)
+	if s.episode.Policy.Runtime != "openai" || s.episode.Primitives != spec.PrimitivesNoVLA || runtimes.SettingsFor(s.episode, runtimes.Wiring{}).CodexHome != "/tmp/my-codex-home" {
+		t.Errorf("runtime %s primitives %s codex home %s", s.episode.Policy.Runtime, s.episode.Primitives, runtimes.SettingsFor(s.episode, runtimes.Wiring{}).CodexHome)
 	}
-	if s, err := parsePlay([]string{"--runtime", "local", "--primitives", "full"}, io.Discard, time.Now()); err != nil || s.runtime != "local" || s.episode.Primitives != "full" {
+	if s, err := parsePlay(context.Background(), []string{"--runtime", "local", "--primitives", "full"}, io.Discard, time.Now()); err != nil || s.episode.Policy.Runtime != "local" || s.episode.Primitives != "full" {
 		t.Errorf("flags over the environment: %+v %v", s, err)
 	}
 	for env, want := range map[string]string{"PYRUALEAN_RUNTIME": "$PYRUALEAN_RUNTIME", "PYRUALEAN_PRIMITIVES": "$PYRUALEAN_PRIMITIVES"} {
@@ -106,12 +108,12 @@ func TestPlayCodexSeedDefaults(t *testing.T) {
 		{[]string{"--runtime", "claude"}, ""},
 		{[]string{"--runtime", "openai"}, ""},
 	} {
-		s, err := parsePlay(c.args, io.Discard, time.Now())
+		s, err := parsePlay(context.Background(), c.args, io.Discard, time.Now())
 		if err != nil {
 			t.Fatalf("%v: %v", c.args, err)
 		}
-		if s.settings.Reasoning != c.want || s.episode.ReasoningEffort != c.want {
-			t.Errorf("%v: reasoning sent %q, recorded %q; want %q", c.args, s.settings.Reasoning, s.episode.ReasoningEffort, c.want)
+		if runtimes.SettingsFor(s.episode, runtimes.Wiring{}).Reasoning != c.want || s.episode.Policy.Reasoning != c.want {
+			t.Errorf("%v: reasoning sent %q, recorded %q; want %q", c.args, runtimes.SettingsFor(s.episode, runtimes.Wiring{}).Reasoning, s.episode.Policy.Reasoning, c.want)
 		}
 	}
 }

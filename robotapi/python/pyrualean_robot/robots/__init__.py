@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -59,13 +60,104 @@ def robot_class(name: str) -> Any:
         raise RobotUnavailable(f"robot {name!r}: {e.module} has no class {e.cls} yet; it needs {e.needs}.") from None
 
 
+#: make()'s arguments every robot takes (the episode's own settings); the rest of a robot's ``__init__``
+#: parameters are its options (``--robot-opt KEY=VALUE``), listed by :func:`options`.
+COMMON_ARGS = ("task", "seed", "workspace", "images", "primitives", "suite", "max_env_steps")
+
+
+@dataclass(frozen=True)
+class RobotOption:
+    """One of a robot's own make() options: its name, value kind (int, float, bool or str) and default."""
+    name: str
+    kind: str
+    default: Any
+
+
+def _kind(annotation: Any, default: Any) -> str:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+    for kind in ("bool", "int", "float"):  # bool before int: bool is an int
+        if re.search(rf"\b{kind}\b", str(text)) or (default is not None and type(default).__name__ == kind):
+            return kind
+    return "str"
+
+
+def _init_params(cls: type) -> dict[str, inspect.Parameter]:
+    """A robot class's ``__init__`` keyword parameters, following ``**kwargs`` up to the base classes."""
+    out: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters
+        forwards = False
+        for p in list(params.values())[1:]:
+            if p.kind is p.VAR_KEYWORD:
+                forwards = True
+            elif p.kind is not p.VAR_POSITIONAL:
+                out.setdefault(p.name, p)
+        if not forwards:
+            break
+    return out
+
+
+def options(name: str) -> tuple[RobotOption, ...]:
+    """Robot `name`'s own make() options: every keyword of its class's ``__init__`` (and of the bases it
+    forwards ``**kwargs`` to) except :data:`COMMON_ARGS`. The one home of what a robot accepts."""
+    return tuple(RobotOption(p.name, _kind(p.annotation, p.default),
+                             None if p.default is inspect.Parameter.empty else p.default)
+                 for p in _init_params(robot_class(name)).values() if p.name not in COMMON_ARGS)
+
+
+def robots_with_option(key: str) -> list[str]:
+    """The registered robots whose make() takes option `key` (robots that do not import are skipped)."""
+    out = []
+    for name in REGISTRY:
+        try:
+            if any(o.name == key for o in options(name)):
+                out.append(name)
+        except (ImportError, RobotUnavailable):
+            continue
+    return out
+
+
+def coerce_options(name: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """Robot `name`'s options with string values turned into their kind (``"3"`` -> 3 for an int option,
+    ``"true"``/``"false"`` for a bool); values already of another type pass unchanged. ValueError names an
+    unknown option (and the known ones) or a value that is not of its kind."""
+    known = {o.name: o for o in options(name)}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        opt = known.get(key)
+        if opt is None:
+            names = ", ".join(sorted(known)) or "none"
+            others = ", ".join(robots_with_option(key)) or "none"
+            raise ValueError(f"robot {name!r} has no option {key!r} (its options: {names}; "
+                             f"robots that take it: {others})")
+        if not isinstance(value, str) or opt.kind == "str":
+            out[key] = value
+            continue
+        try:
+            if opt.kind == "bool":
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(value)
+                out[key] = value.lower() in ("true", "1", "yes")
+            else:
+                out[key] = int(value) if opt.kind == "int" else float(value)
+        except ValueError:
+            raise ValueError(f"robot {name!r} option {key}={value!r}: want a {opt.kind}") from None
+    return out
+
+
 def create(name: str, *, seed: Any = None, **kwargs: Any) -> Any:
     """An instance of robot `name` built from make()'s arguments (seed None: the robot's own default seed).
+    The robot's own options may come as strings (``--robot-opt``): they are coerced to their kind.
 
     The one place a robot is constructed: make() (in the kernel) and the robot server (sealed episodes) both
     call it, then attach the notebook session."""
     if seed is not None:
         kwargs["seed"] = seed
+    own = {k: v for k, v in kwargs.items() if k not in COMMON_ARGS}
+    kwargs.update(coerce_options(name, own))
     return robot_class(name)(**kwargs)
 
 
@@ -94,10 +186,11 @@ def robot_for_suite(suite: str) -> str:
 
 def describe(name: str) -> dict:
     """One robot for the Go side: name, default, default_seed and remote (from its class's ``__init__``: the
-    one home of both), suites, needs, and available/error when its module does not import."""
+    one home of both), suites, its own make() options (:func:`options`), needs, and available/error when its
+    module does not import."""
     e = REGISTRY[name]
     row: dict[str, Any] = {"name": name, "default": name == DEFAULT_ROBOT, "default_seed": 0, "remote": False,
-                           "suites": [], "needs": e.needs, "available": True, "error": ""}
+                           "suites": [], "options": [], "needs": e.needs, "available": True, "error": ""}
     try:
         params = inspect.signature(robot_class(name).__init__).parameters
         seed: Optional[inspect.Parameter] = params.get("seed")
@@ -105,6 +198,7 @@ def describe(name: str) -> dict:
             row["default_seed"] = seed.default
         row["remote"] = "env_url" in params  # it drives an RPent env server
         row["suites"] = list(suite_names(name))
+        row["options"] = [{"name": o.name, "kind": o.kind, "default": o.default} for o in options(name)]
     except (ImportError, RobotUnavailable) as err:
         row.update(available=False, error=str(err).replace("\n", " "))
     return row

@@ -1,5 +1,6 @@
-"""``python -m pyrualean_robot.robots [--json] [--suite S]``: the registered robots (name, default seed, remote,
-suites), or with --suite the robot that suite belongs to (exit 2 naming the suites when it is unknown)."""
+"""``python -m pyrualean_robot.robots [--json] [--suite S] [--check-options ROBOT KEY=VALUE...]``: the registered
+robots (name, default seed, remote, suites, options), or with --suite the robot that suite belongs to, or with
+--check-options the options coerced to their kinds as JSON (exit 2 with the reason when one is refused)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,30 @@ import json
 import sys
 from typing import Optional
 
-from . import REGISTRY, describe, robot_for_suite
+from . import REGISTRY, coerce_options, describe, robot_for_suite
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pyrualean_robot.robots", description="list the registered robots")
     p.add_argument("--json", action="store_true")
     p.add_argument("--suite", help="print the robot this suite belongs to")
+    p.add_argument("--check-options", nargs="+", metavar=("ROBOT", "KEY=VALUE"),
+                   help="check a robot's own make() options and print them coerced (JSON)")
     a = p.parse_args(argv)
+    if a.check_options is not None:
+        robot, raw = a.check_options[0], {}
+        for kv in a.check_options[1:]:
+            k, sep, v = kv.partition("=")
+            if not sep or not k.isidentifier():
+                print(f"error: option {kv!r}: want KEY=VALUE", file=sys.stderr)
+                return 2
+            raw[k] = v
+        try:
+            print(json.dumps(coerce_options(robot, raw)))
+        except (ValueError, ImportError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if a.suite is not None:
         try:
             print(robot_for_suite(a.suite))

@@ -11,7 +11,8 @@ Two sockets, two audiences:
   records and the success flag since the last host report; its own window, which the agent cannot move),
   ``host.card``, ``host.ledger``, ``host.stop(reason)`` (``host.report`` also lists the agent's RPCs the
   server refused: private names asked for over the raw socket), ``host.check_source(code)`` (the static
-  check's flags for a cell, computed here) and RPent's ``healthz`` / ``shutdown``.
+  check's flags for a cell, computed here), ``host.judge(code)`` (both in one call: what the host asks
+  once per cell) and RPent's ``healthz`` / ``shutdown``.
 
 Every robot call runs on one thread (the one that built the robot: its GL context lives there), in order.
 Only JSON crosses either socket.
@@ -128,7 +129,15 @@ class RobotService:
             "host.stop": lambda reason: self._run(self.robot._stop_episode, str(reason)),
             "host.describe": lambda: self._run(self._describe),
             "host.check_source": self._check_source,
+            "host.judge": self._judge,
         }
+
+    def _judge(self, code: Any = None) -> dict:
+        """One cell's verdict in one call: the host report since the last one, with the static check's
+        flags for the agent's source (``code``; none for a person's cell or the episode's final settle)."""
+        report = self._run(self._host_report)
+        report["sandbox_flags"] = self._check_source(code)["flags"] if isinstance(code, str) and code else []
+        return report
 
     @staticmethod
     def _check_source(code: Any) -> dict:
@@ -163,11 +172,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--images", default="on-motion")
     ap.add_argument("--primitives", default="full")
     ap.add_argument("--suite")
-    ap.add_argument("--vla-endpoint")
-    ap.add_argument("--env-url")
-    ap.add_argument("--max-env-steps", type=int, default=10000)
+    ap.add_argument("--max-env-steps", type=int, help="the simulator's step budget (default: the robot's own)")
     ap.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
-                    help="one of the robot's own make() options (e.g. sam3_endpoint=http://...), repeatable")
+                    help="one of the robot's own make() options (e.g. vla_endpoint=socket://..., env_url=..., "
+                         "sam3_endpoint=http://...), as given: make() turns it into its kind; repeatable")
     ap.add_argument("--agent-socket", required=True)
     ap.add_argument("--host-socket", required=True)
     a = ap.parse_args(argv)
@@ -178,12 +186,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not sep or not k.isidentifier():
             ap.error(f"--opt wants KEY=VALUE, not {kv!r}")
         extra[k] = v
-    if a.env_url:
-        extra["env_url"] = a.env_url
+    if a.max_env_steps is not None:
+        extra["max_env_steps"] = a.max_env_steps
     worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="robot")
     robot = worker.submit(lambda: create(a.robot, task=a.task, seed=a.seed, workspace=a.workspace, images=a.images,
-                                         primitives=a.primitives, suite=a.suite, vla_endpoint=a.vla_endpoint,
-                                         max_env_steps=a.max_env_steps, **extra)).result()
+                                         primitives=a.primitives, suite=a.suite, **extra)).result()
     notebook.attach(robot)  # as make() does: shown images wait in the session, the proxy drains them
     service = RobotService(robot, worker)
     for p in (a.agent_socket, a.host_socket):

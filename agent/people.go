@@ -1,0 +1,382 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/notebooks"
+)
+
+// people is what people do in a live episode: cells a person runs in JupyterLab on the episode's
+// kernel. They reach it only through the gateway (PersonKernel.Forward), so the host knows each one
+// from the request itself, never from what the kernel says. Each waits its turn in the dispatcher like
+// an agent cell, goes into the trace as the person's (author "human", tag "human"), has its robot calls
+// charged to the person (attribution.go), and is told to the model before its next decision
+// (AwaitTurn) or with its next result.
+type people struct {
+	e *Episode
+
+	mu      sync.Mutex
+	seq     int                  // people's cells so far
+	running int                  // submitted, not yet recorded
+	changed chan struct{}        // closed and replaced when running changes
+	notes   []personNote         // what the model has not heard yet
+	tallies map[int]*personTally // per person's cell: what it did to the robot
+	over    bool                 // the episode ended: cells pass straight through
+	ctx     context.Context      // ends when Finish stops waiting for people's cells
+	stop    context.CancelFunc
+}
+
+// personTally is what one person's cell did to the robot.
+type personTally struct {
+	ledger notebooks.CellLedger
+	tools  []string
+}
+
+func newPeople(e *Episode) *people {
+	p := &people{e: e, changed: make(chan struct{}), tallies: map[int]*personTally{}}
+	p.ctx, p.stop = context.WithCancel(context.Background())
+	return p
+}
+
+// personCell is one of a person's execute requests as it runs.
+type personCell struct {
+	n       int
+	msg     *kernel.Message
+	code    string
+	silent  bool
+	count   *int
+	outputs []notebooks.Output
+	foreign []notebooks.Output // display updates for earlier cells
+}
+
+// submit takes a person's execute_request: it runs in its turn, in the background.
+func (p *people) submit(m *kernel.Message) error {
+	var c struct {
+		Code   string `json:"code"`
+		Silent bool   `json:"silent"`
+	}
+	_ = json.Unmarshal(m.Content, &c)
+	p.mu.Lock()
+	if p.over {
+		p.mu.Unlock()
+		return p.e.kern.Client().Send(kernel.Shell, m)
+	}
+	p.seq++
+	pc := &personCell{n: p.seq, msg: m, code: c.Code, silent: c.Silent}
+	p.setRunningLocked(p.running + 1)
+	p.mu.Unlock()
+	go p.run(pc)
+	return nil
+}
+
+// run sends a person's cell when the kernel is free, follows it to its end, charges its robot calls
+// and records it.
+func (p *people) run(pc *personCell) {
+	e := p.e
+	defer func() {
+		p.mu.Lock()
+		p.setRunningLocked(p.running - 1)
+		p.mu.Unlock()
+	}()
+	if err := e.exec.acquire(p.ctx); err != nil {
+		// The episode ended while it waited: it runs unaccounted on a kernel kept for people.
+		_ = e.kern.Client().Send(kernel.Shell, pc.msg)
+		return
+	}
+	e.exec.begin(owner{person: pc.n})
+	reply, err := e.kern.Client().Forward(p.ctx, kernel.Shell, pc.msg, pc.follow)
+	e.exec.end()
+	if err != nil {
+		e.log.Warn("a person's cell", "cell", pc.n, "err", err)
+	}
+	if reply != nil {
+		var r struct {
+			ExecutionCount *int `json:"execution_count"`
+		}
+		if json.Unmarshal(reply.Content, &r) == nil && r.ExecutionCount != nil {
+			pc.count = r.ExecutionCount
+		}
+	}
+	var share agentShare
+	if !isDone(e.kern.Done()) {
+		share = e.steps.verdict(p.ctx, "", nil, owner{person: pc.n})
+	}
+	e.exec.release()
+	p.record(pc, share)
+}
+
+// follow takes one message of a person's cell (its outputs and display updates).
+func (pc *personCell) follow(m *kernel.Message) {
+	if m.Channel != kernel.IOPub {
+		return
+	}
+	switch m.MsgType {
+	case "execute_input":
+		var c struct {
+			ExecutionCount *int `json:"execution_count"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil && c.ExecutionCount != nil {
+			pc.count = c.ExecutionCount
+		}
+	case "clear_output":
+		pc.outputs = nil
+	case "update_display_data":
+		if o, ok := iopubOutput(m); ok && o.DisplayID != "" && !pc.updateOwn(o) {
+			pc.foreign = append(pc.foreign, o)
+		}
+	default:
+		if o, ok := iopubOutput(m); ok {
+			if o.DisplayID != "" && o.OutputType != notebooks.OutputStream {
+				pc.updateOwn(o) // shown again under its id: its earlier outputs follow
+			}
+			pc.outputs = append(pc.outputs, o)
+		}
+	}
+}
+
+// updateOwn replaces data and metadata of this cell's outputs with u's display id.
+func (pc *personCell) updateOwn(u notebooks.Output) bool {
+	found := false
+	for i := range pc.outputs {
+		if pc.outputs[i].DisplayID == u.DisplayID {
+			pc.outputs[i].Data, pc.outputs[i].Metadata = u.Data, u.Metadata
+			found = true
+		}
+	}
+	return found
+}
+
+// record writes a person's cell to the trace (in execution order: cells run one at a time) with what it
+// did to the robot, and keeps a note for the model. The agent's share of the verdict (calls its code
+// made between cells) is counted here too.
+func (p *people) record(pc *personCell, share agentShare) {
+	e := p.e
+	if share.report != nil {
+		e.book.absorb(share.report, e.brief.stateful)
+	}
+	applyDisplayUpdates(e.trace, e.log, pc.foreign)
+	p.mu.Lock()
+	t := p.tallyLocked(pc.n)
+	ledger, tools := t.ledger, append([]string(nil), t.tools...)
+	p.mu.Unlock()
+	if pc.silent {
+		_ = e.book.save()
+		return
+	}
+	outs := mergeStreams(pc.outputs)
+	tags := []string{notebooks.TagHuman}
+	if raised(outs) {
+		tags = append(tags, notebooks.TagRaisesException)
+	}
+	if err := e.trace.AddCode(pc.code, notebooks.CodeRun{Outputs: outs, ExecutionCount: pc.count, Tags: tags},
+		notebooks.CellMeta{Author: notebooks.AuthorHuman, HumanCell: pc.n, MsgID: pc.msg.MsgID, Ledger: &ledger}.Map()); err != nil {
+		e.log.Warn("trace: a person's cell", "err", err)
+	}
+	ct := collectText(outs)
+	summary := ct.stdout
+	if ct.value != nil {
+		summary += *ct.value
+	}
+	if ct.hasError {
+		summary += ct.ename + ": " + ct.evalue
+	}
+	note := personNote{Cell: pc.n, Code: TrimMiddle(pc.code, 2000), Output: TrimMiddle(strings.TrimSpace(StripANSI(summary)), 1000),
+		Moved: ledger.EnvSteps > 0, EnvSteps: ledger.EnvSteps, Calls: tools}
+	if len(note.Calls) > maxFeedbackCalls {
+		note.Calls = note.Calls[len(note.Calls)-maxFeedbackCalls:]
+	}
+	note.images = selectImages(outs, e.spec.Images)
+	if share.report != nil {
+		note.state = reportState(share.report)
+	}
+	p.mu.Lock()
+	p.notes = append(p.notes, note)
+	p.mu.Unlock()
+	e.book.update(func(r *Result) { r.HumanCells++ })
+	_ = e.book.save()
+}
+
+// charge counts calls and steps against a person's cell and result.json's human_* totals.
+func (p *people) charge(person, calls, stateful, steps int, tool string) {
+	p.mu.Lock()
+	t := p.tallyLocked(person)
+	t.ledger.Calls += calls
+	t.ledger.StatefulCalls += stateful
+	t.ledger.EnvSteps += steps
+	if tool != "" {
+		t.tools = append(t.tools, tool)
+	}
+	p.mu.Unlock()
+	p.e.book.chargePeople(calls, stateful, steps)
+}
+
+func (p *people) tallyLocked(n int) *personTally {
+	t := p.tallies[n]
+	if t == nil {
+		t = &personTally{}
+		p.tallies[n] = t
+	}
+	return t
+}
+
+func (p *people) setRunningLocked(n int) {
+	p.running = n
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// wait waits until no person's cell is queued, running or being recorded (or ctx ends).
+func (p *people) wait(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		if p.running <= 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ch:
+		}
+	}
+}
+
+// take hands over the notes on people's cells the model has not heard of yet.
+func (p *people) take() []personNote {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.notes
+	p.notes = nil
+	return n
+}
+
+// runningCount is how many people's cells are queued, running or being recorded.
+func (p *people) runningCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running
+}
+
+// end is Finish's part: people's cells still running get ctx's time to end and be recorded, then
+// later ones pass straight through to the kernel, unaccounted.
+func (p *people) end(ctx context.Context) {
+	_ = p.wait(ctx)
+	p.mu.Lock()
+	p.over = true
+	p.mu.Unlock()
+	p.stop()
+}
+
+// HumanUpdate is what people did in the episode's kernel since the model last heard, told to it before
+// its next decision (AwaitTurn). Empty when nothing happened.
+type HumanUpdate struct {
+	Text   string
+	Images []Image
+}
+
+// Empty says there is nothing to tell.
+func (u HumanUpdate) Empty() bool { return u.Text == "" && len(u.Images) == 0 }
+
+// AwaitTurn is called by a runtime before each model decision. It waits while a person has the
+// episode paused (Step lets one decision through), waits for people's cells that are running to end
+// and be accounted, and returns what they did, for the runtime to tell the model before it decides.
+func (e *Episode) AwaitTurn(ctx context.Context) (HumanUpdate, error) {
+	if err := e.gate.awaitTurn(ctx); err != nil {
+		return HumanUpdate{}, err
+	}
+	if err := e.people.wait(ctx); err != nil {
+		return HumanUpdate{}, err
+	}
+	return personUpdate(e.people.take(), "since your last decision"), nil
+}
+
+// personUpdate tells the model plainly what people did: their cells, whether they moved the robot
+// (their calls are theirs, not the agent's), the robot's state after them and fresh camera images per
+// the image policy (the newest person's cell's).
+func personUpdate(notes []personNote, when string) HumanUpdate {
+	if len(notes) == 0 {
+		return HumanUpdate{}
+	}
+	steps, moved := 0, false
+	for _, n := range notes {
+		steps += n.EnvSteps
+		moved = moved || n.Moved
+	}
+	cells := "1 cell"
+	if len(notes) > 1 {
+		cells = fmt.Sprintf("%d cells", len(notes))
+	}
+	msg := fmt.Sprintf("A person ran %s in your kernel %s (shown below; their variables are in your namespace).", cells, when)
+	if moved {
+		msg += fmt.Sprintf(" The person MOVED THE ROBOT (%d env steps, not counted as yours): the scene is not what you last saw.", steps)
+	} else {
+		msg += " The robot did not move."
+	}
+	u := struct {
+		Note       string       `json:"note"`
+		HumanCells []personNote `json:"human_cells"`
+		State      any          `json:"state,omitempty"`
+		Images     []string     `json:"images,omitempty"`
+	}{Note: msg, HumanCells: notes}
+	var imgs []Image
+	for i := len(notes) - 1; i >= 0; i-- {
+		if u.State == nil && notes[i].state != nil {
+			u.State = notes[i].state
+		}
+		if imgs == nil && len(notes[i].images) > 0 {
+			imgs = notes[i].images
+		}
+	}
+	for _, im := range imgs {
+		u.Images = append(u.Images, im.Name)
+	}
+	return HumanUpdate{Text: encodeFeedback(u), Images: imgs}
+}
+
+// raised says whether outputs hold an error (the cell raised).
+func raised(outs []notebooks.Output) bool {
+	for _, o := range outs {
+		if o.OutputType == notebooks.OutputError {
+			return true
+		}
+	}
+	return false
+}
+
+// iopubOutput converts an output-bearing iopub message to an nbformat output.
+func iopubOutput(m *kernel.Message) (notebooks.Output, bool) {
+	var c struct {
+		Name           string         `json:"name"`
+		Text           string         `json:"text"`
+		Data           map[string]any `json:"data"`
+		Metadata       map[string]any `json:"metadata"`
+		ExecutionCount *int           `json:"execution_count"`
+		Ename          string         `json:"ename"`
+		Evalue         string         `json:"evalue"`
+		Traceback      []string       `json:"traceback"`
+		Transient      struct {
+			DisplayID string `json:"display_id"`
+		} `json:"transient"`
+	}
+	if decodeNumbers(m.Content, &c) != nil {
+		return notebooks.Output{}, false
+	}
+	switch m.MsgType {
+	case "stream":
+		return notebooks.Output{OutputType: notebooks.OutputStream, Name: c.Name, Text: c.Text}, true
+	case "display_data", "update_display_data":
+		return notebooks.Output{OutputType: notebooks.OutputDisplayData, Data: c.Data, Metadata: c.Metadata, DisplayID: c.Transient.DisplayID}, true
+	case "execute_result":
+		return notebooks.Output{OutputType: notebooks.OutputExecuteResult, Data: c.Data, Metadata: c.Metadata, ExecutionCount: c.ExecutionCount, DisplayID: c.Transient.DisplayID}, true
+	case "error":
+		return notebooks.Output{OutputType: notebooks.OutputError, Ename: c.Ename, Evalue: c.Evalue, Traceback: c.Traceback}, true
+	}
+	return notebooks.Output{}, false
+}
