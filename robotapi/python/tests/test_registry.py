@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pyrualean_robot.robots import REGISTRY, describe, robot_for_suite, suite_names
+from pyrualean_robot.robots import DEFAULT_ROBOT, REGISTRY, describe, robot_for_suite, suite_names
 from pyrualean_robot.robots import suites as suites_mod
+from pyrualean_robot.robots.tabletop import TabletopRobot
 
 
 @pytest.mark.parametrize("suite,robot", [("libero_spatial_swap", "libero"), ("libero_90", "libero"),
@@ -27,6 +28,42 @@ def test_describe_reads_the_class():
     assert all(r["available"] for r in rows.values()), rows
 
 
-def test_suites_lists_every_adapter_of_the_registry():
-    assert set(suites_mod.ADAPTER_ROBOTS) == set(REGISTRY) - {"tabletop"}
-    assert {r["suite"] for r in suites_mod.robodojo_rows()} == set(suite_names("robodojo_xpl_rgb"))
+def test_each_class_names_itself_as_the_registry_does():
+    from pyrualean_robot.robots import robot_class
+
+    assert {n: robot_class(n).NAME for n in REGISTRY} == {n: n for n in REGISTRY}
+
+
+def test_describe_lists_make_options_through_kwargs():
+    rows = {n: describe(n) for n in REGISTRY}
+    # tabletop's __init__ takes **opts: the base Robot's named parameters are its options too
+    assert {"task", "seed", "workspace", "images", "max_env_steps"} <= set(rows["tabletop"]["options"])
+    assert "libero_type" in rows["libero"]["options"] and "libero_type" not in rows["tabletop"]["options"]
+    assert all(("env_url" in r["options"]) == r["remote"] for r in rows.values())
+    assert not {"self", "opts", "kwargs"} & {o for r in rows.values() for o in r["options"]}
+
+
+def test_suites_lists_every_robot_of_the_registry():
+    rows = suites_mod.rows()
+    assert [r["robot"] for r in rows] == sorted((r["robot"] for r in rows), key=list(REGISTRY).index)
+    assert {r["robot"] for r in rows} == set(REGISTRY)
+    for name, e in REGISTRY.items():  # a robot with suites lists exactly those
+        if e.suites:
+            assert {r["suite"] for r in rows if r["robot"] == name} <= set(suite_names(name)), name
+
+
+def test_suites_rows_of_a_robot_without_suites_are_its_task_families():
+    rows = suites_mod.rows(DEFAULT_ROBOT)
+    families = {t.family or DEFAULT_ROBOT for t in TabletopRobot.tasks()}
+    assert {r["suite"] for r in rows} == families and all(r["robot"] == DEFAULT_ROBOT for r in rows)
+    assert sum(r["tasks"] for r in rows) == len(TabletopRobot.tasks())
+
+
+def test_suites_refuses_an_unknown_robot_and_a_robot_with_suites_but_no_rows(monkeypatch):
+    with pytest.raises(ValueError, match="robots: " + ", ".join(REGISTRY)):
+        suites_mod.rows("no_such_robot")
+    import dataclasses
+
+    monkeypatch.setitem(REGISTRY, "libero", dataclasses.replace(REGISTRY["libero"], rows=""))
+    with pytest.raises(RuntimeError, match="names no rows function"):
+        suites_mod.rows("libero")

@@ -2,7 +2,9 @@
 --json``). Modules are imported lazily, so listing robots boots nothing.
 
 Add a robot: write ``robots/<name>.py`` (a :class:`~pyrualean_robot.base.Robot` subclass) and add one
-:class:`RobotEntry` here; ``make``, ``pyrualean tasks/suites/api`` and ``--suite`` lookups then know it."""
+:class:`RobotEntry` here; ``make``, ``pyrualean tasks/suites/api`` and ``--suite`` lookups then know it.
+Code elsewhere asks this module (or, from Go, ``robotapi.Robots``) about a robot's properties rather than
+testing its name."""
 
 from __future__ import annotations
 
@@ -15,11 +17,14 @@ from typing import Any, Optional
 @dataclass(frozen=True)
 class RobotEntry:
     """Where a robot lives and what installs it. suites: ``"module:ATTR"`` naming its benchmark suite names
-    (a tuple, or a dict whose keys are the names), so a suite can imply its robot."""
+    (a tuple, or a dict whose keys are the names), so a suite can imply its robot. rows: ``"module:FUNCTION"``
+    returning its ``pyrualean suites`` rows ({suite, tasks, runnable, missing}; booting nothing); a robot
+    without suites needs none (one row per task family)."""
     module: str
     cls: str
     needs: str
     suites: str = ""
+    rows: str = ""
 
 
 REGISTRY: dict[str, RobotEntry] = {
@@ -27,16 +32,17 @@ REGISTRY: dict[str, RobotEntry] = {
                            "the base install (MuJoCo + robosuite meshes)"),
     "libero": RobotEntry("pyrualean_robot.robots.libero", "LiberoRobot",
                          "the LIBERO-PRO adapter (issue #7, requirements/libero.txt)",
-                         "pyrualean_robot.robots._libero_sim:SUITES"),
+                         "pyrualean_robot.robots._libero_sim:SUITES", "pyrualean_robot.robots.suites:libero_rows"),
     "robotwin": RobotEntry("pyrualean_robot.robots.robotwin", "RobotwinRobot",
                            "the RoboTwin 2.0 adapter (issue #7; needs a GPU/Vulkan env server)",
-                           "pyrualean_robot.robots.robotwin:SUITES"),
+                           "pyrualean_robot.robots.robotwin:SUITES", "pyrualean_robot.robots.suites:robotwin_rows"),
     "robocasa": RobotEntry("pyrualean_robot.robots.robocasa", "RobocasaRobot",
                            "the RoboCasa365 adapter (issue #7; ~10 GB of assets)",
-                           "pyrualean_robot.robots.robocasa:SUITES"),
+                           "pyrualean_robot.robots.robocasa:SUITES", "pyrualean_robot.robots.robocasa:suite_rows"),
     "robodojo_xpl_rgb": RobotEntry("pyrualean_robot.robots.robodojo", "RoboDojoRobot",
                                    "the RoboDojo adapter (issue #7; Isaac Sim)",
-                                   "pyrualean_robot.robots.robodojo:SUITES"),
+                                   "pyrualean_robot.robots.robodojo:SUITES",
+                                   "pyrualean_robot.robots.suites:robodojo_rows"),
 }
 DEFAULT_ROBOT = "tabletop"
 
@@ -69,6 +75,21 @@ def create(name: str, *, seed: Any = None, **kwargs: Any) -> Any:
     return robot_class(name)(**kwargs)
 
 
+def make_options(cls: type) -> list[str]:
+    """The keyword arguments make() passes on to robot class `cls`: its ``__init__``'s named parameters, and
+    where that takes ``**kwargs``, those of the next ``__init__`` up the class hierarchy."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        names += [p.name for p in params if p.name != "self" and p.name not in names
+                  and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
+
+
 def suite_names(name: str) -> tuple[str, ...]:
     """The benchmark suites of a robot (empty: it has none). Imports the module holding them, not a simulator."""
     spec = REGISTRY[name].suites
@@ -93,17 +114,20 @@ def robot_for_suite(suite: str) -> str:
 
 
 def describe(name: str) -> dict:
-    """One robot for the Go side: name, default, default_seed and remote (from its class's ``__init__``: the
-    one home of both), suites, needs, and available/error when its module does not import."""
+    """One robot for the Go side: name, default, default_seed, remote and options (from its class's
+    ``__init__``: the one home of them), suites, needs, and available/error when its module does not import.
+    options are make()'s keyword arguments for this robot (:func:`make_options`)."""
     e = REGISTRY[name]
     row: dict[str, Any] = {"name": name, "default": name == DEFAULT_ROBOT, "default_seed": 0, "remote": False,
-                           "suites": [], "needs": e.needs, "available": True, "error": ""}
+                           "options": [], "suites": [], "needs": e.needs, "available": True, "error": ""}
     try:
-        params = inspect.signature(robot_class(name).__init__).parameters
+        cls = robot_class(name)
+        params = inspect.signature(cls.__init__).parameters
         seed: Optional[inspect.Parameter] = params.get("seed")
         if seed is not None and isinstance(seed.default, int):
             row["default_seed"] = seed.default
         row["remote"] = "env_url" in params  # it drives an RPent env server
+        row["options"] = make_options(cls)
         row["suites"] = list(suite_names(name))
     except (ImportError, RobotUnavailable) as err:
         row.update(available=False, error=str(err).replace("\n", " "))
