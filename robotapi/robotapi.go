@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ type RobotInfo struct {
 	Default     bool     `json:"default"`      // the embedded robot used when none is named
 	DefaultSeed int      `json:"default_seed"` // make()'s seed when none is given
 	Remote      bool     `json:"remote"`       // it drives an RPent env server (--env-endpoint applies)
+	Options     []string `json:"options"`      // make()'s keyword arguments for this robot (its class's __init__)
 	Suites      []string `json:"suites"`       // benchmark suites; a suite implies its robot
 	Needs       string   `json:"needs"`        // what installs it
 	Available   bool     `json:"available"`    // its module imports here
@@ -62,12 +64,28 @@ func LookupRobot(ctx context.Context, name string) (RobotInfo, error) {
 	if err != nil {
 		return RobotInfo{}, err
 	}
+	return FindRobot(robots, name)
+}
+
+// FindRobot is LookupRobot over a list Robots already returned.
+func FindRobot(robots []RobotInfo, name string) (RobotInfo, error) {
 	for _, r := range robots {
 		if r.Name == name {
 			return r, nil
 		}
 	}
 	return RobotInfo{}, fmt.Errorf("%w: unknown robot %q (robots: %s)", ErrBadArgument, name, strings.Join(RobotNames(robots), ", "))
+}
+
+// RobotsTaking are the robots whose make() takes option (a keyword argument such as "libero_type").
+func RobotsTaking(robots []RobotInfo, option string) []string {
+	var names []string
+	for _, r := range robots {
+		if slices.Contains(r.Options, option) {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }
 
 // RobotForSuite is the robot a benchmark suite belongs to (libero_spatial_swap -> libero); an unknown suite

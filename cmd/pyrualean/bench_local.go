@@ -17,6 +17,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // localPhase is one first turn measured by bench local.
@@ -74,7 +75,7 @@ func benchLocal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var phases []localPhase
 	run := func(rt runtimes.Runtime, phase string, seed int) error {
 		out := filepath.Join(dir, fmt.Sprintf("%s-%d", phase, seed))
-		ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{Robot: "tabletop", Task: *task, Seed: seed, Out: out,
+		ep, err := agent.StartEpisode(ctx, agent.EpisodeConfig{Robot: robotapi.DefaultRobot, Task: *task, Seed: seed, Out: out,
 			Model: rt.Model(), Runtime: "local", Images: agent.ImagesNone, MaxTurns: 1, Budget: 20 * time.Minute,
 			PromptProfile: agent.ProfileCompact, Logger: logger})
 		if err != nil {

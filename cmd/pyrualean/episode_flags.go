@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,8 +89,6 @@ func (f *episodeFlags) validate() error {
 		}
 	}
 	switch {
-	case (f.liberoType != "" || f.sam3Endpoint != "") && f.robot != "libero":
-		return fmt.Errorf("--libero-type and --sam3-endpoint are LIBERO's: add --robot libero or a LIBERO --suite (robot is %s)", f.robot)
 	case f.sam3Endpoint != "" && !strings.HasPrefix(f.sam3Endpoint, "http://") && !strings.HasPrefix(f.sam3Endpoint, "https://"):
 		return fmt.Errorf("--sam3-endpoint %q: want http://host:port", f.sam3Endpoint)
 	case f.seed < 0:
@@ -117,20 +116,45 @@ func (f *episodeFlags) validate() error {
 }
 
 // fromRegistry asks the robot registry what only it knows (a robot's default seed, whether it drives an
-// env server) when the flags need it; the embedded default robot with a seed given needs nothing.
+// env server, which make() options it takes) when the flags need it; the embedded default robot with a
+// seed given and none of one robot's own options needs nothing.
 func (f *episodeFlags) fromRegistry() error {
 	f.defaultSeed = 0
-	if f.envEndpoint == "" && (f.seedSet || f.robot == robotapi.DefaultRobot) {
+	// flags that set an option only some robots' make() takes; which robots take it is the registry's to say
+	type robotOption struct{ flag, option, value string }
+	var own []robotOption
+	for _, o := range []robotOption{{"--libero-type", "libero_type", f.liberoType}, {"--sam3-endpoint", "sam3_endpoint", f.sam3Endpoint}} {
+		if o.value != "" {
+			own = append(own, o)
+		}
+	}
+	if f.envEndpoint == "" && len(own) == 0 && (f.seedSet || f.robot == robotapi.DefaultRobot) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	info, err := robotapi.LookupRobot(ctx, f.robot)
+	robots, err := robotapi.Robots(ctx)
+	if err != nil {
+		return fmt.Errorf("--robot: %w", err)
+	}
+	info, err := robotapi.FindRobot(robots, f.robot)
 	if err != nil {
 		return fmt.Errorf("--robot: %w; see pyrualean suites", err)
 	}
 	if f.envEndpoint != "" && !info.Remote {
 		return fmt.Errorf("--env-endpoint: robot %q runs in the kernel, not behind an env server", f.robot)
+	}
+	for _, o := range own {
+		// an unavailable robot lists no options: its boot says why it is unavailable
+		if !info.Available || slices.Contains(info.Options, o.option) {
+			continue
+		}
+		owners := robotapi.RobotsTaking(robots, o.option)
+		if len(owners) == 0 {
+			return fmt.Errorf("%s: no registered robot's make() takes %s", o.flag, o.option)
+		}
+		return fmt.Errorf("%s: robot %s's make() takes no %s: add --robot %s, or a --suite of it", o.flag, f.robot,
+			o.option, strings.Join(owners, " or --robot "))
 	}
 	f.defaultSeed = info.DefaultSeed
 	return nil
