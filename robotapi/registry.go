@@ -40,12 +40,7 @@ func (r *Registry) Lookup(ctx context.Context, name string) (RobotInfo, error) {
 	if err != nil {
 		return RobotInfo{}, err
 	}
-	for _, ri := range robots {
-		if ri.Name == name {
-			return ri, nil
-		}
-	}
-	return RobotInfo{}, fmt.Errorf("%w: unknown robot %q (robots: %s)", ErrBadArgument, name, strings.Join(RobotNames(robots), ", "))
+	return FindRobot(robots, name)
 }
 
 // RobotForSuite is the robot a benchmark suite belongs to; an unknown suite is an ErrBadArgument naming

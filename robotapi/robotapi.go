@@ -72,12 +72,28 @@ func LookupRobot(ctx context.Context, name string) (RobotInfo, error) {
 	if err != nil {
 		return RobotInfo{}, err
 	}
+	return FindRobot(robots, name)
+}
+
+// FindRobot is LookupRobot over a list Robots already returned.
+func FindRobot(robots []RobotInfo, name string) (RobotInfo, error) {
 	for _, r := range robots {
 		if r.Name == name {
 			return r, nil
 		}
 	}
 	return RobotInfo{}, fmt.Errorf("%w: unknown robot %q (robots: %s)", ErrBadArgument, name, strings.Join(RobotNames(robots), ", "))
+}
+
+// RobotsTaking are the robots whose make() takes option (a keyword argument such as "libero_type").
+func RobotsTaking(robots []RobotInfo, option string) []string {
+	var names []string
+	for _, r := range robots {
+		if slices.ContainsFunc(r.Options, func(o Option) bool { return o.Name == option }) {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }
 
 // RobotForSuite is the robot a benchmark suite belongs to (libero_spatial_swap -> libero); an unknown suite

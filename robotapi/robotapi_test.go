@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,6 +249,22 @@ func TestRobotsComeFromThePythonRegistry(t *testing.T) {
 	}
 	if !byName[DefaultRobot].Default {
 		t.Errorf("%s is not the registry's default", DefaultRobot)
+	}
+	// options are make()'s keyword arguments, read from each class (through tabletop's **opts to the base)
+	has := func(r RobotInfo, name string) bool {
+		return slices.ContainsFunc(r.Options, func(o Option) bool { return o.Name == name })
+	}
+	if o := byName[DefaultRobot]; !has(o, "vla_endpoint") || has(o, "max_env_steps") || has(o, "libero_type") {
+		t.Errorf("%s options = %v", DefaultRobot, o)
+	}
+	if got := RobotsTaking(robots, "libero_type"); !slices.Equal(got, []string{"libero"}) {
+		t.Errorf("RobotsTaking(libero_type) = %v, want [libero]", got)
+	}
+	if got := RobotsTaking(robots, "env_url"); len(got) != 3 || slices.Contains(got, DefaultRobot) {
+		t.Errorf("RobotsTaking(env_url) = %v, want the three remote robots", got)
+	}
+	if _, err := FindRobot(robots, "no_such_robot"); !errors.Is(err, ErrBadArgument) || !strings.Contains(err.Error(), DefaultRobot) {
+		t.Errorf("FindRobot(no_such_robot) = %v, want ErrBadArgument naming the robots", err)
 	}
 }
 

@@ -39,7 +39,7 @@ func measureServed(ctx context.Context, reps int) (*servedBench, error) {
 	}
 	defer os.RemoveAll(dir)
 	b := &servedBench{}
-	srv, err := robotserver.Start(ctx, robotserver.Options{Root: root, Robot: "tabletop", Task: "stack_blocks",
+	srv, err := robotserver.Start(ctx, robotserver.Options{Root: root, Robot: robotapi.DefaultRobot, Task: "stack_blocks",
 		Images: "on-demand", Primitives: "full", Dir: dir})
 	if err != nil {
 		return nil, err
@@ -86,7 +86,7 @@ func measureServed(ctx context.Context, reps int) (*servedBench, error) {
 		sealed = append(sealed, ms)
 		// a whole sealed boot, as an episode does it
 		t0 := time.Now()
-		srv, err := robotserver.Launch(robotserver.Options{Root: root, Robot: "tabletop", Task: "stack_blocks",
+		srv, err := robotserver.Launch(robotserver.Options{Root: root, Robot: robotapi.DefaultRobot, Task: "stack_blocks",
 			Images: "on-demand", Primitives: "full", Dir: ws + "-robot"})
 		if err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent/tokenbench"
 	"github.com/pyrualean/pyrualean/agent/tokencount"
+	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
@@ -20,7 +21,7 @@ func benchTokens(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("bench tokens", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	robot := fs.String("robot", "tabletop", "robot whose reference solutions to replay")
+	robot := fs.String("robot", robotapi.DefaultRobot, "robot whose reference solutions to replay")
 	tasks := fs.String("tasks", "", "comma-separated tasks (default: all)")
 	seed := fs.Int("seed", 0, "episode seed")
 	encoding := fs.String("encoding", tokencount.O200k, "o200k_base or cl100k_base")

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pyrualean/pyrualean/agent/runtimes"
+	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
@@ -356,8 +357,8 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	recs := suite.LoadRecords(r.Dir, man)
 	res := suite.Analyze(recs)
-	if b, err := json.MarshalIndent(res, "", "  "); err == nil {
-		os.WriteFile(filepath.Join(r.Dir, "results.json"), append(b, '\n'), 0o644)
+	if err := atomicfile.WriteJSON(filepath.Join(r.Dir, "results.json"), res); err != nil {
+		fmt.Fprintf(stderr, "pyrualean eval: results.json: %v\n", err)
 	}
 	if f.asJSON {
 		json.NewEncoder(stdout).Encode(map[string]any{"event": "results", "dir": r.Dir, "results": res})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/report"
 	"github.com/pyrualean/pyrualean/robotapi"
@@ -56,6 +57,18 @@ func TestEvalReplaySuite(t *testing.T) {
 	}
 	if len(man.Order) != 8 {
 		t.Fatalf("%d episodes in the manifest", len(man.Order))
+	}
+	// results.json is replaced whole (atomicfile): the statistics, mode 0644, no temp file left beside it
+	resultsPath := filepath.Join(dir, "results.json")
+	var results suite.Results
+	if b, err := os.ReadFile(resultsPath); err != nil || json.Unmarshal(b, &results) != nil || results.Episodes != 8 || results.Finished != 8 {
+		t.Errorf("results.json: %+v (%v)", results, err)
+	}
+	if fi, err := os.Stat(resultsPath); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("results.json mode: %v (%v)", fi, err)
+	}
+	if stale, _ := filepath.Glob(atomicfile.TempPattern(resultsPath)); len(stale) > 0 {
+		t.Errorf("temp files left: %v", stale)
 	}
 	for _, id := range man.Order {
 		st := man.Episodes[id]

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/notebooks"
-	"github.com/pyrualean/pyrualean/notebooks/replay"
+	"github.com/pyrualean/pyrualean/replay"
 )
 
 // cmdReplay re-executes an episode trace in a fresh kernel and reports cell by cell whether it

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,24 +51,12 @@ func cmdSuites(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "pyrualean suites: unknown robot %q (robots: %s)\n", *robot, strings.Join(names, ", "))
 		return 2
 	}
-	// The embedded default robot's rows come from its tasks; the adapters' from pyrualean_robot.robots.suites.
-	embedded := robotapi.DefaultRobot
-	var rows []suiteRow
-	if *robot == "" || *robot == embedded {
-		r, err := tabletopRows(ctx)
-		if err != nil {
-			fmt.Fprintf(stderr, "pyrualean suites: %v\n", err)
-			return 1
-		}
-		rows = append(rows, r...)
-	}
-	if *robot != embedded {
-		r, err := adapterRows(ctx, *robot)
-		if err != nil {
-			fmt.Fprintf(stderr, "pyrualean suites: %v\n", err)
-			return 1
-		}
-		rows = append(rows, r...)
+	// Every robot's rows come from the registry (pyrualean_robot.robots.suites): a robot's suites, or the
+	// embedded robot's task families.
+	rows, err := suiteRows(ctx, *robot)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean suites: %v\n", err)
+		return 1
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -94,34 +81,8 @@ func cmdSuites(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return 0
 }
 
-// tabletopRows groups the embedded robot's tasks by family; it runs wherever the base install does.
-func tabletopRows(ctx context.Context) ([]suiteRow, error) {
-	tasks, err := robotapi.Tasks(ctx, "tabletop")
-	if err != nil {
-		return nil, fmt.Errorf("tabletop tasks: %w", err)
-	}
-	counts := map[string]int{}
-	for _, t := range tasks {
-		fam := t.Family
-		if fam == "" {
-			fam = "tabletop"
-		}
-		counts[fam]++
-	}
-	fams := make([]string, 0, len(counts))
-	for f := range counts {
-		fams = append(fams, f)
-	}
-	sort.Strings(fams)
-	rows := make([]suiteRow, 0, len(fams))
-	for _, f := range fams {
-		rows = append(rows, suiteRow{Robot: "tabletop", Suite: f, Tasks: counts[f], Runnable: true, Missing: []string{}})
-	}
-	return rows, nil
-}
-
-// adapterRows asks pyrualean_robot.robots.suites (no simulator boot) about the benchmark adapters.
-func adapterRows(ctx context.Context, robot string) ([]suiteRow, error) {
+// suiteRows asks pyrualean_robot.robots.suites (no simulator boot) about one robot, or ("") every one.
+func suiteRows(ctx context.Context, robot string) ([]suiteRow, error) {
 	root, err := robotapi.Root()
 	if err != nil {
 		return nil, err

@@ -16,19 +16,20 @@ from .base import Robot, TaskInfo, tool
 from .errors import EpisodeFinished, SandboxError, ToolError
 from . import notebook
 from .notebook import cell_report, display, episode_card
-from .robots import REGISTRY, RobotUnavailable, create, robot_class
+from .robots import DEFAULT_ROBOT, REGISTRY, RobotUnavailable, create, robot_class
 
 __all__ = ["make", "Robot", "TaskInfo", "tool", "EpisodeFinished", "SandboxError", "ToolError", "cell_report",
            "display", "episode_card", "REGISTRY", "RobotUnavailable", "robot_class"]
 
 
-def make(robot: str = "tabletop", *, task: Optional[str] = None, seed: Optional[int] = None,
+def make(robot: str = DEFAULT_ROBOT, *, task: Optional[str] = None, seed: Optional[int] = None,
          workspace: Optional[str] = None,
          images: str = "on-motion", primitives: str = "full", suite: Optional[str] = None,
          vla_endpoint: Optional[str] = None, max_env_steps: int = 10000, **extra: Any) -> Robot:
     """Create a robot and make it the kernel's active robot (hooks, cell_report, episode_card).
 
-    robot: a name of ``REGISTRY`` (``python -m pyrualean_robot.robots``); "tabletop" (embedded MuJoCo) is the default.
+    robot: a name of ``REGISTRY`` (``python -m pyrualean_robot.robots``); the default is ``DEFAULT_ROBOT``, the
+    embedded MuJoCo tabletop.
     task: the task name (`pyrualean tasks --robot R`); seed: layout seed (same task+seed+cells = same run;
     default: the robot's own, e.g. 0 for tabletop/libero, 100000 for RoboTwin's verified demo_randomized scene).
     workspace: folder for calls.jsonl and the files policy code may open (default: the current directory).

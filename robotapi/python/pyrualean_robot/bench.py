@@ -21,11 +21,12 @@ def _median_ms(samples: list[float]) -> float:
 
 def measure(reps: int = 7) -> dict:
     from . import make
+    from .robots import DEFAULT_ROBOT  # the embedded MuJoCo tabletop
 
     ws = tempfile.mkdtemp(prefix="pyrualean-bench-")
-    make("tabletop", task="put_block_in_bowl", seed=0, workspace=ws, images="none")  # warm imports and GL
+    make(DEFAULT_ROBOT, task="put_block_in_bowl", seed=0, workspace=ws, images="none")  # warm imports and GL
     t = time.perf_counter()
-    robo = make("tabletop", task="put_block_in_bowl", seed=0, workspace=ws, images="none")
+    robo = make(DEFAULT_ROBOT, task="put_block_in_bowl", seed=0, workspace=ws, images="none")
     make_s = time.perf_counter() - t
     mj, m, d = robo._mj, robo._model, robo._data
     steps = []

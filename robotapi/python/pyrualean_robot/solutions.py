@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .errors import EpisodeFinished
+from .robots import DEFAULT_ROBOT
 
 
 def repo_root() -> str:
@@ -93,7 +94,7 @@ def _seeds(spec: str) -> list[int]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pyrualean_robot.solutions")
-    p.add_argument("--robot", default="tabletop")
+    p.add_argument("--robot", default=DEFAULT_ROBOT)
     p.add_argument("--task", action="append", help="task name (repeatable; default: all)")
     p.add_argument("--seeds", default="0-9")
     p.add_argument("--json", action="store_true")

@@ -8,10 +8,12 @@ import json
 import sys
 from typing import Optional
 
+from .robots import DEFAULT_ROBOT
+
 
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pyrualean_robot.tasks", description="list a robot's tasks")
-    p.add_argument("--robot", default="tabletop")
+    p.add_argument("--robot", default=DEFAULT_ROBOT)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     from .robots import RobotUnavailable, robot_class

@@ -2,7 +2,9 @@
 --json``). Modules are imported lazily, so listing robots boots nothing.
 
 Add a robot: write ``robots/<name>.py`` (a :class:`~pyrualean_robot.base.Robot` subclass) and add one
-:class:`RobotEntry` here; ``make``, ``pyrualean tasks/suites/api`` and ``--suite`` lookups then know it."""
+:class:`RobotEntry` here; ``make``, ``pyrualean tasks/suites/api`` and ``--suite`` lookups then know it.
+Code elsewhere asks this module (or, from Go, ``robotapi.Robots``) about a robot's properties rather than
+testing its name."""
 
 from __future__ import annotations
 
@@ -16,11 +18,14 @@ from typing import Any, Optional
 @dataclass(frozen=True)
 class RobotEntry:
     """Where a robot lives and what installs it. suites: ``"module:ATTR"`` naming its benchmark suite names
-    (a tuple, or a dict whose keys are the names), so a suite can imply its robot."""
+    (a tuple, or a dict whose keys are the names), so a suite can imply its robot. rows: ``"module:FUNCTION"``
+    returning its ``pyrualean suites`` rows ({suite, tasks, runnable, missing}; booting nothing); a robot
+    without suites needs none (one row per task family)."""
     module: str
     cls: str
     needs: str
     suites: str = ""
+    rows: str = ""
 
 
 REGISTRY: dict[str, RobotEntry] = {
@@ -28,16 +33,17 @@ REGISTRY: dict[str, RobotEntry] = {
                            "the base install (MuJoCo + robosuite meshes)"),
     "libero": RobotEntry("pyrualean_robot.robots.libero", "LiberoRobot",
                          "the LIBERO-PRO adapter (issue #7, requirements/libero.txt)",
-                         "pyrualean_robot.robots._libero_sim:SUITES"),
+                         "pyrualean_robot.robots._libero_sim:SUITES", "pyrualean_robot.robots.suites:libero_rows"),
     "robotwin": RobotEntry("pyrualean_robot.robots.robotwin", "RobotwinRobot",
                            "the RoboTwin 2.0 adapter (issue #7; needs a GPU/Vulkan env server)",
-                           "pyrualean_robot.robots.robotwin:SUITES"),
+                           "pyrualean_robot.robots.robotwin:SUITES", "pyrualean_robot.robots.suites:robotwin_rows"),
     "robocasa": RobotEntry("pyrualean_robot.robots.robocasa", "RobocasaRobot",
                            "the RoboCasa365 adapter (issue #7; ~10 GB of assets)",
-                           "pyrualean_robot.robots.robocasa:SUITES"),
+                           "pyrualean_robot.robots.robocasa:SUITES", "pyrualean_robot.robots.robocasa:suite_rows"),
     "robodojo_xpl_rgb": RobotEntry("pyrualean_robot.robots.robodojo", "RoboDojoRobot",
                                    "the RoboDojo adapter (issue #7; Isaac Sim)",
-                                   "pyrualean_robot.robots.robodojo:SUITES"),
+                                   "pyrualean_robot.robots.robodojo:SUITES",
+                                   "pyrualean_robot.robots.suites:robodojo_rows"),
 }
 DEFAULT_ROBOT = "tabletop"
 
@@ -192,7 +198,8 @@ def describe(name: str) -> dict:
     row: dict[str, Any] = {"name": name, "default": name == DEFAULT_ROBOT, "default_seed": 0, "remote": False,
                            "suites": [], "options": [], "needs": e.needs, "available": True, "error": ""}
     try:
-        params = inspect.signature(robot_class(name).__init__).parameters
+        cls = robot_class(name)
+        params = inspect.signature(cls.__init__).parameters
         seed: Optional[inspect.Parameter] = params.get("seed")
         if seed is not None and isinstance(seed.default, int):
             row["default_seed"] = seed.default

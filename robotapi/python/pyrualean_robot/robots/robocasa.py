@@ -98,8 +98,8 @@ def missing_here() -> list[str]:
 def suite_rows() -> list[dict]:
     """`pyrualean suites` rows for RoboCasa365: the Target50 groups, their task counts, runnable here or not."""
     missing = missing_here()
-    return [{"robot": "robocasa", "suite": g, "tasks": len(SUITES[g]), "runnable": not missing,
-             "missing": list(missing)} for g in ("atomic", "composite_seen", "composite_unseen")]
+    return [{"suite": g, "tasks": len(SUITES[g]), "runnable": not missing, "missing": list(missing)}
+            for g in ("atomic", "composite_seen", "composite_unseen")]
 
 
 # ----- constants of the API and of RPent's primitives -----------------------------------------------------
@@ -432,6 +432,8 @@ class RobocasaRobot(Robot):
     """
 
     NAME: ClassVar[str] = "robocasa"
+    ENV_SERVER_HINT: ClassVar[str] = ("RoboCasa365 runs in RPent's env server (robosuite 1.5.2 + robocasa, EGL) with "
+                                      "`robocasa-download-assets` (~10 GB)")
     OPEN: ClassVar[float] = -1.0
     CLOSE: ClassVar[float] = 1.0
     HOLD: ClassVar[str] = "hold"
@@ -481,7 +483,7 @@ class RobocasaRobot(Robot):
         self._latched = False  # the server's success latch (protocol v1 step replies)
         self._client, self._proc = connect_env_server(self.NAME, task=name, seed=self.seed, suite=split,
                                                       env_url=env_url, launch_argv=self._rpent_env_argv,
-                                                      ready_timeout_s=ENV_READY_S)
+                                                      ready_timeout_s=ENV_READY_S, hint=self.ENV_SERVER_HINT)
         try:
             meta = self._call("env.get_env_meta")
             self.env_meta = meta

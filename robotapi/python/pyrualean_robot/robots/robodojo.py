@@ -87,6 +87,9 @@ class RoboDojoRobot(RemoteRobot):
     the arms held still, and that time counts against its step limit."""
 
     NAME: ClassVar[str] = "robodojo_xpl_rgb"
+    ENV_SERVER_HINT: ClassVar[str] = ("RoboDojo runs on Isaac Sim 5.1 / Isaac Lab 2.3 with an NVIDIA GPU; its episodes "
+                                      "reach pyrualean through the XPolicyLab policy dir robotapi/robodojo (see its "
+                                      "README), which sets PYRUALEAN_ENV_SERVER for the kernel")
     ARMS: ClassVar[tuple[str, ...]] = ("left", "right")
     CAMERAS: ClassVar[tuple[str, ...]] = ("cam_head", "cam_left_wrist", "cam_right_wrist")
     ON_MOTION_IMAGES: ClassVar[tuple[str, ...]] = ("cam_head",)

@@ -550,6 +550,8 @@ class RobotwinRobot(Robot):
     """
 
     NAME: ClassVar[str] = "robotwin"
+    ENV_SERVER_HINT: ClassVar[str] = ("RoboTwin 2.0 runs in RPent's env server on an NVIDIA GPU (SAPIEN 3.0.0b1 + "
+                                      "mplib + CuRobo, CUDA 12) with RoboTwin's assets (~10 GB from Hugging Face)")
     ARMS: ClassVar[tuple[str, str]] = ("left", "right")
     LEFT: ClassVar[str] = "left"
     RIGHT: ClassVar[str] = "right"
@@ -598,7 +600,8 @@ class RobotwinRobot(Robot):
         self._records: list[_Record] = []
         self._states_dir = os.path.join(self.workspace, "robotwin_states")
         self._client, self._proc = connect_env_server(self.NAME, task=task, seed=self.seed, suite=suite,
-                                                      env_url=env_url, launch_argv=self._rpent_env_argv)
+                                                      env_url=env_url, launch_argv=self._rpent_env_argv,
+                                                      hint=self.ENV_SERVER_HINT)
         try:
             self.expected_meta = env_runtime_contract(task_name=task, task_config=suite, seed=self.seed,
                                                       max_episode_steps=max_env_steps)

@@ -61,17 +61,6 @@ class EnvMetaMismatch(EnvServerUnavailable):
     another task / config / seed (a stale or foreign server). RPent's env clients refuse it the same way."""
 
 
-INSTALL_HINTS = {
-    "robotwin": ("RoboTwin 2.0 runs in RPent's env server on an NVIDIA GPU (SAPIEN 3.0.0b1 + mplib + CuRobo, "
-                 "CUDA 12) with RoboTwin's assets (~10 GB from Hugging Face)"),
-    "robocasa": ("RoboCasa365 runs in RPent's env server (robosuite 1.5.2 + robocasa, EGL) with "
-                 "`robocasa-download-assets` (~10 GB)"),
-    "robodojo_xpl_rgb": ("RoboDojo runs on Isaac Sim 5.1 / Isaac Lab 2.3 with an NVIDIA GPU; its episodes reach "
-                         "pyrualean through the XPolicyLab policy dir robotapi/robodojo (see its README), which "
-                         "sets PYRUALEAN_ENV_SERVER for the kernel"),
-}
-
-
 # ----- wire encoding (RPent's http_rpc) ------------------------------------------------------------------
 def encode(obj: Any) -> Any:
     """JSON-safe form: numpy arrays as RPent's ``{"__ndarray__", "dtype", "shape"}``, numpy scalars as numbers."""
@@ -367,25 +356,25 @@ def _wait_ready(client: EnvServerClient, proc: Optional[subprocess.Popen], timeo
 
 
 def connect_env_server(robot: str, *, task: str, seed: int, suite: Optional[str], env_url: Optional[str],
-                       launch_argv: Optional[Any] = None, ready_timeout_s: float = 900.0,
+                       launch_argv: Optional[Any] = None, ready_timeout_s: float = 900.0, hint: str = "",
                        ) -> tuple[EnvServerClient, Optional[subprocess.Popen]]:
     """Find (or start) the env server for a remote robot; see the module docstring for the order.
 
     ``launch_argv(port, root)`` returns the argv that starts RPent's env server for this robot and task in
-    the checkout ``root`` (run there, on ``port``, HTTP transport); None when the adapter cannot launch one."""
+    the checkout ``root`` (run there, on ``port``, HTTP transport); None when the adapter cannot launch one.
+    ``hint``: what that env server runs on (the robot class's ``ENV_SERVER_HINT``), told when none is found."""
     url = env_url or os.environ.get("PYRUALEAN_ENV_SERVER")
     if url:
         client = EnvServerClient(url)
         _wait_ready(client, None, min(ready_timeout_s, 30.0))
         return client, None
     root = os.environ.get("RPENT_ROOT")
-    hint = INSTALL_HINTS.get(robot, robot)
     if not root:
         raise EnvServerUnavailable(
-            f"robot {robot!r} needs an env server and none is configured. {hint}. Install RLinf/RPent "
-            f"(https://github.com/RLinf/RPent) with that benchmark on a GPU machine and set RPENT_ROOT=<checkout>, "
-            f"or set PYRUALEAN_ENV_SERVER=http://host:port (or socket://host:port) of a running RPent env server. "
-            f"On this machine `pyrualean suites` lists what runs locally (libero, tabletop).")
+            f"robot {robot!r} needs an env server and none is configured. {hint + '. ' if hint else ''}Install "
+            f"RLinf/RPent (https://github.com/RLinf/RPent) with that benchmark on a GPU machine and set "
+            f"RPENT_ROOT=<checkout>, or set PYRUALEAN_ENV_SERVER=http://host:port (or socket://host:port) of a "
+            f"running RPent env server. On this machine `pyrualean suites` lists what runs locally.")
     if not os.path.isdir(root):
         raise EnvServerUnavailable(f"RPENT_ROOT={root!r} is not a directory (an RLinf/RPent checkout)")
     port = _free_port()
@@ -472,6 +461,7 @@ class RemoteRobot(Robot):
     connection and wire helpers of this module."""
 
     NAME: ClassVar[str] = "remote"
+    ENV_SERVER_HINT: ClassVar[str] = ""  # what its env server runs on (connect_env_server's hint)
     CAMERA_SIZE: ClassVar[tuple[int, int]] = (240, 320)  # (height, width)
 
     def __init__(self, *, task: Optional[str] = None, seed: int = 0, workspace: Optional[str] = None,
@@ -481,7 +471,8 @@ class RemoteRobot(Robot):
         super().__init__(task=task, seed=seed, workspace=workspace, images=images, primitives=primitives,
                          suite=suite, vla_endpoint=vla_endpoint, max_env_steps=max_env_steps)
         self._client, self._proc = connect_env_server(self.NAME, task=task, seed=self.seed, suite=suite,
-                                                      env_url=env_url, launch_argv=self._rpent_env_argv)
+                                                      env_url=env_url, launch_argv=self._rpent_env_argv,
+                                                      hint=self.ENV_SERVER_HINT)
         self.env_meta = self._client.call("env.get_env_meta")
         obs = self._client.call("env.reset", timeout_s=300)
         self._language = self._client.call("env.get_task_language") or task

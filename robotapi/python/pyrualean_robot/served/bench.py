@@ -46,9 +46,10 @@ def _on_motion_png(robo: Any) -> None:
 
 def measure(socket_path: str, reps: int) -> dict:
     from .. import make
+    from ..robots import DEFAULT_ROBOT
     from .proxy import connect
 
-    local = make("tabletop", task="stack_blocks", seed=0, workspace=tempfile.mkdtemp(prefix="bench-served-"),
+    local = make(DEFAULT_ROBOT, task="stack_blocks", seed=0, workspace=tempfile.mkdtemp(prefix="bench-served-"),
                  images="on-demand")
     served = connect(socket_path, workspace=tempfile.mkdtemp(prefix="bench-served-"))
     robots = {"in_process": local, "served": served}

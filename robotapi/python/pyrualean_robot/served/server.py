@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional
 
 from .. import notebook
 from ..apiref import tool_methods
-from ..robots import create
+from ..robots import DEFAULT_ROBOT, create
 from ..robots.rpent import RpcServer
 from .wire import to_json, to_wire
 
@@ -165,7 +165,7 @@ class RobotService:
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pyrualean_robot.served", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--robot", default="tabletop")
+    ap.add_argument("--robot", default=DEFAULT_ROBOT)
     ap.add_argument("--task")
     ap.add_argument("--seed", type=int)
     ap.add_argument("--workspace", required=True, help="the robot's own folder (its calls.jsonl)")

@@ -13,7 +13,7 @@ import (
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/notebooks/nbtest"
-	"github.com/pyrualean/pyrualean/notebooks/replay"
+	"github.com/pyrualean/pyrualean/replay"
 )
 
 // solutionSteps splits a reference solution (# %% cells, # %% [markdown] for prose) into steps.

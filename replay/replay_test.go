@@ -12,7 +12,7 @@ import (
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/notebooks/nbtest"
-	"github.com/pyrualean/pyrualean/notebooks/replay"
+	"github.com/pyrualean/pyrualean/replay"
 )
 
 type step struct {
