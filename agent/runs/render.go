@@ -49,13 +49,27 @@ func WriteTable(w io.Writer, t Table, format string) error {
 
 // WriteSystemTable prints one system's table in a format (text, md, latex, csv, json).
 func WriteSystemTable(w io.Writer, t SystemTable, format string) error {
+	return WriteSystemTables(w, []SystemTable{t}, format)
+}
+
+// WriteSystemTables prints several systems' tables: one after the other, one CSV (a system column
+// tells them apart) or one JSON array.
+func WriteSystemTables(w io.Writer, ts []SystemTable, format string) error {
 	switch format {
 	case FormatJSON:
-		return writeJSON(w, t)
+		return writeJSON(w, ts)
 	case FormatCSV:
-		return writeSystemCSV(w, t)
+		return writeSystemCSV(w, ts)
 	}
-	return writeGrid(w, systemGrid(t, format), format)
+	for i, t := range ts {
+		if i > 0 {
+			io.WriteString(w, "\n")
+		}
+		if err := writeGrid(w, systemGrid(t, format), format); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -481,11 +495,19 @@ func writeTableCSV(w io.Writer, t Table) error {
 	return cw.Error()
 }
 
-func writeSystemCSV(w io.Writer, t SystemTable) error {
+func writeSystemCSV(w io.Writer, ts []SystemTable) error {
 	cw := csv.NewWriter(w)
 	head := append([]string{"system", "benchmark"}, sideHeader...)
 	head = append(head, "per_solved_episodes", "per_solved_llm_calls", "per_solved_input_tokens", "per_solved_cost_usd", "unpriced", "final")
 	cw.Write(head)
+	for _, t := range ts {
+		writeSystemRecords(cw, t)
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func writeSystemRecords(cw *csv.Writer, t SystemTable) {
 	for _, r := range t.Rows {
 		rec := append([]string{t.System, r.Benchmark}, sideCols(r.Side)...)
 		if m := r.PerSolved; m != nil {
@@ -496,6 +518,4 @@ func writeSystemCSV(w io.Writer, t SystemTable) error {
 		rec = append(rec, strconv.Itoa(r.Unpriced), strconv.FormatBool(t.NotFinal.Final()))
 		cw.Write(rec)
 	}
-	cw.Flush()
-	return cw.Error()
 }
