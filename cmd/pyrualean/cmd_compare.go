@@ -207,7 +207,7 @@ func pairingOf(c runs.Comparison, s sides) pairing {
 		by = "path"
 	}
 	return pairing{
-		Valid: c.Pairs > 0 && len(c.Duplicates) == 0 && len(c.UnmatchedLeft) == 0 && len(c.UnmatchedRight) == 0,
+		Valid:           c.Pairs > 0 && len(c.Duplicates) == 0 && len(c.UnmatchedLeft) == 0 && len(c.UnmatchedRight) == 0,
 		MatchedEpisodes: c.Pairs, InputEpisodes: s.input, DuplicateKeys: c.Duplicates,
 		UnmatchedKeys: slices.Concat(c.UnmatchedLeft, c.UnmatchedRight), KeyDefinition: []string{"robot", "task", "seed"}, SystemsBy: by,
 	}
