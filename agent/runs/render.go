@@ -27,14 +27,21 @@ func Formats() []string {
 // maxListed bounds the infrastructure failures listed by path in text and Markdown (all are in JSON).
 const maxListed = 20
 
-// grid is a table's cells and notes, for the text, Markdown and LaTeX writers.
-type grid struct {
-	title  string
-	header []string
-	rows   [][]string
-	notes  []string
-	right  []bool // right-aligned columns (numbers)
+// Grid is a table's cells and notes as printed: the text, Markdown and LaTeX writers and the HTML
+// report all show these cells, so a figure is formatted in one place.
+type Grid struct {
+	Title  string
+	Header []string
+	Rows   [][]string
+	Notes  []string // a note starting with two spaces is an item of the note before it
+	Right  []bool   // right-aligned columns (numbers)
 }
+
+// TableGrid is the paper's table as cells (format: the writer it is for; LaTeX lists fewer paths).
+func TableGrid(t Table, format string) Grid { return tableGrid(t, format) }
+
+// SystemGrid is one system's table as cells.
+func SystemGrid(t SystemTable, format string) Grid { return systemGrid(t, format) }
 
 // WriteTable prints the paper's table in a format (text, md, latex, csv, json).
 func WriteTable(w io.Writer, t Table, format string) error {
@@ -78,31 +85,31 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func tableGrid(t Table, format string) grid {
-	g := grid{
-		title: fmt.Sprintf("Code cells against tool calling: %s → %s, per benchmark (robot/suite)", t.Left, t.Right),
-		header: []string{"benchmark", "n", "jointly solved", "success " + t.Left + " (%)", "success " + t.Right + " (%)",
+func tableGrid(t Table, format string) Grid {
+	g := Grid{
+		Title: fmt.Sprintf("Code cells against tool calling: %s → %s, per benchmark (robot/suite)", t.Left, t.Right),
+		Header: []string{"benchmark", "n", "jointly solved", "success " + t.Left + " (%)", "success " + t.Right + " (%)",
 			"difference (points)", "LLM calls", "input tokens", "cost (US$)"},
-		right: []bool{false, true, true},
+		Right: []bool{false, true, true},
 	}
 	for _, r := range t.Rows {
-		g.rows = append(g.rows, []string{r.Benchmark, strconv.Itoa(r.Instances), strconv.Itoa(r.JointlySolved),
+		g.Rows = append(g.Rows, []string{r.Benchmark, strconv.Itoa(r.Instances), strconv.Itoa(r.JointlySolved),
 			pctCell(r.Left.Success), pctCell(r.Right.Success), diffCell(r.SuccessDiff),
 			pairedCell(r.LLMCalls, r.JointlySolved, fmtCalls), pairedCell(r.InputTokens, r.JointlySolved, fmtTokens),
 			pairedCell(r.Cost, r.JointlySolved, fmtUSD)})
 	}
-	g.notes = append(g.notes,
+	g.Notes = append(g.Notes,
 		fmt.Sprintf("n: instances both systems ran (same robot, suite:task, seed). LLM calls, input tokens and cost: means per episode over the jointly solved instances, %s → %s, then %s/%s with its interval.", t.Left, t.Right, t.Left, t.Right),
 		"Success counts every episode as the original does: a crash, a timeout, a boot, planner or infrastructure failure is a failed episode; only an RPent run without states.json has an unknown outcome (left out, counted).",
 		t.Bootstrap+".")
-	g.notes = append(g.notes, sidesNotes(t)...)
-	g.notes = append(g.notes, infraNotes(t.Infra, format)...)
-	g.notes = append(g.notes, notFinalNote(t.NotFinal)...)
+	g.Notes = append(g.Notes, sidesNotes(t)...)
+	g.Notes = append(g.Notes, infraNotes(t.Infra, format)...)
+	g.Notes = append(g.Notes, notFinalNote(t.NotFinal)...)
 	if t.UnmatchedLeft+t.UnmatchedRight+t.Duplicates > 0 {
-		g.notes = append(g.notes, fmt.Sprintf("NOT PAIRED: %d instance(s) only %s ran, %d only %s ran, %d run more than once (first one used); they are not in the table.",
+		g.Notes = append(g.Notes, fmt.Sprintf("NOT PAIRED: %d instance(s) only %s ran, %d only %s ran, %d run more than once (first one used); they are not in the table.",
 			t.UnmatchedLeft, t.Left, t.UnmatchedRight, t.Right, t.Duplicates))
 	}
-	g.notes = append(g.notes, pricesNote(t.Prices, t.PricesAsOf)...)
+	g.Notes = append(g.Notes, pricesNote(t.Prices, t.PricesAsOf)...)
 	return g
 }
 
@@ -124,11 +131,11 @@ func sidesNotes(t Table) []string {
 	return out
 }
 
-func systemGrid(t SystemTable, format string) grid {
-	g := grid{
-		title:  fmt.Sprintf("%s per benchmark (robot/suite)", t.System),
-		header: []string{"benchmark", "episodes", "success (%)", "infrastructure failures", "LLM calls per solved", "input tokens per solved", "cost per solved (US$)"},
-		right:  []bool{false, true, false, true},
+func systemGrid(t SystemTable, format string) Grid {
+	g := Grid{
+		Title:  fmt.Sprintf("%s per benchmark (robot/suite)", t.System),
+		Header: []string{"benchmark", "episodes", "success (%)", "infrastructure failures", "LLM calls per solved", "input tokens per solved", "cost per solved (US$)"},
+		Right:  []bool{false, true, false, true},
 	}
 	for _, r := range t.Rows {
 		calls, toks, cost := "—", "—", "—"
@@ -139,12 +146,12 @@ func systemGrid(t SystemTable, format string) grid {
 				cost = fmtUSD(*m.CostUSD)
 			}
 		}
-		g.rows = append(g.rows, []string{r.Benchmark, strconv.Itoa(r.Episodes), pctCell(r.Success), strconv.Itoa(r.Infra), calls, toks, cost})
+		g.Rows = append(g.Rows, []string{r.Benchmark, strconv.Itoa(r.Episodes), pctCell(r.Success), strconv.Itoa(r.Infra), calls, toks, cost})
 	}
-	g.notes = append(g.notes, "Success counts every episode as the original does (failures of every kind in the denominator); means are over the system's own solved episodes. Success: Wilson 95% interval.")
-	g.notes = append(g.notes, infraNotes(t.Infra, format)...)
-	g.notes = append(g.notes, notFinalNote(t.NotFinal)...)
-	g.notes = append(g.notes, pricesNote(t.Prices, t.PricesAsOf)...)
+	g.Notes = append(g.Notes, "Success counts every episode as the original does (failures of every kind in the denominator); means are over the system's own solved episodes. Success: Wilson 95% interval.")
+	g.Notes = append(g.Notes, infraNotes(t.Infra, format)...)
+	g.Notes = append(g.Notes, notFinalNote(t.NotFinal)...)
+	g.Notes = append(g.Notes, pricesNote(t.Prices, t.PricesAsOf)...)
 	return g
 }
 
@@ -295,7 +302,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // writeGrid prints a grid as aligned text, a Markdown table or a LaTeX tabular.
-func writeGrid(w io.Writer, g grid, format string) error {
+func writeGrid(w io.Writer, g Grid, format string) error {
 	switch format {
 	case FormatText, "":
 		return writeText(w, g)
@@ -307,12 +314,12 @@ func writeGrid(w io.Writer, g grid, format string) error {
 	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 }
 
-func writeText(w io.Writer, g grid) error {
-	width := make([]int, len(g.header))
-	for i, h := range g.header {
+func writeText(w io.Writer, g Grid) error {
+	width := make([]int, len(g.Header))
+	for i, h := range g.Header {
 		width[i] = len([]rune(h))
 	}
-	for _, r := range g.rows {
+	for _, r := range g.Rows {
 		for i, c := range r {
 			width[i] = max(width[i], len([]rune(c)))
 		}
@@ -321,7 +328,7 @@ func writeText(w io.Writer, g grid) error {
 		var b strings.Builder
 		for i, c := range cells {
 			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
-			if i < len(g.right) && g.right[i] {
+			if i < len(g.Right) && g.Right[i] {
 				b.WriteString(pad + c)
 			} else {
 				b.WriteString(c + pad)
@@ -333,29 +340,29 @@ func writeText(w io.Writer, g grid) error {
 		return strings.TrimRight(b.String(), " ")
 	}
 	var b strings.Builder
-	b.WriteString(g.title + "\n")
-	b.WriteString(line(g.header) + "\n")
+	b.WriteString(g.Title + "\n")
+	b.WriteString(line(g.Header) + "\n")
 	total := 2 * (len(width) - 1)
 	for _, n := range width {
 		total += n
 	}
 	b.WriteString(strings.Repeat("-", total) + "\n")
-	for _, r := range g.rows {
+	for _, r := range g.Rows {
 		b.WriteString(line(r) + "\n")
 	}
-	for _, n := range g.notes {
+	for _, n := range g.Notes {
 		b.WriteString(n + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func writeMarkdown(w io.Writer, g grid) error {
+func writeMarkdown(w io.Writer, g Grid) error {
 	esc := func(s string) string {
 		return strings.ReplaceAll(s, "|", `\|`)
 	}
 	var b strings.Builder
-	b.WriteString("**" + esc(g.title) + "**\n\n")
+	b.WriteString("**" + esc(g.Title) + "**\n\n")
 	row := func(cells []string) {
 		b.WriteString("|")
 		for _, c := range cells {
@@ -363,24 +370,24 @@ func writeMarkdown(w io.Writer, g grid) error {
 		}
 		b.WriteString("\n")
 	}
-	row(g.header)
+	row(g.Header)
 	b.WriteString("|")
-	for i := range g.header {
-		if i < len(g.right) && g.right[i] {
+	for i := range g.Header {
+		if i < len(g.Right) && g.Right[i] {
 			b.WriteString("---:|")
 		} else {
 			b.WriteString("---|")
 		}
 	}
 	b.WriteString("\n")
-	for _, r := range g.rows {
+	for _, r := range g.Rows {
 		if r[0] == AllBenchmarks {
 			r = append([]string{"**" + AllBenchmarks + "**"}, r[1:]...)
 		}
 		row(r)
 	}
 	b.WriteString("\n")
-	for _, n := range g.notes {
+	for _, n := range g.Notes {
 		if strings.HasPrefix(n, "  ") {
 			b.WriteString("  - " + esc(strings.TrimSpace(n)) + "\n")
 		} else {
@@ -398,12 +405,12 @@ func latexEscape(s string) string {
 		"→", `$\rightarrow$`, "->", `$\rightarrow$`, "×", `$\times$`, "—", "--").Replace(s)
 }
 
-func writeLaTeX(w io.Writer, g grid) error {
+func writeLaTeX(w io.Writer, g Grid) error {
 	var b strings.Builder
-	b.WriteString("% " + g.title + " (needs \\usepackage{booktabs})\n")
+	b.WriteString("% " + g.Title + " (needs \\usepackage{booktabs})\n")
 	b.WriteString(`\begin{tabular}{`)
-	for i := range g.header {
-		if i < len(g.right) && g.right[i] {
+	for i := range g.Header {
+		if i < len(g.Right) && g.Right[i] {
 			b.WriteString("r")
 		} else {
 			b.WriteString("l")
@@ -417,16 +424,16 @@ func writeLaTeX(w io.Writer, g grid) error {
 		}
 		b.WriteString(strings.Join(cs, " & ") + ` \\` + "\n")
 	}
-	row(g.header)
+	row(g.Header)
 	b.WriteString("\\midrule\n")
-	for _, r := range g.rows {
+	for _, r := range g.Rows {
 		if r[0] == AllBenchmarks {
 			b.WriteString("\\midrule\n")
 		}
 		row(r)
 	}
 	b.WriteString("\\bottomrule\n\\end{tabular}\n")
-	for _, n := range g.notes {
+	for _, n := range g.Notes {
 		b.WriteString("% " + strings.ReplaceAll(n, "\n", " ") + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
