@@ -113,6 +113,7 @@ func compareSides(paths []string, leftSys, rightSys string, tab *prices.Table, s
 		s.input = len(s.left) + len(s.right)
 		return s, -1
 	}
+	named := leftSys != "" || rightSys != ""
 	if leftSys == "" {
 		leftSys = runs.DefaultLeftSystem
 	}
@@ -127,6 +128,11 @@ func compareSides(paths []string, leftSys, rightSys string, tab *prices.Table, s
 		fmt.Fprintf(stderr, "pyrualean compare: --left-system %s and --right-system %s both name %s: name two different systems\n", leftSys, rightSys, both[0].System)
 		return s, exitUsage
 	}
+	if systems := runs.Systems(rows); !named && len(systems) < 2 {
+		fmt.Fprintf(stderr, "pyrualean compare: a comparison needs two systems and %s holds %s: give LEFT RIGHT paths, or name the systems with --left-system and --right-system\n",
+			strings.Join(paths, " "), orNone(systems))
+		return s, exitUsage
+	}
 	if len(s.left) == 0 || len(s.right) == 0 {
 		fmt.Fprintf(stderr, "pyrualean compare: no episodes of %q and %d of %q among the systems found (%s); name them with --left-system and --right-system\n",
 			leftSys, len(s.right), rightSys, strings.Join(runs.Systems(rows), ", "))
@@ -136,6 +142,13 @@ func compareSides(paths []string, leftSys, rightSys string, tab *prices.Table, s
 		return s, exitFailed
 	}
 	return s, -1
+}
+
+func orNone(systems []string) string {
+	if len(systems) == 0 {
+		return "no episodes"
+	}
+	return "only " + strings.Join(systems, ", ")
 }
 
 // sideName names a side read from one path: its system when it holds one, else the path.

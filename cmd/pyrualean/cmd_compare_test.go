@@ -158,6 +158,7 @@ func TestComparePaperTable(t *testing.T) {
 		{[]string{"--left-system", "rpent", dir}, exitFailed, `no episodes of "rpent"`},
 		{[]string{"--prices", filepath.Join(dir, "missing.json"), dir}, exitUsage, "--prices"},
 		{[]string{}, exitUsage, "give the run folders"},
+		{[]string{filepath.Join(eps, "stack_blocks", "0", "cells")}, exitUsage, "holds only pyrualean:cells: give LEFT RIGHT paths"},
 	} {
 		if _, stderr, code := run(c.args...); code != c.code || !strings.Contains(stderr, c.err) {
 			t.Errorf("compare %v: exit %d (want %d), stderr %q (want %q)", c.args, code, c.code, stderr, c.err)
