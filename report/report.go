@@ -165,7 +165,20 @@ func Write(ctx context.Context, o Options) error {
 		}
 		pg.Episodes = append(pg.Episodes, row)
 	}
-	t, err := template.New("report").Funcs(template.FuncMap{
+	t, err := template.New("report").Funcs(templateFuncs()).Parse(pageTemplate)
+	if err != nil {
+		return err
+	}
+	var page bytes.Buffer
+	if err := t.Execute(&page, pg); err != nil {
+		return err
+	}
+	return atomicfile.Write(o.Out, page.Bytes())
+}
+
+// templateFuncs format the page's figures.
+func templateFuncs() template.FuncMap {
+	return template.FuncMap{
 		"pct": func(iv *suite.Interval) string {
 			if iv == nil {
 				return "-"
@@ -189,15 +202,7 @@ func Write(ctx context.Context, o Options) error {
 			}
 			return ""
 		},
-	}).Parse(pageTemplate)
-	if err != nil {
-		return err
 	}
-	var page bytes.Buffer
-	if err := t.Execute(&page, pg); err != nil {
-		return err
-	}
-	return atomicfile.Write(o.Out, page.Bytes())
 }
 
 // matrixLines describe the matrix's rows, settings as name=value pairs ("default" when none).
