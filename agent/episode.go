@@ -221,7 +221,7 @@ func baseResult(s spec.Episode, created time.Time) Result {
 		r.MaxTurns = &mt
 		r.BudgetMode = "calls"
 	}
-	if _, ok := s.Policy.Prices.Lookup(s.Policy.Model); ok {
+	if _, ok := s.Policy.PriceTable().Lookup(s.Policy.Model); ok {
 		zero := 0.0
 		r.CostUSD = &zero
 	}

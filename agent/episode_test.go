@@ -212,7 +212,7 @@ func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
 	defer srv.Close()
 	temp := 0.0
 	cfg := episodeConfig(t, func(c *testEpisode) {
-		c.Policy.Prices = prices.Table{"scripted": {Input: 1, CachedInput: 0.1, Output: 4}}
+		c.Policy.Prices = &prices.Table{Models: map[string]prices.Price{"scripted": {Input: 1, CachedInput: 0.1, Output: 4}}}
 		c.MaxCalls = 10
 	})
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) {

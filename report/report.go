@@ -1,6 +1,6 @@
 // Package report writes a suite's HTML report: one self-contained page (inline CSS and SVG plots, no
-// scripts, nothing fetched) with the results, the plots, a table of episodes linking each trace
-// rendered as HTML, and the suite's settings.
+// scripts, nothing fetched) with the paper's table, the results per group, the plots, a table of
+// episodes linking each trace rendered as HTML, and the suite's settings.
 package report
 
 import (
@@ -9,15 +9,19 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	_ "embed"
 
+	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/atomicfile"
+	"github.com/pyrualean/pyrualean/prices"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/suite"
 )
@@ -32,30 +36,68 @@ type Options struct {
 	// Traces renders each episode's trace.ipynb to trace.html beside it (jupyter nbconvert, one
 	// process for all; a trace.html newer than its notebook is kept) and links it.
 	Traces bool
-	Python string // the venv's python (default: the repository's .venv)
+	Python string        // the venv's python (default: the repository's .venv)
+	Prices *prices.Table // prices of the costs (default: the shipped table)
 }
 
 type episodeRow struct {
 	suite.Record
 	Trace string // link, relative to the report
 	OK    string
+	Infra string // the infrastructure failure the episode ended in, if any
 }
 
 type groupView struct {
 	suite.GroupStats
 	Plots []template.HTML
-	Table string
+}
+
+// tableView is a paper table's cells as the text and Markdown outputs print them.
+type tableView struct {
+	Setup string
+	runs.Grid
+	Notes []noteView // the grid's notes, each with the items under it
+	Final bool
+}
+
+// noteView is a note and the items listed under it (paths of episodes to rerun).
+type noteView struct {
+	Text  string
+	Items []string
+}
+
+func noteViews(notes []string) []noteView {
+	var out []noteView
+	for _, n := range notes {
+		if strings.HasPrefix(n, "  ") && len(out) > 0 {
+			out[len(out)-1].Items = append(out[len(out)-1].Items, strings.TrimSpace(n))
+			continue
+		}
+		out = append(out, noteView{Text: n})
+	}
+	return out
 }
 
 type page struct {
 	Title     string
+	Dir       string
 	Generated string
 	Manifest  *suite.Manifest
 	Results   suite.Results
 	Summary   string
+	Tables    []tableView
 	Groups    []groupView
 	Episodes  []episodeRow
-	Matrix    string
+	Matrix    []string
+}
+
+// Title names a suite's report: the matrix's name, else the suite folder's.
+func Title(suiteDir string, m *suite.Manifest) string {
+	name := m.Matrix.Name
+	if name == "" {
+		name = filepath.Base(mustAbs(suiteDir))
+	}
+	return name + " · pyrualean report"
 }
 
 // Write writes the report; the returned error is for the report (a trace that does not render is
@@ -65,8 +107,14 @@ func Write(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	recs := suite.LoadRecords(o.SuiteDir, man)
-	res := suite.Analyze(recs)
+	pt := o.Prices
+	if pt == nil {
+		if pt, err = prices.Embedded(); err != nil {
+			return err
+		}
+	}
+	recs := suite.LoadRecordsPriced(o.SuiteDir, man, pt)
+	res := suite.AnalyzeWith(recs, pt)
 	outDir, err := filepath.Abs(filepath.Dir(o.Out))
 	if err != nil {
 		return err
@@ -78,32 +126,32 @@ func Write(ctx context.Context, o Options) error {
 			return fmt.Errorf("render traces: %w", err)
 		}
 	}
-	pg := page{Title: "pyrualean suite " + filepath.Base(mustAbs(o.SuiteDir)), Generated: time.Now().UTC().Format(time.RFC3339),
-		Manifest: man, Results: res}
+	pg := page{Title: Title(o.SuiteDir, man), Dir: mustAbs(o.SuiteDir), Generated: time.Now().UTC().Format(time.RFC3339),
+		Manifest: man, Results: res, Matrix: matrixLines(man.Matrix)}
 	var sum strings.Builder
 	suite.WriteResults(&sum, recs, res)
 	pg.Summary = sum.String()
+	for _, t := range res.Tables {
+		g := runs.TableGrid(t.Table, runs.FormatMarkdown)
+		pg.Tables = append(pg.Tables, tableView{Setup: t.Setup, Grid: g, Notes: noteViews(g.Notes), Final: t.NotFinal.Final()})
+	}
 	for _, g := range res.Groups {
 		var grecs []suite.Record
 		for _, r := range recs {
-			if r.Group() == g.Group && r.Row.Path != "" && !suite.Retryable(r.Status) {
+			if r.Group() == g.Group && r.Row.Path != "" {
 				grecs = append(grecs, r)
 			}
 		}
-		svgs, err := plots(g, grecs)
-		if err != nil {
-			return fmt.Errorf("plots of %s: %w", g.Group, err)
-		}
 		gv := groupView{GroupStats: g}
-		for _, s := range svgs {
-			gv.Plots = append(gv.Plots, template.HTML(s)) // gonum's own SVG output
+		for _, s := range plots(g, grecs) {
+			gv.Plots = append(gv.Plots, template.HTML(s)) // our own SVG: every text in it is escaped
 		}
 		pg.Groups = append(pg.Groups, gv)
 	}
 	for _, r := range recs {
-		row := episodeRow{Record: r, OK: "-"}
-		if r.Success != nil {
-			row.OK = map[bool]string{true: "yes", false: "no"}[*r.Success]
+		row := episodeRow{Record: r, OK: "-", Infra: runs.Infra(r.Row)}
+		if r.Row.Path != "" && r.Row.OK != nil {
+			row.OK = map[bool]string{true: "yes", false: "no"}[*r.Row.OK]
 		}
 		dir := filepath.Join(mustAbs(o.SuiteDir), filepath.FromSlash(r.Dir))
 		target := filepath.Join(dir, "trace.ipynb")
@@ -117,13 +165,20 @@ func Write(ctx context.Context, o Options) error {
 		}
 		pg.Episodes = append(pg.Episodes, row)
 	}
-	var mx strings.Builder
-	for i, r := range man.Matrix.Rows {
-		fmt.Fprintf(&mx, "%s: robot=%s suite=%s tasks=%s seeds=%s arms=%s runtime=%s models=%s settings=%v\n",
-			r.Label(i), r.Robot, r.Suite, r.Tasks, r.Seeds, strings.Join(r.Arms, ","), r.Runtime, strings.Join(r.Models, ","), r.Settings)
+	t, err := template.New("report").Funcs(templateFuncs()).Parse(pageTemplate)
+	if err != nil {
+		return err
 	}
-	pg.Matrix = mx.String()
-	t, err := template.New("report").Funcs(template.FuncMap{
+	var page bytes.Buffer
+	if err := t.Execute(&page, pg); err != nil {
+		return err
+	}
+	return atomicfile.Write(o.Out, page.Bytes())
+}
+
+// templateFuncs format the page's figures.
+func templateFuncs() template.FuncMap {
+	return template.FuncMap{
 		"pct": func(iv *suite.Interval) string {
 			if iv == nil {
 				return "-"
@@ -133,19 +188,46 @@ func Write(ctx context.Context, o Options) error {
 		"ratio": func(iv *suite.Interval) string { return iv.String() },
 		"cost": func(c *float64) string {
 			if c == nil {
-				return "-"
+				return "unknown"
 			}
 			return fmt.Sprintf("$%.4f", *c)
 		},
-	}).Parse(pageTemplate)
-	if err != nil {
-		return err
+		"right": func(g runs.Grid, i int) bool { return i < len(g.Right) && g.Right[i] },
+		"isAll": func(row []string) bool { return len(row) > 0 && row[0] == runs.AllBenchmarks },
+		// A cell "a → b (r× [lo, hi])" shows its ratio on a line of its own.
+		"figure": func(c string) string { a, _, _ := strings.Cut(c, " ("); return a },
+		"aside": func(c string) string {
+			if _, b, ok := strings.Cut(c, " ("); ok {
+				return "(" + b
+			}
+			return ""
+		},
 	}
-	var page bytes.Buffer
-	if err := t.Execute(&page, pg); err != nil {
-		return err
+}
+
+// matrixLines describe the matrix's rows, settings as name=value pairs ("default" when none).
+func matrixLines(m suite.Matrix) []string {
+	var out []string
+	for i, r := range m.Rows {
+		settings := "default"
+		if len(r.Settings) > 0 {
+			var kv []string
+			for _, k := range slices.Sorted(maps.Keys(r.Settings)) {
+				kv = append(kv, k+"="+r.Settings[k])
+			}
+			settings = strings.Join(kv, " ")
+		}
+		out = append(out, fmt.Sprintf("%s: robot=%s suite=%s tasks=%s seeds=%s arms=%s runtime=%s models=%s settings: %s",
+			r.Label(i), r.Robot, orDefault(r.Suite), r.Tasks, r.Seeds, strings.Join(r.Arms, ","), r.Runtime, orDefault(strings.Join(r.Models, ",")), settings))
 	}
-	return atomicfile.Write(o.Out, page.Bytes())
+	return out
+}
+
+func orDefault(s string) string {
+	if s == "" {
+		return "default"
+	}
+	return s
 }
 
 func mustAbs(p string) string {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -155,10 +154,10 @@ func Settings() []Setting {
 				if err != nil {
 					return err
 				}
-				if e.Policy.Prices == nil {
-					e.Policy.Prices = prices.Table{}
+				if e.Policy.Prices != nil {
+					t = e.Policy.Prices.Merge(t)
 				}
-				maps.Copy(e.Policy.Prices, t)
+				e.Policy.Prices = t
 				return nil
 			}},
 	}

@@ -84,8 +84,9 @@ type Policy struct {
 	APIKeyEnv string `json:"api_key_env,omitempty"`
 	From      string `json:"from,omitempty"` // replay: a trace (.ipynb) or percent-format script (.py)
 	OpenAI    OpenAI `json:"openai"`
-	// Prices price each LLM call ($ per million tokens by model); a model without one costs "unknown".
-	Prices prices.Table `json:"prices,omitempty"`
+	// Prices are the user's prices ($ per million tokens by model: --prices, --price-*), over the dated
+	// table shipped with pyrualean (PriceTable); a model without a price costs "unknown", never $0.
+	Prices *prices.Table `json:"prices,omitempty"`
 	// RecordTokens asks the endpoint for token ids and logprobs and keeps them (tokens.jsonl).
 	RecordTokens bool `json:"record_tokens,omitempty"`
 }
@@ -116,3 +117,16 @@ func (e Episode) ProgramTimeout() time.Duration {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// PriceTable is the table the policy's LLM calls are priced with: the dated one shipped with pyrualean,
+// with the user's Prices over it.
+func (p Policy) PriceTable() *prices.Table {
+	t, err := prices.Embedded()
+	if err != nil { // a build without a readable table prices only what the user gave
+		return p.Prices
+	}
+	if p.Prices != nil {
+		t = t.Merge(p.Prices)
+	}
+	return t
+}

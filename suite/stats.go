@@ -4,81 +4,25 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/pyrualean/pyrualean/agent/runs"
+	"github.com/pyrualean/pyrualean/prices"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
-// Interval is an estimate with its 95% confidence interval.
-type Interval struct {
-	Value float64 `json:"value"`
-	Lo    float64 `json:"lo"`
-	Hi    float64 `json:"hi"`
-}
+// Interval is an estimate with its 95% confidence interval (agent/runs is its home).
+type Interval = runs.Interval
 
-func (iv *Interval) String() string {
-	if iv == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f [%.2f, %.2f]", iv.Value, iv.Lo, iv.Hi)
-}
+// Wilson is the 95% Wilson score interval of k successes in n trials (runs.Wilson).
+func Wilson(k, n int) *Interval { return runs.Wilson(k, n) }
 
-// Wilson is the 95% Wilson score interval of k successes in n trials; nil when n is 0.
-func Wilson(k, n int) *Interval {
-	if n == 0 {
-		return nil
-	}
-	const z = 1.959963984540054
-	p, nf := float64(k)/float64(n), float64(n)
-	den := 1 + z*z/nf
-	centre := (p + z*z/(2*nf)) / den
-	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf)) / den
-	return &Interval{Value: p, Lo: max(0, centre-half), Hi: min(1, centre+half)}
-}
-
-// BootstrapRatio is mean(left)/mean(right) over paired samples with a 95% percentile interval from
-// resampling the pairs (fixed seed: the same runs give the same interval). nil without pairs or when
-// the right side sums to zero.
+// BootstrapRatio is mean(left)/mean(right) over paired samples with a seeded 95% bootstrap
+// interval (runs.BootstrapRatio).
 func BootstrapRatio(left, right []float64, resamples int) *Interval {
-	n := len(left)
-	if n == 0 || n != len(right) {
-		return nil
-	}
-	ratio := func(idx func(i int) int) (float64, bool) {
-		var l, r float64
-		for i := range n {
-			j := idx(i)
-			l += left[j]
-			r += right[j]
-		}
-		if r == 0 {
-			return 0, false
-		}
-		return l / r, true
-	}
-	point, ok := ratio(func(i int) int { return i })
-	if !ok {
-		return nil
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var rs []float64
-	for range resamples {
-		if v, ok := ratio(func(int) int { return rng.IntN(n) }); ok {
-			rs = append(rs, v)
-		}
-	}
-	if len(rs) == 0 {
-		return &Interval{Value: point, Lo: point, Hi: point}
-	}
-	sort.Float64s(rs)
-	q := func(p float64) float64 { return rs[min(len(rs)-1, int(p*float64(len(rs))))] }
-	return &Interval{Value: point, Lo: q(0.025), Hi: q(0.975)}
+	return runs.BootstrapRatio(left, right, resamples)
 }
 
 // Record is one episode of the suite with its run folder's row.
@@ -94,13 +38,21 @@ func (e Episode) Group() string {
 	return strings.Join([]string{parts[0], parts[1], parts[5], parts[6]}, "/")
 }
 
-// ArmStats is one arm's success rate.
+// Setup is what one paper table holds across benchmarks: one runtime-model and settings.
+func (e Episode) Setup() string {
+	parts := strings.Split(e.ID, "/")
+	return strings.Join(parts[5:], "/")
+}
+
+// ArmStats is one arm's success rate, counted as the original counts (agent/runs count.go): every
+// episode with a result is in the denominator, infrastructure failures included.
 type ArmStats struct {
 	Arm      string    `json:"arm"`
 	Episodes int       `json:"episodes"`
 	Known    int       `json:"known"` // episodes with an outcome (the success-rate denominator)
 	Solved   int       `json:"solved"`
-	Success  *Interval `json:"success_rate"` // Wilson
+	Infra    int       `json:"infrastructure_failures"` // failed episodes eval or a person may rerun
+	Success  *Interval `json:"success_rate"`            // Wilson
 }
 
 // Paired is the cells-vs-tools comparison of a group on jointly solved episodes: the seed's table,
@@ -126,23 +78,54 @@ type GroupStats struct {
 	Families []FamilyStats `json:"families"`
 }
 
+// PaperTable is the paper's table (tool calling -> cells, per benchmark) of one runtime-model and
+// settings.
+type PaperTable struct {
+	Setup string `json:"setup"` // runtime-model/settings
+	runs.Table
+}
+
 // Results are a suite's statistics.
 type Results struct {
-	Episodes int          `json:"episodes"`
-	Finished int          `json:"finished"`
-	Summary  runs.Summary `json:"summary"`
-	Groups   []GroupStats `json:"groups"`
+	Episodes int `json:"episodes"`
+	// Finished episodes are in a final state: eval would not run them again.
+	Finished int `json:"finished"`
+	// Retryable episodes ended in a status eval runs again (boot_error, planner_error, interrupted):
+	// they count as failed, and the figures are not final until a rerun.
+	Retryable int `json:"retryable"`
+	// Pending episodes never ran (no readable result): they are in no figure.
+	Pending int          `json:"pending"`
+	Summary runs.Summary `json:"summary"`
+	Groups  []GroupStats `json:"groups"`
+	Tables  []PaperTable `json:"paper_tables"`
 }
 
 // LoadRecords reads every episode of the manifest with its run folder's row (episodes without a
-// result.json yet have a zero row).
+// result.json yet have a zero row); costs are priced with the shipped price table.
 func LoadRecords(dir string, m *Manifest) []Record {
+	return LoadRecordsPriced(dir, m, shippedPrices())
+}
+
+// shippedPrices is the shipped price table; nil if it does not parse (a broken build: every cost
+// then reads unknown rather than wrong; prices' own tests keep it parsing).
+func shippedPrices() *prices.Table {
+	t, err := prices.Embedded()
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// LoadRecordsPriced is LoadRecords with a price table of the caller's (e.g. with --prices over it).
+func LoadRecordsPriced(dir string, m *Manifest, t *prices.Table) []Record {
 	var out []Record
 	for _, id := range m.Order {
 		st := m.Episodes[id]
 		rec := Record{EpisodeState: *st}
 		if row, err := runs.LoadRun(filepath.Join(dir, filepath.FromSlash(st.Dir))); err == nil {
-			rec.Row = row
+			rows := []runs.Row{row}
+			runs.PriceRows(rows, t)
+			rec.Row = rows[0]
 			rec.Status, rec.Success = row.Status, row.OK
 		}
 		out = append(out, rec)
@@ -150,13 +133,20 @@ func LoadRecords(dir string, m *Manifest) []Record {
 	return out
 }
 
+// ran says whether the episode has a run folder with a result.
+func (r Record) ran() bool { return r.Row.Path != "" }
+
 func armStats(arm string, recs []Record) ArmStats {
 	var rows []runs.Row
 	for _, r := range recs {
 		rows = append(rows, r.Row)
 	}
 	s := runs.Summarize(rows)
-	return ArmStats{Arm: arm, Episodes: len(recs), Known: s.NativeSRDenominator, Solved: s.Solved, Success: Wilson(s.Solved, s.NativeSRDenominator)}
+	infra := 0
+	for _, n := range s.Infra {
+		infra += n
+	}
+	return ArmStats{Arm: arm, Episodes: len(recs), Known: s.NativeSRDenominator, Solved: s.Solved, Infra: infra, Success: Wilson(s.Solved, s.NativeSRDenominator)}
 }
 
 func byArm(recs []Record) []ArmStats {
@@ -171,17 +161,29 @@ func byArm(recs []Record) []ArmStats {
 	return out
 }
 
-// Analyze computes the suite's results: overall summary, and per group the arms' success rates,
-// the paired comparison and a per-family breakdown.
-func Analyze(recs []Record) Results {
+// Analyze computes the suite's results: overall summary, per group the arms' success rates, the
+// paired comparison and a per-family breakdown, and per runtime-model and settings the paper's
+// table. Every episode that ran is counted (as the original: an infrastructure failure is a failed
+// episode); those eval would run again are counted in Retryable, and the tables say they are not final.
+func Analyze(recs []Record) Results { return AnalyzeWith(recs, shippedPrices()) }
+
+// AnalyzeWith is Analyze naming the price table the records were priced with (for the tables' footnotes).
+func AnalyzeWith(recs []Record, t *prices.Table) Results {
 	res := Results{Episodes: len(recs)}
 	var rows []runs.Row
 	groups := map[string][]Record{}
+	setups := map[string][]Record{}
 	for _, r := range recs {
-		if r.Row.Path == "" || Retryable(r.Status) {
+		setups[r.Setup()] = append(setups[r.Setup()], r)
+		switch {
+		case !r.ran():
+			res.Pending++
 			continue
+		case Retryable(r.Status):
+			res.Retryable++
+		default:
+			res.Finished++
 		}
-		res.Finished++
 		rows = append(rows, r.Row)
 		groups[r.Group()] = append(groups[r.Group()], r)
 	}
@@ -199,7 +201,34 @@ func Analyze(recs []Record) Results {
 		gs.Paired = pair(recs)
 		res.Groups = append(res.Groups, gs)
 	}
+	for _, s := range slices.Sorted(maps.Keys(setups)) {
+		if pt := paperTable(setups[s], t); pt != nil {
+			res.Tables = append(res.Tables, PaperTable{Setup: s, Table: *pt})
+		}
+	}
 	return res
+}
+
+// paperTable is tools -> cells over one setup's episodes; nil unless both arms ran.
+func paperTable(recs []Record, pt *prices.Table) *runs.Table {
+	var tools, cells []runs.Row
+	pending := 0
+	for _, r := range recs {
+		switch {
+		case !r.ran():
+			pending++
+		case r.Arm == spec.ArmTools:
+			tools = append(tools, r.Row)
+		case r.Arm == spec.ArmCells:
+			cells = append(cells, r.Row)
+		}
+	}
+	if len(tools) == 0 || len(cells) == 0 {
+		return nil
+	}
+	t := runs.BuildTable(runs.PairRows(tools, cells), spec.ArmTools, spec.ArmCells, runs.TableOptions{
+		Retryable: func(r runs.Row) bool { return Retryable(r.Status) }, Pending: pending, Prices: pt})
+	return &t
 }
 
 // pair compares the cells arm (left) with the tools arm (right) of a group.
@@ -234,31 +263,37 @@ func pair(recs []Record) *Paired {
 			lcost, rcost = append(lcost, *l.Cost), append(rcost, *r.Cost)
 		}
 	}
-	p.LLMCallsRatio = BootstrapRatio(lc, rc, 2000)
-	p.InputTokensRatio = BootstrapRatio(lt, rt, 2000)
+	p.LLMCallsRatio = BootstrapRatio(lc, rc, runs.BootstrapResamples)
+	p.InputTokensRatio = BootstrapRatio(lt, rt, runs.BootstrapResamples)
 	if costs {
-		p.CostRatio = BootstrapRatio(lcost, rcost, 2000)
+		p.CostRatio = BootstrapRatio(lcost, rcost, runs.BootstrapResamples)
 	}
 	return p
 }
 
 // WriteResults prints the seed's summarize table, then per group the arms with Wilson intervals,
-// the paired comparison with bootstrap intervals, and the per-family success rates.
+// the paired comparison with bootstrap intervals, the per-family success rates, and the paper's
+// table per runtime-model and settings.
 func WriteResults(w io.Writer, recs []Record, res Results) {
 	var rows []runs.Row
 	for _, r := range recs {
-		if r.Row.Path != "" && !Retryable(r.Status) {
+		if r.ran() {
 			rows = append(rows, r.Row)
 		}
 	}
 	runs.WriteSummaryTable(w, rows, res.Summary)
-	if res.Finished < res.Episodes {
-		fmt.Fprintf(w, "unfinished: %d of %d episodes (run the same command again to resume)\n", res.Episodes-res.Finished, res.Episodes)
+	if res.Pending+res.Retryable > 0 {
+		fmt.Fprintf(w, "not final: %d of %d episodes never ran, %d end in a status eval runs again (counted as failed until then); run the same command again to resume\n",
+			res.Pending, res.Episodes, res.Retryable)
 	}
 	for _, g := range res.Groups {
 		fmt.Fprintf(w, "\n== %s\n", g.Group)
 		for _, a := range g.Arms {
-			fmt.Fprintf(w, "  %-6s success %s (%d/%d, Wilson 95%%)\n", a.Arm, pctInterval(a.Success), a.Solved, a.Known)
+			fmt.Fprintf(w, "  %-6s success %s (%d/%d, Wilson 95%%)", a.Arm, pctInterval(a.Success), a.Solved, a.Known)
+			if a.Infra > 0 {
+				fmt.Fprintf(w, "  infrastructure failures %d (counted as failed)", a.Infra)
+			}
+			fmt.Fprintln(w)
 		}
 		if p := g.Paired; p != nil {
 			fmt.Fprintln(w, "  cells (left) vs tools (right), paired by task and seed:")
@@ -282,6 +317,10 @@ func WriteResults(w io.Writer, recs []Record, res Results) {
 				fmt.Fprintf(w, "    %-14s %s\n", f.Family, strings.Join(parts, "  "))
 			}
 		}
+	}
+	for _, t := range res.Tables {
+		fmt.Fprintf(w, "\n== paper table, %s\n", t.Setup)
+		runs.WriteTable(w, t.Table, runs.FormatText)
 	}
 }
 

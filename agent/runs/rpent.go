@@ -115,7 +115,7 @@ func loadRPentRun(dir string) (Row, error) {
 		llm = t.Stats.TurnsUsed
 	}
 	return Row{
-		Path: dir, System: RPentSystem + ":tools", Robot: robot, Task: TaskKey(suite, task), Seed: t.Seed,
+		Path: dir, System: RPentSystem + ":tools", Arm: "tools", Robot: robot, Suite: suite, Task: TaskKey(suite, task), Seed: t.Seed, Model: t.Model,
 		OK: ok, Status: status, Turns: t.Stats.ToolCalls, Calls: t.Stats.ToolCalls, Steps: steps, WallS: t.ElapsedS,
 		InTok: t.Stats.InputTokens, Cached: t.Stats.CacheReadToken, OutTok: t.Stats.OutputTokens, LLMCalls: llm,
 	}, nil

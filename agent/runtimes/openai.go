@@ -60,7 +60,7 @@ type OpenAIConfig struct {
 	// OnReply, when set, sees each reply's record (the local runtime's speed and prompt cache).
 	OnReply func(ctx context.Context, t agent.Turn)
 
-	Prices     prices.Table
+	Prices     *prices.Table
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 }

@@ -54,7 +54,7 @@ type Settings struct {
 	From      string // scripted: a trace (.ipynb) or a percent-format script (.py)
 	MaxTurns  int    // the episodes' --max-turns (bounds the LLM calls)
 	Budget    time.Duration
-	Prices    prices.Table
+	Prices    *prices.Table
 	OpenAI    OpenAIOptions // openai and local
 	Local     LocalOptions  // local
 	CodexHome string        // codex: CODEX_HOME to use instead of a fresh one in the run folder

@@ -67,7 +67,7 @@ func SettingsFor(s spec.Episode, w Wiring) Settings {
 	o := p.OpenAI
 	return Settings{
 		Model: p.Model, Reasoning: p.Reasoning, BaseURL: p.BaseURL, APIKeyEnv: p.APIKeyEnv, Arm: s.Arm, From: p.From,
-		MaxTurns: s.MaxCalls, Budget: s.Budget(), Prices: p.Prices, CodexHome: os.Getenv("PYRUALEAN_CODEX_HOME"),
+		MaxTurns: s.MaxCalls, Budget: s.Budget(), Prices: p.PriceTable(), CodexHome: os.Getenv("PYRUALEAN_CODEX_HOME"),
 		OpenAI: OpenAIOptions{MaxTokens: o.MaxTokens, ToolChoice: o.ToolChoice, Temperature: o.Temperature, ExtraBody: o.ExtraBody,
 			ImagesInTool: o.ImagesInTool, MaxImages: o.MaxImages, TextOnly: o.TextOnly},
 		HTTPClient: w.HTTPClient, Logger: w.Logger, Progress: w.Progress,

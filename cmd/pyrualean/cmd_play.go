@@ -107,10 +107,11 @@ func parsePlay(ctx context.Context, args []string, stderr io.Writer, now time.Ti
 		if cached < 0 {
 			cached = f.priceIn
 		}
-		if ep.Policy.Prices == nil {
-			ep.Policy.Prices = prices.Table{}
+		own := &prices.Table{Models: map[string]prices.Price{rt.Model(): {Input: f.priceIn, CachedInput: cached, Output: f.priceOut, Origin: "--price-input"}}}
+		if ep.Policy.Prices != nil {
+			own = ep.Policy.Prices.Merge(own)
 		}
-		ep.Policy.Prices[rt.Model()] = prices.Price{Input: f.priceIn, CachedInput: cached, Output: f.priceOut}
+		ep.Policy.Prices = own
 		if rt, err = runtimes.For(ep, runtimes.Wiring{Logger: logger, Progress: stderr}); err != nil {
 			return nil, err
 		}
