@@ -65,19 +65,19 @@ type ExecuteResult struct {
 // ErrTimeout is wrapped in the error of a stuck cell's kernel that could not be restarted.
 var ErrTimeout = errors.New("kernel: cell timed out")
 
-// A cell is done at its status: idle, but ipykernel may still send some of its output after that:
-// when a flush times out (its iopub thread 10 s behind a flood), the flush's message is queued behind
-// the idle (IOPubThread re-schedules a send made from its own thread), and the cell's last print comes
-// after the idle. So an idle that looks late (created lateIdle after the reply, or arriving lateIdle
-// after it was created) is followed by a barrier: a kernel_info_request on control, whose own iopub
-// status is queued behind everything the kernel had queued when our idle went out. Until the barrier
-// comes back the cell's output is still collected.
+// A cell is done at its status: idle, but ipykernel may send some of its output after that: when the
+// flush it does between its reply and its idle times out (its iopub thread flush_timeout, 10 s, behind a
+// flood), the flush's message is queued behind the idle (IOPubThread re-schedules a send made from its
+// own thread), and the cell's last print comes after the idle. Such an idle was made at least the
+// flush's wait after the reply, so an idle made lateIdle after the reply is followed by a barrier: a
+// kernel_info_request on control, whose own iopub status is queued behind everything the kernel had
+// queued when our idle went out. Until the barrier comes back the cell's output is still collected.
 //
 // After the reply, iopub may stay quiet for a long time (the kernel flushes twice more, up to 10 s
 // each, before its idle); only lostIdleAfter of silence ends the cell without its idle, and the result
 // says its outputs may be incomplete.
 const (
-	lateIdle       = 50 * time.Millisecond
+	lateIdle       = 200 * time.Millisecond
 	barrierTimeout = 10 * time.Second
 	lostIdleAfter  = 30 * time.Second
 )
@@ -178,9 +178,8 @@ func (x *execution) wait(ctx context.Context) (*ExecuteResult, error) {
 			select {
 			case <-x.w.notify:
 			case <-x.quiet:
-				if x.onQuiet() {
-					return x.finish(), nil
-				}
+				x.onQuiet()
+				return x.finish(), nil
 			case <-x.deadline:
 				if err, stop := x.onTimeout(ctx); stop {
 					return x.finish(), err
@@ -198,6 +197,9 @@ func (x *execution) wait(ctx context.Context) (*ExecuteResult, error) {
 		}
 		if err := x.handle(ctx, r); err != nil {
 			return x.finish(), err
+		}
+		if x.gotReply && x.gotIdle && x.barrierID == "" && x.res.Timing.Idle.Sub(x.res.Timing.ExecuteReply) > lateIdle {
+			x.sendBarrier()
 		}
 	}
 	return x.finish(), nil
@@ -244,9 +246,6 @@ func (x *execution) onIOPub(r *Message) {
 		case "idle":
 			x.res.Timing.Idle = r.Date()
 			x.gotIdle = true
-			if x.idleLooksLate() {
-				x.sendBarrier()
-			}
 		}
 	case "execute_input":
 		x.res.Timing.ExecuteInput = r.Date()
@@ -295,13 +294,7 @@ func (x *execution) onReply(r *Message) error {
 	return nil
 }
 
-// idleLooksLate says whether the kernel's iopub thread was behind when our idle went out (see lateIdle).
-func (x *execution) idleLooksLate() bool {
-	idle, reply := x.res.Timing.Idle, x.res.Timing.ExecuteReply
-	return time.Since(idle) > lateIdle || (!reply.IsZero() && idle.Sub(reply) > lateIdle)
-}
-
-// sendBarrier asks for a kernel_info on control, its messages queued with the cell's.
+// sendBarrier asks for a kernel_info on control, its messages queued with the cell's (see lateIdle).
 func (x *execution) sendBarrier() {
 	m, err := newMessage("kernel_info_request", x.c.session.ID, nil)
 	if err == nil {
@@ -329,15 +322,14 @@ func (x *execution) quietFor() time.Duration {
 }
 
 // onQuiet runs when iopub has been quiet for too long after the reply (no idle) or after a barrier
-// (no answer): the cell ends, and its outputs may be incomplete. It reports whether to finish.
-func (x *execution) onQuiet() bool {
+// (no answer): the cell ends, and its outputs may be incomplete.
+func (x *execution) onQuiet() {
 	if x.barrierID != "" {
 		x.c.log.Warn("kernel: no answer to the barrier after a late idle; finishing the cell", "waited", barrierTimeout)
 	} else {
 		x.c.log.Warn("kernel: iopub silent after execute_reply, no status idle; finishing the cell", "waited", x.c.lostIdleAfter)
 	}
 	x.res.OutputsIncomplete = true
-	return true
 }
 
 // onTimeout runs when the timer fires: first interrupt and give the kernel grace, then give up (Stuck).

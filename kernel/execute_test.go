@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -299,4 +300,19 @@ func parentSession(t *testing.T, m *Message) string {
 		t.Fatal(err)
 	}
 	return h.Session
+}
+
+// TestExecutePartialOnError: a wait that ends early (here ctx) still hands over what had arrived.
+func TestExecutePartialOnError(t *testing.T) {
+	k := launchTest(t)
+	c := k.Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := c.Execute(ctx, "import time\nprint('so far', flush=True)\ntime.sleep(2)\nprint('later')",
+		ExecuteOptions{OnOutput: func(notebooks.Output) { cancel() }})
+	if !errors.Is(err, context.Canceled) || r == nil || len(r.Outputs) != 1 || r.Outputs[0].Text != "so far\n" {
+		t.Fatalf("err %v result %+v", err, r)
+	}
+	if r2 := execOK(t, c, "print(1)"); len(r2.Outputs) != 1 || r2.Outputs[0].Text != "1\n" {
+		t.Fatalf("next cell %+v", r2.Outputs)
+	}
 }

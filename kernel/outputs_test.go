@@ -397,3 +397,19 @@ func TestJSONStringDecoding(t *testing.T) {
 		}
 	}
 }
+
+// TestHasControl: the word-at-a-time test finds every byte a JSON string cannot hold raw, wherever it
+// is, and nothing else.
+func TestHasControl(t *testing.T) {
+	for _, c := range []byte{0x00, 0x01, 0x0a, 0x1f, '"', 0x20, 0x21, 0x23, 0x5c, 0x7f, 0x80, 0xc3, 0xff} {
+		for n := 1; n < 40; n++ {
+			for i := range n {
+				b := []byte(strings.Repeat("a\xc3\xa9\x7f ", 8))[:n]
+				b[i] = c
+				if got, want := hasControl(b), c < 0x20 || c == '"'; got != want {
+					t.Fatalf("byte %#x at %d of %d: %v", c, i, n, got)
+				}
+			}
+		}
+	}
+}
