@@ -284,9 +284,12 @@ func (b *OutputBuilder) dropText() {
 		if n.tail.len() > 0 {
 			continue
 		}
+		if n == b.last && !n.pinned {
+			break // it stays queued, so that a limit can still drop it once it is not the last
+		}
 		b.textQ.remove(0)
 		n.queued = false
-		if !n.pinned && n != b.last {
+		if !n.pinned {
 			b.drop(n)
 		}
 	}

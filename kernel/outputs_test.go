@@ -413,3 +413,45 @@ func TestHasControl(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputBuilderRandomLimits: random mixes of streams, displays, updates and clears under small
+// limits never hold more than the limits, and always render valid UTF-8 with at most about as many
+// outputs as the limit allows.
+func TestOutputBuilderRandomLimits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	texts := []string{"a", "é", "😀\n", "xyz", strings.Repeat("q", 50), ""}
+	for i := range 400 {
+		lim := OutputLimits{StreamBytes: 1 + rng.IntN(100), RichBytes: 1 + rng.IntN(2000), Outputs: 1 + rng.IntN(8)}
+		b := NewOutputBuilder(lim)
+		for range rng.IntN(80) {
+			var m *Message
+			switch k := rng.IntN(10); {
+			case k < 5:
+				m = stream(t, []string{"stdout", "stderr"}[rng.IntN(2)], texts[rng.IntN(len(texts))])
+			case k < 7:
+				m = displayMsg(t, "display_data", []string{"", "d1", "d2"}[rng.IntN(3)], map[string]any{"text/plain": strings.Repeat("p", rng.IntN(600))})
+			case k < 9:
+				m = displayMsg(t, "update_display_data", []string{"d1", "d2", "far"}[rng.IntN(3)], map[string]any{"text/plain": strings.Repeat("u", rng.IntN(600))})
+			default:
+				m = clearOut(t, rng.IntN(2) == 0)
+			}
+			if err := b.Add(m); err != nil {
+				t.Fatal(err)
+			}
+			for name, w := range map[string]window{"text": b.text, "rich": b.rich, "count": b.count} {
+				if w.head > w.headCap || w.tail > w.tailCap || w.head < 0 || w.tail < 0 {
+					t.Fatalf("case %d (%+v): %s window %+v", i, lim, name, w)
+				}
+			}
+		}
+		outs := b.Final()
+		if len(outs) > 2*lim.Outputs+1 {
+			t.Fatalf("case %d (%+v): %d outputs", i, lim, len(outs))
+		}
+		for _, o := range outs {
+			if !utf8.ValidString(o.Text) {
+				t.Fatalf("case %d: invalid UTF-8 %q", i, o.Text)
+			}
+		}
+	}
+}
