@@ -15,7 +15,8 @@ import (
 // proportion to the limits, not to the output. Each limit keeps the beginning and the end: its first
 // half fills as outputs come, its second half holds the latest; what falls between is dropped,
 // counted (OutputOmission) and marked where it was ("... [N bytes omitted] ..."). Zero means the
-// default, a negative value no limit.
+// default, a negative value no limit. Memory is the limits plus the messages in flight: one iopub
+// message is read whole (a single 150 MB print is one 150 MB message while it is decoded).
 type OutputLimits struct {
 	// StreamBytes bounds stream text (stdout and stderr together), in bytes.
 	StreamBytes int
