@@ -60,7 +60,7 @@ type Client struct {
 	mu      sync.RWMutex
 	socks   *sockets
 	waiters map[string]*waiter
-	subs    map[int]chan *Message
+	subs    map[int]subscriber
 	nextSub int
 	dead    error // non-nil once the kernel is gone or the client closed
 	// restarting is open while a restart replaces the process; new requests wait for it
@@ -73,6 +73,8 @@ type Client struct {
 	closeOnce sync.Once
 
 	sent, received, badSig, malformed, subDrops, hbMisses, restarts atomic.Uint64
+
+	lostIdleAfter time.Duration // see execute.go
 }
 
 func newClient(ci ConnectionInfo, logger *slog.Logger) (*Client, error) {
@@ -85,8 +87,9 @@ func newClient(ci ConnectionInfo, logger *slog.Logger) (*Client, error) {
 	}
 	return &Client{
 		log: logger, session: sess, info: ci,
-		waiters: map[string]*waiter{}, subs: map[int]chan *Message{},
+		waiters: map[string]*waiter{}, subs: map[int]subscriber{},
 		done: make(chan struct{}), hbStop: make(chan struct{}), hbDone: make(chan struct{}),
+		lostIdleAfter: lostIdleAfter,
 	}, nil
 }
 
@@ -238,9 +241,10 @@ func (c *Client) dispatch(ch Channel, frames [][]byte) {
 	}
 	for _, s := range c.subs {
 		select {
-		case s <- m:
+		case s.ch <- m:
 		default:
 			c.subDrops.Add(1)
+			s.drops.Add(1)
 		}
 	}
 }
@@ -360,28 +364,41 @@ func (c *Client) KernelInfo(ctx context.Context) (json.RawMessage, error) {
 // is full misses messages (counted in Stats.SubscriberDrops) rather than stall the kernel client. The
 // channel is closed by cancel or when the client closes or the kernel dies.
 func (c *Client) Subscribe(buffer int) (<-chan *Message, func()) {
-	ch := make(chan *Message, max(buffer, 1))
+	ch, _, cancel := c.SubscribeCounted(buffer)
+	return ch, cancel
+}
+
+// SubscribeCounted is Subscribe that also says how many messages this subscriber has missed so far,
+// so that what it builds from them (a person's cell) can be marked incomplete instead of silently
+// short.
+func (c *Client) SubscribeCounted(buffer int) (msgs <-chan *Message, missed func() uint64, cancel func()) {
+	s := subscriber{ch: make(chan *Message, max(buffer, 1)), drops: new(atomic.Uint64)}
 	c.mu.Lock()
 	if c.dead != nil {
 		c.mu.Unlock()
-		close(ch)
-		return ch, func() {}
+		close(s.ch)
+		return s.ch, s.drops.Load, func() {}
 	}
 	id := c.nextSub
 	c.nextSub++
-	c.subs[id] = ch
+	c.subs[id] = s
 	c.mu.Unlock()
 	var once sync.Once
-	return ch, func() {
+	return s.ch, s.drops.Load, func() {
 		once.Do(func() {
 			c.mu.Lock()
 			if s, ok := c.subs[id]; ok {
 				delete(c.subs, id)
-				close(s)
+				close(s.ch)
 			}
 			c.mu.Unlock()
 		})
 	}
+}
+
+type subscriber struct {
+	ch    chan *Message
+	drops *atomic.Uint64
 }
 
 // Session returns this client's session id (also its DEALER identity).
@@ -438,7 +455,7 @@ func (c *Client) markDead(err error) {
 			delete(c.waiters, id)
 		}
 		for id, s := range c.subs {
-			close(s)
+			close(s.ch)
 			delete(c.subs, id)
 		}
 		close(c.done)
@@ -498,6 +515,16 @@ func (c *Client) register(ctx context.Context, msgID string, duringRestart bool)
 		c.mu.Unlock()
 		return w, nil
 	}
+}
+
+// route sends the replies to another request (msgID) to w as well: a barrier's messages then queue
+// behind the ones that came before them.
+func (c *Client) route(msgID string, w *waiter) {
+	c.mu.Lock()
+	if c.dead == nil {
+		c.waiters[msgID] = w
+	}
+	c.mu.Unlock()
 }
 
 func (c *Client) unregister(msgID string) {

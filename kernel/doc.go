@@ -11,7 +11,11 @@
 //     heartbeat a DEALER. Each incoming message goes to the pending request that is its parent and
 //     to every Subscribe channel; Send forwards a message as given, re-signed; Request waits for a
 //     reply.
-//   - execute.go, outputs.go, jsonscan.go: Execute turns a cell's messages into nbformat outputs.
+//   - execute.go: Execute (nbclient's execute_cell: reply and status idle, timeout, and a barrier
+//     after a late idle, since ipykernel can send a cell's last output after it).
+//   - outputs.go, outrich.go, outtext.go, jsonscan.go: OutputBuilder, one cell's iopub messages as
+//     nbformat outputs (nbclient's process_message/output and coalesce_streams), bounded by
+//     OutputLimits (head and tail kept, the middle counted and marked) and linear in the output.
 //   - spec.go, connection.go, launch.go: kernelspecs, connection files (named with their owner's pid,
 //     so a launch removes those a killed owner left behind) and the kernel process
 //     (own process group; readiness by iopub_welcome or kernel_info nudges; interrupt; restart;

@@ -20,7 +20,7 @@ type ExecuteOptions struct {
 	Timeout time.Duration
 	Grace   time.Duration
 	// OnOutput receives each output as it arrives (a stream chunk as its own stream output; an
-	// update_display_data as a display_data carrying DisplayID).
+	// update_display_data as a display_data carrying DisplayID), whole: Limits bound only Outputs.
 	OnOutput func(notebooks.Output)
 	// OnSent, when set, is told the execute_request's msg_id once it is sent (a live view names the
 	// running cell by it).
@@ -28,6 +28,8 @@ type ExecuteOptions struct {
 	// Input answers input_request when AllowStdin is set. Without it, input() gets EOF and raises
 	// EOFError in the cell, so a cell never hangs waiting for a person.
 	Input func(ctx context.Context, prompt string, password bool) (string, error)
+	// Limits bound what Outputs keep (zero fields: the defaults); OnOutput still sees everything.
+	Limits OutputLimits
 }
 
 // ErrorInfo is an execute_reply or error output's exception.
@@ -53,14 +55,32 @@ type ExecuteResult struct {
 	Stuck bool
 	// Restarted: Kernel.Recover restarted the kernel to end the stuck cell (its state is gone).
 	Restarted bool
+	// Omitted says what opts.Limits dropped from Outputs (each drop is also marked where it was).
+	Omitted OutputOmission
+	// OutputsIncomplete: the cell ended without its status: idle (lost on iopub, or iopub went silent),
+	// so outputs may be missing.
+	OutputsIncomplete bool
 }
 
 // ErrTimeout is wrapped in the error of a stuck cell's kernel that could not be restarted.
 var ErrTimeout = errors.New("kernel: cell timed out")
 
-// iopubTimeout bounds the wait for status: idle once execute_reply is in and iopub is silent
-// (nbclient waits 4 s; a loaded machine deserves more).
-const iopubTimeout = 10 * time.Second
+// A cell is done at its status: idle, but ipykernel may send some of its output after that: when the
+// flush it does between its reply and its idle times out (its iopub thread flush_timeout, 10 s, behind a
+// flood), the flush's message is queued behind the idle (IOPubThread re-schedules a send made from its
+// own thread), and the cell's last print comes after the idle. Such an idle was made at least the
+// flush's wait after the reply, so an idle made lateIdle after the reply is followed by a barrier: a
+// kernel_info_request on control, whose own iopub status is queued behind everything the kernel had
+// queued when our idle went out. Until the barrier comes back the cell's output is still collected.
+//
+// After the reply, iopub may stay quiet for a long time (the kernel flushes twice more, up to 10 s
+// each, before its idle); only lostIdleAfter of silence ends the cell without its idle, and the result
+// says its outputs may be incomplete.
+const (
+	lateIdle       = 200 * time.Millisecond
+	barrierTimeout = 10 * time.Second
+	lostIdleAfter  = 30 * time.Second
+)
 
 type executeReply struct {
 	Status          string                     `json:"status"`
@@ -73,8 +93,9 @@ type executeReply struct {
 
 // Execute runs code and returns when both its execute_reply and its status: idle have arrived.
 // It fails only when the kernel could not run the cell (dead, restarted, client closed, ctx done);
-// an exception in the cell is a result with Status "error". Cancelling ctx only stops the wait (the
-// cell runs on in the kernel); opts.Timeout is what interrupts a cell.
+// an exception in the cell is a result with Status "error". When it fails after the request was sent,
+// the result returned beside the error holds what had arrived (outputs so far). Cancelling ctx only
+// stops the wait (the cell runs on in the kernel); opts.Timeout is what interrupts a cell.
 func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) (*ExecuteResult, error) {
 	ue := opts.UserExpressions
 	if ue == nil {
@@ -104,154 +125,238 @@ func (c *Client) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 	if opts.OnSent != nil {
 		opts.OnSent(m.MsgID)
 	}
-	res := &ExecuteResult{MsgID: m.MsgID}
-	var out outputs
-	var gotReply, gotIdle bool
-
-	// The timeout drives a small state machine: at Timeout interrupt, at Timeout+Grace give up (Stuck).
-	var deadline <-chan time.Time
-	var timer *time.Timer
-	if opts.Timeout > 0 {
-		timer = time.NewTimer(opts.Timeout)
-		defer timer.Stop()
-		deadline = timer.C
-	}
-	grace := opts.Grace
-	if grace <= 0 {
-		grace = 5 * time.Second
-	}
-	finish := func() *ExecuteResult {
-		res.Outputs = out.final()
-		res.DisplayUpdates = out.foreignUpdates
-		if res.Outputs == nil {
-			res.Outputs = []notebooks.Output{}
+	x := &execution{c: c, opts: &opts, w: w, res: &ExecuteResult{MsgID: m.MsgID}, out: NewOutputBuilder(opts.Limits)}
+	defer func() {
+		if x.barrierID != "" {
+			c.unregister(x.barrierID)
 		}
-		return res
+	}()
+	return x.wait(ctx)
+}
+
+// execution is one Execute waiting for its cell's messages.
+type execution struct {
+	c    *Client
+	opts *ExecuteOptions
+	w    *waiter
+	res  *ExecuteResult
+	out  *OutputBuilder
+
+	gotReply, gotIdle bool
+	// The timeout drives a small state machine: at Timeout interrupt, at Timeout+Grace give up (Stuck).
+	timer    *time.Timer
+	deadline <-chan time.Time
+	// After the reply: iopub quiet (see lostIdleAfter), and the barrier after a late idle.
+	quietTimer  *time.Timer
+	quiet       <-chan time.Time
+	barrierID   string
+	barrierDone bool
+}
+
+// wait consumes the cell's messages until it is done, timed out past its grace, or the wait fails.
+func (x *execution) wait(ctx context.Context) (*ExecuteResult, error) {
+	if x.opts.Timeout > 0 {
+		x.timer = time.NewTimer(x.opts.Timeout)
+		defer x.timer.Stop()
+		x.deadline = x.timer.C
 	}
-	// After the reply, outputs may still be in flight on iopub; each one restarts this wait.
-	var idleTimer *time.Timer
-	var idleWait <-chan time.Time
-	for !(gotReply && gotIdle) {
+	defer func() {
+		if x.quietTimer != nil {
+			x.quietTimer.Stop()
+		}
+	}()
+	for !(x.gotReply && x.gotIdle && (x.barrierID == "" || x.barrierDone)) {
 		select { // a cell that never stops printing still times out
-		case <-deadline:
-			if res, err, stop := c.onTimeout(ctx, res, &opts, timer, &deadline, grace, finish); stop {
-				return res, err
+		case <-x.deadline:
+			if err, stop := x.onTimeout(ctx); stop {
+				return x.finish(), err
 			}
 		default:
 		}
-		r, werr, ok := w.pop()
+		r, werr, ok := x.w.pop()
 		if !ok {
 			select {
-			case <-w.notify:
-			case <-idleWait:
-				// The reply came but iopub went quiet without our idle (a lost message): do not hang.
-				c.log.Warn("kernel: no status idle after execute_reply; finishing the cell", "waited", iopubTimeout)
-				return finish(), nil
-			case <-deadline:
-				if res, err, stop := c.onTimeout(ctx, res, &opts, timer, &deadline, grace, finish); stop {
-					return res, err
+			case <-x.w.notify:
+			case <-x.quiet:
+				x.onQuiet()
+				return x.finish(), nil
+			case <-x.deadline:
+				if err, stop := x.onTimeout(ctx); stop {
+					return x.finish(), err
 				}
 			case <-ctx.Done():
-				return nil, fmt.Errorf("kernel: execute: %w", context.Cause(ctx))
+				return x.finish(), fmt.Errorf("kernel: execute: %w", context.Cause(ctx))
 			}
 			continue
 		}
 		if werr != nil {
-			return nil, fmt.Errorf("kernel: execute: %w", werr)
+			return x.finish(), fmt.Errorf("kernel: execute: %w", werr)
 		}
-		if idleTimer != nil {
-			idleTimer.Reset(iopubTimeout)
+		if x.quietTimer != nil {
+			x.quietTimer.Reset(x.quietFor())
 		}
-		{
-			switch r.Channel {
-			case IOPub:
-				switch r.MsgType {
-				case "status":
-					var s struct {
-						ExecutionState string `json:"execution_state"`
-					}
-					_ = json.Unmarshal(r.Content, &s)
-					switch s.ExecutionState {
-					case "busy":
-						res.Timing.Busy = r.Date()
-					case "idle":
-						res.Timing.Idle = r.Date()
-						gotIdle = true
-					}
-				case "execute_input":
-					res.Timing.ExecuteInput = r.Date()
-					var s struct {
-						ExecutionCount *int `json:"execution_count"`
-					}
-					if json.Unmarshal(r.Content, &s) == nil && s.ExecutionCount != nil && res.ExecutionCount == nil {
-						res.ExecutionCount = s.ExecutionCount
-					}
-				default:
-					o, err := out.add(r)
-					if err != nil {
-						c.malformed.Add(1)
-						c.log.Warn("kernel: skipped a malformed output", "type", r.MsgType, "err", err)
-					} else if o != nil && opts.OnOutput != nil {
-						opts.OnOutput(*o)
-					}
-				}
-			case Shell:
-				if r.MsgType != "execute_reply" {
-					continue
-				}
-				gotReply = true
-				res.Timing.ExecuteReply = r.Date()
-				idleTimer = time.NewTimer(iopubTimeout)
-				defer idleTimer.Stop()
-				idleWait = idleTimer.C
-				var rep executeReply
-				if err := json.Unmarshal(r.Content, &rep); err != nil {
-					return nil, fmt.Errorf("%w: execute_reply: %v", ErrMalformed, err)
-				}
-				if res.Status != "timeout" {
-					res.Status = rep.Status
-				}
-				if rep.ExecutionCount != nil {
-					res.ExecutionCount = rep.ExecutionCount
-				}
-				res.UserExpressions = rep.UserExpressions
-				if rep.Status == "error" {
-					res.Error = &ErrorInfo{Ename: rep.Ename, Evalue: rep.Evalue, Traceback: rep.Traceback}
-				}
-			case Stdin:
-				if r.MsgType == "input_request" {
-					if err := c.answerInput(ctx, r, opts); err != nil {
-						return nil, err
-					}
-				}
-			}
+		if err := x.handle(ctx, r); err != nil {
+			return x.finish(), err
+		}
+		if x.gotReply && x.gotIdle && x.barrierID == "" && x.res.Timing.Idle.Sub(x.res.Timing.ExecuteReply) > lateIdle {
+			x.sendBarrier()
 		}
 	}
-	return finish(), nil
+	return x.finish(), nil
 }
 
-// onTimeout runs when the timer fires: first interrupt and give the kernel grace, then restart it.
-// stop reports that Execute must return (res, err).
-func (c *Client) onTimeout(ctx context.Context, res *ExecuteResult, opts *ExecuteOptions, timer *time.Timer,
-	deadline *<-chan time.Time, grace time.Duration, finish func() *ExecuteResult) (*ExecuteResult, error, bool) {
-	if !res.TimedOut {
-		res.TimedOut, res.Status = true, "timeout"
-		c.log.Info("kernel: cell timed out; interrupting", "timeout", opts.Timeout)
+func (x *execution) finish() *ExecuteResult {
+	x.res.Outputs = x.out.Final()
+	x.res.DisplayUpdates = x.out.DisplayUpdates()
+	x.res.Omitted = x.out.Omitted()
+	return x.res
+}
+
+// handle applies one message of the cell (or of its barrier).
+func (x *execution) handle(ctx context.Context, r *Message) error {
+	if x.barrierID != "" && r.ParentMsgID == x.barrierID {
+		x.barrierDone = x.barrierDone || r.Channel == IOPub // what iopub held before it is in
+		return nil
+	}
+	switch r.Channel {
+	case IOPub:
+		x.onIOPub(r)
+	case Shell:
+		if r.MsgType == "execute_reply" {
+			return x.onReply(r)
+		}
+	case Stdin:
+		if r.MsgType == "input_request" {
+			return x.c.answerInput(ctx, r, *x.opts)
+		}
+	}
+	return nil
+}
+
+func (x *execution) onIOPub(r *Message) {
+	switch r.MsgType {
+	case "status":
+		var s struct {
+			ExecutionState string `json:"execution_state"`
+		}
+		_ = json.Unmarshal(r.Content, &s)
+		switch s.ExecutionState {
+		case "busy":
+			x.res.Timing.Busy = r.Date()
+		case "idle":
+			x.res.Timing.Idle = r.Date()
+			x.gotIdle = true
+		}
+	case "execute_input":
+		x.res.Timing.ExecuteInput = r.Date()
+		var s struct {
+			ExecutionCount *int `json:"execution_count"`
+		}
+		if json.Unmarshal(r.Content, &s) == nil && s.ExecutionCount != nil && x.res.ExecutionCount == nil {
+			x.res.ExecutionCount = s.ExecutionCount
+		}
+	default:
+		var o *notebooks.Output
+		var err error
+		if x.opts.OnOutput != nil {
+			o, err = x.out.AddLive(r)
+		} else {
+			err = x.out.Add(r)
+		}
+		if err != nil {
+			x.c.malformed.Add(1)
+			x.c.log.Warn("kernel: skipped a malformed output", "type", r.MsgType, "err", err)
+		} else if o != nil {
+			x.opts.OnOutput(*o)
+		}
+	}
+}
+
+func (x *execution) onReply(r *Message) error {
+	x.gotReply = true
+	x.res.Timing.ExecuteReply = r.Date()
+	x.quietTimer = time.NewTimer(x.quietFor())
+	x.quiet = x.quietTimer.C
+	var rep executeReply
+	if err := json.Unmarshal(r.Content, &rep); err != nil {
+		return fmt.Errorf("%w: execute_reply: %v", ErrMalformed, err)
+	}
+	if x.res.Status != "timeout" {
+		x.res.Status = rep.Status
+	}
+	if rep.ExecutionCount != nil {
+		x.res.ExecutionCount = rep.ExecutionCount
+	}
+	x.res.UserExpressions = rep.UserExpressions
+	if rep.Status == "error" {
+		x.res.Error = &ErrorInfo{Ename: rep.Ename, Evalue: rep.Evalue, Traceback: rep.Traceback}
+	}
+	return nil
+}
+
+// sendBarrier asks for a kernel_info on control, its messages queued with the cell's (see lateIdle).
+func (x *execution) sendBarrier() {
+	m, err := newMessage("kernel_info_request", x.c.session.ID, nil)
+	if err == nil {
+		x.c.route(m.MsgID, x.w)
+		x.barrierID = m.MsgID
+		if err = x.c.send(Control, m); err != nil {
+			x.barrierDone = true
+		}
+	}
+	if err != nil {
+		x.c.log.Warn("kernel: cannot send a barrier after a late idle", "err", err)
+		x.res.OutputsIncomplete = true
+		return
+	}
+	if x.quietTimer != nil {
+		x.quietTimer.Reset(x.quietFor())
+	}
+}
+
+func (x *execution) quietFor() time.Duration {
+	if x.barrierID != "" {
+		return barrierTimeout
+	}
+	return x.c.lostIdleAfter
+}
+
+// onQuiet runs when iopub has been quiet for too long after the reply (no idle) or after a barrier
+// (no answer): the cell ends, and its outputs may be incomplete.
+func (x *execution) onQuiet() {
+	if x.barrierID != "" {
+		x.c.log.Warn("kernel: no answer to the barrier after a late idle; finishing the cell", "waited", barrierTimeout)
+	} else {
+		x.c.log.Warn("kernel: iopub silent after execute_reply, no status idle; finishing the cell", "waited", x.c.lostIdleAfter)
+	}
+	x.res.OutputsIncomplete = true
+}
+
+// onTimeout runs when the timer fires: first interrupt and give the kernel grace, then give up (Stuck).
+// stop reports that Execute must return, with err.
+func (x *execution) onTimeout(ctx context.Context) (err error, stop bool) {
+	grace := x.opts.Grace
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	if !x.res.TimedOut {
+		x.res.TimedOut, x.res.Status = true, "timeout"
+		x.c.log.Info("kernel: cell timed out; interrupting", "timeout", x.opts.Timeout)
 		ictx, icancel := context.WithTimeout(ctx, grace)
-		err := c.interrupt(ictx)
+		err := x.c.interrupt(ictx)
 		icancel()
 		if err != nil {
-			c.log.Warn("kernel: interrupt after timeout failed", "err", err)
+			x.c.log.Warn("kernel: interrupt after timeout failed", "err", err)
 		} else {
-			res.Interrupted = true
+			x.res.Interrupted = true
 		}
-		timer.Reset(grace)
-		return nil, nil, false
+		x.timer.Reset(grace)
+		return nil, false
 	}
-	*deadline = nil
-	c.log.Warn("kernel: not idle after the interrupt; giving up on the cell", "grace", grace)
-	res.Stuck = true
-	return finish(), nil, true
+	x.deadline = nil
+	x.c.log.Warn("kernel: not idle after the interrupt; giving up on the cell", "grace", grace)
+	x.res.Stuck = true
+	return nil, true
 }
 
 // answerInput replies to input_request: with opts.Input if the caller allowed stdin and gave one,

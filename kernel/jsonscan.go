@@ -2,8 +2,10 @@ package kernel
 
 import (
 	"bytes"
-	"encoding/json"
+	"encoding/binary"
 	"fmt"
+	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -54,66 +56,161 @@ func objectFields(raw []byte) (map[string][]byte, error) {
 	}
 }
 
-// jsonString decodes a raw JSON string. It copies runs between escapes in bulk, so a megabyte of
-// text with a few "\n" costs about as much as a copy.
+// jsonString decodes a raw JSON string: a copy of its body when it has no escapes, else its parts.
 func jsonString(raw []byte) (string, error) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 && !hasControl(body) && utf8.Valid(body) {
+			return string(body), nil
+		}
+	}
+	var b strings.Builder
+	err := eachStringPart(raw, func(p []byte) { b.Write(p) })
+	return b.String(), err
+}
+
+// eachStringPart decodes a raw JSON string and hands its text to emit in parts: runs between escapes
+// as slices of raw (no copy; emit must not keep them), escapes decoded. It is what lets a cell's
+// megabytes of stream text reach a capped buffer without ever being one string. Like encoding/json, it
+// rejects control characters, turns each invalid UTF-8 byte and each lone surrogate into U+FFFD.
+func eachStringPart(raw []byte, emit func([]byte)) error {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", fmt.Errorf("%w: not a JSON string", ErrMalformed)
+		return fmt.Errorf("%w: not a JSON string", ErrMalformed)
 	}
 	body := raw[1 : len(raw)-1]
-	if hasControl(body) || !utf8.Valid(body) {
-		return slowString(raw)
-	}
-	if bytes.IndexByte(body, '\\') < 0 {
-		return string(body), nil
-	}
-	out := make([]byte, 0, len(body))
+	var buf [utf8.UTFMax]byte
 	for len(body) > 0 {
 		i := bytes.IndexByte(body, '\\')
-		if i < 0 {
-			out = append(out, body...)
-			break
+		run := body
+		if i >= 0 {
+			run = body[:i]
 		}
-		out = append(out, body[:i]...)
+		if err := emitRun(run, emit); err != nil {
+			return err
+		}
+		if i < 0 {
+			return nil
+		}
 		if i+1 >= len(body) {
-			return "", fmt.Errorf("%w: dangling backslash", ErrMalformed)
+			return fmt.Errorf("%w: dangling backslash", ErrMalformed)
 		}
 		c := body[i+1]
 		body = body[i+2:]
 		switch c {
 		case '"', '\\', '/':
-			out = append(out, c)
+			buf[0] = c
 		case 'n':
-			out = append(out, '\n')
+			buf[0] = '\n'
 		case 't':
-			out = append(out, '\t')
+			buf[0] = '\t'
 		case 'r':
-			out = append(out, '\r')
+			buf[0] = '\r'
 		case 'b':
-			out = append(out, '\b')
+			buf[0] = '\b'
 		case 'f':
-			out = append(out, '\f')
+			buf[0] = '\f'
 		case 'u':
-			// \uXXXX, possibly a surrogate pair: rare enough to hand to encoding/json
-			return slowString(raw)
+			r, n := unicodeEscape(body)
+			if n < 0 {
+				return fmt.Errorf("%w: bad \\u escape", ErrMalformed)
+			}
+			body = body[n:]
+			emit(buf[:utf8.EncodeRune(buf[:], r)])
+			continue
 		default:
-			return "", fmt.Errorf("%w: bad escape \\%c", ErrMalformed, c)
+			return fmt.Errorf("%w: bad escape \\%c", ErrMalformed, c)
+		}
+		emit(buf[:1])
+	}
+	return nil
+}
+
+// unicodeEscape decodes the XXXX of a \uXXXX at the start of b, joining a surrogate pair written as
+// two escapes; it returns the rune and the bytes used (-1 if b does not start with 4 hex digits).
+func unicodeEscape(b []byte) (rune, int) {
+	r := hex4(b)
+	if r < 0 {
+		return 0, -1
+	}
+	if !utf16.IsSurrogate(r) {
+		return r, 4
+	}
+	if len(b) >= 10 && b[4] == '\\' && b[5] == 'u' {
+		if r2 := hex4(b[6:]); r2 >= 0 {
+			if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+				return dec, 10
+			}
 		}
 	}
-	return string(out), nil
+	return utf8.RuneError, 4
 }
 
-func slowString(raw []byte) (string, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrMalformed, err)
+func hex4(b []byte) rune {
+	if len(b) < 4 {
+		return -1
 	}
-	return s, nil
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
+// emitRun hands an unescaped run to emit, refusing control characters and replacing invalid UTF-8.
+func emitRun(run []byte, emit func([]byte)) error {
+	if hasControl(run) {
+		return fmt.Errorf("%w: control character or quote in a string", ErrMalformed)
+	}
+	if utf8.Valid(run) {
+		if len(run) > 0 {
+			emit(run)
+		}
+		return nil
+	}
+	start := 0
+	for i := 0; i < len(run); {
+		r, n := utf8.DecodeRune(run[i:])
+		if r == utf8.RuneError && n == 1 {
+			if i > start {
+				emit(run[start:i])
+			}
+			emit(replacementChar)
+			start = i + 1
+		}
+		i += n
+	}
+	if start < len(run) {
+		emit(run[start:])
+	}
+	return nil
+}
+
+var replacementChar = []byte(string(utf8.RuneError))
+
+// hasControl reports bytes that cannot stand unescaped in a JSON string: control characters and quotes.
+// It tests eight bytes at a time (a cell's megabytes of text pass through here).
 func hasControl(b []byte) bool {
+	const ones, highs, quotes = 0x0101010101010101, 0x8080808080808080, 0x2222222222222222
+	for ; len(b) >= 8; b = b[8:] {
+		w := binary.LittleEndian.Uint64(b)
+		q := w ^ quotes
+		// a byte below 0x20, or a byte equal to '"', sets its high bit here (no false negatives;
+		// a false positive is settled byte by byte below)
+		if ((w-0x20*ones)&^w|(q-ones)&^q)&highs != 0 {
+			break
+		}
+	}
 	for _, c := range b {
-		if c < 0x20 {
+		if c < 0x20 || c == '"' {
 			return true
 		}
 	}

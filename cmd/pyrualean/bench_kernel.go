@@ -52,9 +52,14 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	rounds := fs.Int("n", 20, "timed rounds per row and client")
 	kname := fs.String("kernel", "pyrualean", "kernelspec name")
 	shared := fs.Bool("shared", false, "all clients on one kernel (each then also receives the others' iopub)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *rounds < 1 {
-		fmt.Fprintln(stderr, "pyrualean bench kernel: usage: pyrualean bench kernel [--json] [--n ROUNDS] [--kernel NAME] [--shared]")
+	floodMB := fs.Int("flood-mb", 50, "megabytes the flood cell prints (0: no flood rows)")
+	floodN := fs.Int("flood-n", 0, "timed rounds of the flood (default: --n, at most 5)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *rounds < 1 || *floodMB < 0 || *floodN < 0 {
+		fmt.Fprintln(stderr, "pyrualean bench kernel: usage: pyrualean bench kernel [--json] [--n ROUNDS] [--kernel NAME] [--shared] [--flood-mb MB] [--flood-n ROUNDS]")
 		return 2
+	}
+	if *floodN == 0 {
+		*floodN = min(*rounds, 5)
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "pyrualean bench kernel: %v\n", err)
@@ -152,6 +157,12 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			}
 		}
 	}
+	var flood *floodResult
+	if *floodMB > 0 {
+		if flood, err = benchFlood(ctx, ours, peers[1:], *floodMB, *floodN); err != nil {
+			return fail(err)
+		}
+	}
 	for _, p := range peers {
 		p.stop()
 	}
@@ -170,10 +181,11 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		RatioJC          float64 `json:"ratio_jupyter_client"`
 	}
 	var out struct {
-		Rows       []jsonRow `json:"rows"`
-		PoolTakeMs float64   `json:"pool_take_ms"`
+		Rows       []jsonRow    `json:"rows"`
+		PoolTakeMs float64      `json:"pool_take_ms"`
+		Flood      *floodResult `json:"flood,omitempty"`
 	}
-	out.PoolTakeMs = round3(poolMs)
+	out.PoolTakeMs, out.Flood = round3(poolMs), flood
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	if !*asJSON {
 		where := "each client on its own " + spec.Name + " kernel"
@@ -202,7 +214,86 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "pool take (warm kernel ready): %.3f ms\n", poolMs)
+	flood.print(stdout)
 	return 0
+}
+
+// floodResult is a cell printing MB megabytes: our Execute against the kernel's own time for it.
+type floodResult struct {
+	MB            int     `json:"mb"`
+	Rounds        int     `json:"rounds"`
+	OursP50       float64 `json:"ours_p50_ms"`
+	KernelBusyP50 float64 `json:"kernel_busy_p50_ms"` // status busy to idle by the kernel's clock
+	DevNullP50    float64 `json:"devnull_p50_ms"`     // the same cell printing to /dev/null in the kernel
+	JupyterP50    float64 `json:"jupyter_client_p50_ms"`
+	FloorP50      float64 `json:"floor_p50_ms"`
+	RatioKernel   float64 `json:"ratio_kernel"`
+	RatioDevNull  float64 `json:"ratio_devnull"`
+	RatioFloor    float64 `json:"ratio_floor"`
+	RatioJC       float64 `json:"ratio_jupyter_client"`
+	OmittedBytes  int64   `json:"omitted_bytes"` // what our client's default limits dropped (and marked)
+}
+
+// benchFlood times a cell printing mb MB, round by round: our Execute (and the kernel's busy time
+// for that cell, from its status dates), the same cell printing to /dev/null inside the kernel (what
+// producing the text costs Python alone), and the Python peers.
+func benchFlood(ctx context.Context, ours *kernel.Kernel, peers []*benchPeer, mb, rounds int) (*floodResult, error) {
+	flood, devnull := bench.FloodCell(mb, false), bench.FloodCell(mb, true)
+	var o, k, d []float64
+	peerTimes := map[string][]float64{}
+	res := &floodResult{MB: mb, Rounds: rounds}
+	for round := -1; round < rounds; round++ { // round -1 warms up
+		t0 := time.Now()
+		r, err := ours.Client().Execute(ctx, flood, kernel.ExecuteOptions{Timeout: 10 * time.Minute})
+		wall := time.Since(t0)
+		if err == nil && r.Status != "ok" {
+			err = fmt.Errorf("status %s", r.Status)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ours, flood: %w", err)
+		}
+		res.OmittedBytes = r.Omitted.StreamBytes
+		t1 := time.Now()
+		if r2, err := ours.Client().Execute(ctx, devnull, kernel.ExecuteOptions{Timeout: 10 * time.Minute}); err != nil || r2.Status != "ok" {
+			return nil, fmt.Errorf("ours, flood to /dev/null: %v %v", err, r2)
+		}
+		dn := time.Since(t1)
+		ps := map[string]time.Duration{}
+		for _, p := range peers {
+			if ps[p.name], err = p.run(ctx, flood); err != nil {
+				return nil, fmt.Errorf("%s, flood: %w", p.name, err)
+			}
+		}
+		if round < 0 {
+			continue
+		}
+		o, k, d = append(o, ms(wall)), append(k, ms(r.Timing.Idle.Sub(r.Timing.Busy))), append(d, ms(dn))
+		for n, t := range ps {
+			peerTimes[n] = append(peerTimes[n], ms(t))
+		}
+	}
+	res.OursP50, res.KernelBusyP50, res.DevNullP50 = round3(pct(o, 50)), round3(pct(k, 50)), round3(pct(d, 50))
+	res.JupyterP50, res.FloorP50 = round3(pct(peerTimes["jupyter_client"], 50)), round3(pct(peerTimes["floor"], 50))
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return round3(a / b)
+	}
+	res.RatioKernel, res.RatioDevNull = ratio(res.OursP50, res.KernelBusyP50), ratio(res.OursP50, res.DevNullP50)
+	res.RatioFloor, res.RatioJC = ratio(res.OursP50, res.FloorP50), ratio(res.OursP50, res.JupyterP50)
+	return res, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (f *floodResult) print(w io.Writer) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "cell printing %d MB (p50 of %d rounds): ours %.0f ms = %.2f× the kernel's own busy time (%.0f ms), %.1f× the cell printing to /dev/null (%.0f ms); "+
+		"jupyter_client %.0f ms (ours %.2f×), floor %.0f ms (ours %.2f×); ours kept its limit and marked %d bytes omitted\n",
+		f.MB, f.Rounds, f.OursP50, f.RatioKernel, f.KernelBusyP50, f.RatioDevNull, f.DevNullP50, f.JupyterP50, f.RatioJC, f.FloorP50, f.RatioFloor, f.OmittedBytes)
 }
 
 // benchPoolTake measures Take on a pool whose kernels are already launched and warmed.
