@@ -11,7 +11,7 @@ import (
 // signed with this connection's key, as Send does) and follows it: each message whose parent it is
 // (its iopub outputs and status, its reply) goes to each, in arrival order, with none dropped however
 // many there are, until the reply has come and, on shell, the kernel has gone idle after it (or iopub
-// stayed quiet for iopubTimeout after the reply). It returns the reply. The request's own client
+// stayed quiet for lostIdleAfter after the reply). It returns the reply. The request's own client
 // gets every message as usual (subscribers); Forward never answers stdin for it.
 func (c *Client) Forward(ctx context.Context, ch Channel, m *Message, each func(*Message)) (*Message, error) {
 	if m == nil || m.MsgID == "" {
@@ -49,7 +49,7 @@ func (c *Client) Forward(ctx context.Context, ch Channel, m *Message, each func(
 		switch {
 		case r.Channel == ch && reply == nil:
 			reply = r
-			t := time.NewTimer(iopubTimeout)
+			t := time.NewTimer(lostIdleAfter)
 			defer t.Stop()
 			quiet = t.C
 		case r.Channel == IOPub && r.MsgType == "status":
