@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/notebooks"
-	"github.com/pyrualean/pyrualean/spec"
 )
 
 // agentCall is one call of the agent's that runs code in the kernel: python (cells arm), a primitive
@@ -101,12 +101,13 @@ func (cl caller) saveSource(i int, c agentCall) {
 }
 
 // respond records a finished cell and builds its feedback.
-func (cl caller) respond(c agentCall, i int, timeout interface{ Seconds() float64 }, out cellOutput, people []personNote) (ToolResult, error) {
+func (cl caller) respond(c agentCall, i int, timeout time.Duration, out cellOutput, people []personNote) (ToolResult, error) {
 	e := cl.e
 	res := out.res
 	report := out.share.report
 	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: out.elapsed, Report: report,
-		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: timeout.Seconds(), Between: out.share.between}
+		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: timeout.Seconds(), Between: out.share.between,
+		Omitted: res.Omitted, Incomplete: res.OutputsIncomplete}
 	if out.byPerson {
 		run.Notes = append(run.Notes, "A person interrupted this cell from JupyterLab (the KeyboardInterrupt above is theirs, "+
 			"not a timeout): its output is partial; the robot is where the interrupt left it.")
@@ -114,6 +115,9 @@ func (cl caller) respond(c agentCall, i int, timeout interface{ Seconds() float6
 	result := e.calls.feedback(c, run, people)
 	meta := cellMeta(c, i, out, res.MsgID)
 	meta.Status = res.Status
+	if res.Omitted.Any() || res.OutputsIncomplete {
+		meta.Extra = map[string]any{"outputs_omitted": res.Omitted, "outputs_incomplete": res.OutputsIncomplete}
+	}
 	for _, im := range result.Images {
 		meta.ImagesSent = append(meta.ImagesSent, im.Name)
 	}
@@ -212,5 +216,3 @@ func (cl caller) refuse(msg string) ToolResult {
 	e.log.Info("tool call refused", "reason", msg)
 	return ToolResult{Text: errorText(msg), IsError: true}
 }
-
-var _ = spec.ArmCells

@@ -24,9 +24,9 @@ type cellInput struct {
 
 // cellOutput is one agent execute, start to verdict.
 type cellOutput struct {
-	res     *kernel.ExecuteResult // nil when err
-	partial []notebooks.Output    // what it printed before it was cut short (err)
-	elapsed time.Duration
+	res      *kernel.ExecuteResult // nil when err
+	partial  []notebooks.Output    // what it printed before it was cut short (err)
+	elapsed  time.Duration
 	share    agentShare // the agent's part of the verdict
 	byPerson bool       // a person interrupted it (JupyterLab's stop button)
 	err      error      // the cell did not finish: the kernel died or ctx ended
@@ -50,7 +50,6 @@ func (st stepper) step(ctx context.Context, in cellInput) cellOutput {
 		Metadata:        map[string]any{notebooks.MetaKey: notebooks.CellMeta{Author: in.author, Turn: in.turn, Tool: in.tool, Sandbox: &sandboxed}.Map()},
 		UserExpressions: map[string]string{"pyrualean": robotapi.CellReportExpr},
 		Timeout:         in.timeout,
-		OnOutput:        func(o notebooks.Output) { out.partial = append(out.partial, o) },
 		OnSent:          e.exec.setMsgID,
 	}
 	start := time.Now()
@@ -64,7 +63,10 @@ func (st stepper) step(ctx context.Context, in cellInput) cellOutput {
 	if err != nil {
 		// What it did to the robot before it was cut short is still the agent's: the episode's final
 		// verdict (Finish) covers it.
-		out.err, out.partial = e.steps.cellFailure(ctx, err), mergeStreams(out.partial)
+		out.err = e.steps.cellFailure(ctx, err)
+		if res != nil {
+			out.partial = res.Outputs
+		}
 		return out
 	}
 	out.res = res

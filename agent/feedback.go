@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/spec"
 )
@@ -37,6 +38,27 @@ type cellRun struct {
 	TimeoutS  float64
 	Notes     []string // plain words about what people did to this cell (a person interrupted it)
 	Between   int      // robot calls the agent's code made between cells, counted with this one
+	// Omitted is what the per-cell output limits dropped (marked in the text where it was);
+	// Incomplete: the cell ended without the kernel's idle, so its last outputs may be missing.
+	Omitted    kernel.OutputOmission
+	Incomplete bool
+}
+
+// outputNotes are plain words about a cell's output the model must know: what the limits dropped,
+// what may be missing, and robot calls made between cells that this result counts.
+func outputNotes(run cellRun) []string {
+	var notes []string
+	if o := run.Omitted; o.Any() {
+		notes = append(notes, fmt.Sprintf("The cell printed more than a cell may keep: %d bytes of text and %d outputs were "+
+			"omitted from the middle (the beginning and the end are kept; the omission is marked where it was).", o.StreamBytes, o.Outputs))
+	}
+	if run.Incomplete {
+		notes = append(notes, "The kernel did not say the cell ended: its last outputs may be missing.")
+	}
+	if run.Between > 0 {
+		notes = append(notes, fmt.Sprintf("%d robot call(s) were made between cells by code you left running; they are counted with this cell.", run.Between))
+	}
+	return notes
 }
 
 // personNote tells the agent about a cell a person ran in its kernel and what it did to the robot
@@ -248,7 +270,8 @@ func buildCellFeedback(run cellRun, feedback, images string, people []personNote
 	ct := collectText(run.Outputs)
 	fb := cellFeedback{
 		Cell: run.Index, Stdout: ct.stdout, Stderr: ct.stderr,
-		ElapsedS: float64(int64(run.Elapsed.Seconds()*100+0.5)) / 100, Value: ct.value, HumanCells: people, Notes: run.Notes,
+		ElapsedS: float64(int64(run.Elapsed.Seconds()*100+0.5)) / 100, Value: ct.value, HumanCells: people,
+		Notes: append(append([]string(nil), run.Notes...), outputNotes(run)...),
 	}
 	if ct.hasError {
 		if ct.ename == "EpisodeFinished" {
@@ -408,19 +431,6 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	default:
 		return tok, nil
 	}
-}
-
-// mergeStreams joins consecutive stream chunks of the same name (OnOutput delivers them one by one).
-func mergeStreams(outs []notebooks.Output) []notebooks.Output {
-	var merged []notebooks.Output
-	for _, o := range outs {
-		if n := len(merged); n > 0 && o.OutputType == notebooks.OutputStream && merged[n-1].OutputType == notebooks.OutputStream && merged[n-1].Name == o.Name {
-			merged[n-1].Text += o.Text
-			continue
-		}
-		merged = append(merged, o)
-	}
-	return merged
 }
 
 // toolFeedback is a primitive call's result in the tools arm (RPent-style: result, state, images).

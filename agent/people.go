@@ -45,13 +45,12 @@ func newPeople(e *Episode) *people {
 
 // personCell is one of a person's execute requests as it runs.
 type personCell struct {
-	n       int
-	msg     *kernel.Message
-	code    string
-	silent  bool
-	count   *int
-	outputs []notebooks.Output
-	foreign []notebooks.Output // display updates for earlier cells
+	n      int
+	msg    *kernel.Message
+	code   string
+	silent bool
+	count  *int
+	out    *kernel.OutputBuilder // the one IOPub assembler, bounded as an agent cell's
 }
 
 // submit takes a person's execute_request: it runs in its turn, in the background.
@@ -67,7 +66,7 @@ func (p *people) submit(m *kernel.Message) error {
 		return p.e.kern.Client().Send(kernel.Shell, m)
 	}
 	p.seq++
-	pc := &personCell{n: p.seq, msg: m, code: c.Code, silent: c.Silent}
+	pc := &personCell{n: p.seq, msg: m, code: c.Code, silent: c.Silent, out: kernel.NewOutputBuilder(kernel.OutputLimits{})}
 	p.setRunningLocked(p.running + 1)
 	p.mu.Unlock()
 	go p.run(pc)
@@ -110,12 +109,13 @@ func (p *people) run(pc *personCell) {
 	p.record(pc, share)
 }
 
-// follow takes one message of a person's cell (its outputs and display updates).
+// follow takes one message of a person's cell: its execution count and its outputs.
 func (pc *personCell) follow(m *kernel.Message) {
 	if m.Channel != kernel.IOPub {
 		return
 	}
 	switch m.MsgType {
+	case "status":
 	case "execute_input":
 		var c struct {
 			ExecutionCount *int `json:"execution_count"`
@@ -123,32 +123,9 @@ func (pc *personCell) follow(m *kernel.Message) {
 		if json.Unmarshal(m.Content, &c) == nil && c.ExecutionCount != nil {
 			pc.count = c.ExecutionCount
 		}
-	case "clear_output":
-		pc.outputs = nil
-	case "update_display_data":
-		if o, ok := iopubOutput(m); ok && o.DisplayID != "" && !pc.updateOwn(o) {
-			pc.foreign = append(pc.foreign, o)
-		}
 	default:
-		if o, ok := iopubOutput(m); ok {
-			if o.DisplayID != "" && o.OutputType != notebooks.OutputStream {
-				pc.updateOwn(o) // shown again under its id: its earlier outputs follow
-			}
-			pc.outputs = append(pc.outputs, o)
-		}
+		_ = pc.out.Add(m) // a malformed output is skipped (Add says why; the person's client shows theirs)
 	}
-}
-
-// updateOwn replaces data and metadata of this cell's outputs with u's display id.
-func (pc *personCell) updateOwn(u notebooks.Output) bool {
-	found := false
-	for i := range pc.outputs {
-		if pc.outputs[i].DisplayID == u.DisplayID {
-			pc.outputs[i].Data, pc.outputs[i].Metadata = u.Data, u.Metadata
-			found = true
-		}
-	}
-	return found
 }
 
 // record writes a person's cell to the trace (in execution order: cells run one at a time) with what it
@@ -159,7 +136,7 @@ func (p *people) record(pc *personCell, share agentShare) {
 	if share.report != nil {
 		e.book.absorb(share.report, e.brief.stateful)
 	}
-	applyDisplayUpdates(e.trace, e.log, pc.foreign)
+	applyDisplayUpdates(e.trace, e.log, pc.out.DisplayUpdates())
 	p.mu.Lock()
 	t := p.tallyLocked(pc.n)
 	ledger, tools := t.ledger, append([]string(nil), t.tools...)
@@ -168,7 +145,7 @@ func (p *people) record(pc *personCell, share agentShare) {
 		_ = e.book.save()
 		return
 	}
-	outs := mergeStreams(pc.outputs)
+	outs := pc.out.Final()
 	tags := []string{notebooks.TagHuman}
 	if raised(outs) {
 		tags = append(tags, notebooks.TagRaisesException)
@@ -348,35 +325,4 @@ func raised(outs []notebooks.Output) bool {
 		}
 	}
 	return false
-}
-
-// iopubOutput converts an output-bearing iopub message to an nbformat output.
-func iopubOutput(m *kernel.Message) (notebooks.Output, bool) {
-	var c struct {
-		Name           string         `json:"name"`
-		Text           string         `json:"text"`
-		Data           map[string]any `json:"data"`
-		Metadata       map[string]any `json:"metadata"`
-		ExecutionCount *int           `json:"execution_count"`
-		Ename          string         `json:"ename"`
-		Evalue         string         `json:"evalue"`
-		Traceback      []string       `json:"traceback"`
-		Transient      struct {
-			DisplayID string `json:"display_id"`
-		} `json:"transient"`
-	}
-	if decodeNumbers(m.Content, &c) != nil {
-		return notebooks.Output{}, false
-	}
-	switch m.MsgType {
-	case "stream":
-		return notebooks.Output{OutputType: notebooks.OutputStream, Name: c.Name, Text: c.Text}, true
-	case "display_data", "update_display_data":
-		return notebooks.Output{OutputType: notebooks.OutputDisplayData, Data: c.Data, Metadata: c.Metadata, DisplayID: c.Transient.DisplayID}, true
-	case "execute_result":
-		return notebooks.Output{OutputType: notebooks.OutputExecuteResult, Data: c.Data, Metadata: c.Metadata, ExecutionCount: c.ExecutionCount, DisplayID: c.Transient.DisplayID}, true
-	case "error":
-		return notebooks.Output{OutputType: notebooks.OutputError, Ename: c.Ename, Evalue: c.Evalue, Traceback: c.Traceback}, true
-	}
-	return notebooks.Output{}, false
 }

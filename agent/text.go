@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -88,12 +86,4 @@ func compactFrame(el, location string) string {
 		}
 	}
 	return el
-}
-
-// decodeNumbers decodes JSON keeping numbers as json.Number, so that data and metadata are written
-// back exactly as they came.
-func decodeNumbers(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(v)
 }
