@@ -48,7 +48,7 @@ func Settings() []Setting {
 				}
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 0 {
-					return fmt.Errorf("want an integer >= 0, not %q", v)
+					return errors.New("want an integer >= 0")
 				}
 				e.Seed = n
 				return nil
@@ -57,7 +57,7 @@ func Settings() []Setting {
 			set: func(e *Episode, v string) error {
 				k, val, ok := strings.Cut(v, "=")
 				if !ok || k == "" {
-					return fmt.Errorf("want KEY=VALUE, not %q", v)
+					return errors.New("want KEY=VALUE")
 				}
 				return e.setRobotOption(k, val)
 			}},
@@ -119,7 +119,7 @@ func Settings() []Setting {
 				}
 				t, err := strconv.ParseFloat(v, 64)
 				if err != nil || t < 0 || t > 2 {
-					return fmt.Errorf("want a number in [0, 2], not %q", v)
+					return errors.New("want a number in [0, 2]")
 				}
 				e.Policy.OpenAI.Temperature = &t
 				return nil
@@ -210,7 +210,7 @@ func (e *Episode) Set(name, v string) error {
 	for _, s := range Settings() {
 		if s.Name == name {
 			if err := s.set(e, v); err != nil {
-				return fmt.Errorf("--%s: %w", name, err)
+				return fmt.Errorf("--%s %q: %w", name, v, err)
 			}
 			return nil
 		}
@@ -228,7 +228,9 @@ func Lookup(name string) (Setting, bool) {
 	return Settings()[i], true
 }
 
-// Flags registers every setting not in skip on fs, bound to e (whose values the flags then change).
+// Flags registers every setting not in skip on fs, bound to e. A flag's value is checked and applied
+// when ApplyFlags runs (after fs.Parse), in the order given, so that a bad value is reported as
+// `--name "value": why`, without the flag package's usage dump.
 func (e *Episode) Flags(fs *flag.FlagSet, skip ...string) {
 	for _, s := range Settings() {
 		if slices.Contains(skip, s.Name) {
@@ -236,6 +238,18 @@ func (e *Episode) Flags(fs *flag.FlagSet, skip ...string) {
 		}
 		fs.Var(&settingFlag{e: e, s: s}, s.Name, s.Usage)
 	}
+}
+
+// ApplyFlags applies the values Flags' flags were given; the first bad one is the error.
+func (e *Episode) ApplyFlags() error {
+	given := e.given
+	e.given = nil
+	for _, g := range given {
+		if err := e.Set(g[0], g[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // settingFlag is a flag.Value over one setting of an episode.
@@ -250,14 +264,17 @@ func (f *settingFlag) String() string {
 	}
 	return f.s.Default
 }
-func (f *settingFlag) Set(v string) error { return f.s.set(f.e, v) }
-func (f *settingFlag) IsBoolFlag() bool   { return f.s.Bool }
+func (f *settingFlag) Set(v string) error {
+	f.e.given = append(f.e.given, [2]string{f.s.Name, v})
+	return nil
+}
+func (f *settingFlag) IsBoolFlag() bool { return f.s.Bool }
 
 func oneOf(field func(*Episode) *string, allowed ...string) func(*Episode, string) error {
 	return func(e *Episode, v string) error {
 		if !slices.Contains(allowed, v) {
 			shown := slices.DeleteFunc(slices.Clone(allowed), func(a string) bool { return a == "" })
-			return fmt.Errorf("%q: want one of %s", v, strings.Join(shown, ", "))
+			return fmt.Errorf("want one of %s", strings.Join(shown, ", "))
 		}
 		*field(e) = v
 		return nil
@@ -268,7 +285,7 @@ func intAtLeast(lo int, field func(*Episode) *int) func(*Episode, string) error 
 	return func(e *Episode, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < lo {
-			return fmt.Errorf("want an integer >= %d, not %q", lo, v)
+			return fmt.Errorf("want an integer >= %d", lo)
 		}
 		*field(e) = n
 		return nil
@@ -284,7 +301,7 @@ func floatAtLeast(lo float64, field func(*Episode) *float64) func(*Episode, stri
 				*field(e) = d.Seconds()
 				return nil
 			}
-			return fmt.Errorf("want a number of seconds >= %g, not %q", lo, v)
+			return fmt.Errorf("want a number of seconds >= %g (or a duration: 90s, 5m)", lo)
 		}
 		*field(e) = f
 		return nil
@@ -295,7 +312,7 @@ func boolSetting(field func(*Episode) *bool) func(*Episode, string) error {
 	return func(e *Episode, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return fmt.Errorf("want true or false, not %q", v)
+			return errors.New("want true or false")
 		}
 		*field(e) = b
 		return nil

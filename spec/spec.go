@@ -70,7 +70,8 @@ type Episode struct {
 
 	Policy Policy `json:"policy"`
 
-	envErrs []error // a default from the environment that is not a value (New); Validate reports it
+	envErrs []error     // a default from the environment that is not a value (New); Validate reports it
+	given   [][2]string // flags given and not applied yet (Flags, ApplyFlags)
 }
 
 // Policy is what decides the episode's actions: a runtime (a model backend, an agent CLI or the

@@ -36,6 +36,9 @@ func TestSetAndFlags(t *testing.T) {
 	e.Flags(fs)
 	err := fs.Parse([]string{"--arm", "tools", "--seed", "3", "--robot-opt", "libero_type=pro", "--vla-endpoint", "socket://h:1",
 		"--budget-s", "90s", "--guides", "--openai-temperature", "0", "--openai-extra-body", `{"top_k": 20}`, "--max-turns", "7"})
+	if err == nil {
+		err = e.ApplyFlags()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +52,7 @@ func TestSetAndFlags(t *testing.T) {
 		t.Fatalf("Set: %v %v", err, e.CellTimeoutS)
 	}
 	for _, c := range []struct{ name, v, want string }{
-		{"arm", "hands", `want one of cells, tools, program`},
+		{"arm", "hands", `--arm "hands": want one of cells, tools, program`},
 		{"seed", "-2", "want an integer >= 0"},
 		{"max-turns", "x", "want an integer >= 0"},
 		{"openai-temperature", "3", "want a number in [0, 2]"},

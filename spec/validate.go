@@ -38,6 +38,9 @@ func (e *Episode) validate(ctx context.Context, robots Robots) error {
 	if len(e.envErrs) > 0 {
 		return e.envErrs[0]
 	}
+	if err := e.ApplyFlags(); err != nil {
+		return err
+	}
 	if err := e.checkValues(); err != nil {
 		return err
 	}

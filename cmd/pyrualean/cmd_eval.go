@@ -38,11 +38,7 @@ type settingFlag struct {
 }
 
 func (f *settingFlag) String() string { return "" }
-func (f *settingFlag) Set(v string) error {
-	probe := spec.New() // checked now, applied per episode by the matrix
-	if err := probe.Set(f.s.Name, v); err != nil {
-		return err
-	}
+func (f *settingFlag) Set(v string) error { // checked per row, when the matrix is expanded
 	if f.s.Repeat && f.into[f.s.Name] != "" {
 		return fmt.Errorf("give --%s in a matrix row's table for eval (robot_options = {...})", f.s.Name)
 	}

@@ -394,7 +394,7 @@ runtime = "replay"
 		{"setting value", []string{"--images", "sometimes", "--runtime", "replay"}, `row 1: --images "sometimes"`},
 		{"flag", []string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{"matrix row", []string{"--matrix", write("m.toml", good+"[[row]]\nname = \"bad\"\ntasks = \"nosuch\"\nruntime = \"replay\"\n")}, `row 2 (bad): tasks: unknown task "nosuch"`},
-		{"matrix setting", []string{"--matrix", write("s.toml", good+"[row.settings]\nwings = \"2\"\n")}, `row 1 (ok): setting "wings": not a play flag`},
+		{"matrix setting", []string{"--matrix", write("s.toml", good+"[row.settings]\nwings = \"2\"\n")}, `row 1 (ok): setting "wings": no such setting`},
 		{"matrix owned", []string{"--matrix", write("o.yaml", "rows:\n  - tasks: stack_blocks\n    runtime: replay\n    settings: {task: open_drawer}\n")}, `row 1: setting "task": the suite sets it`},
 		{"matrix key", []string{"--matrix", write("k.toml", good+"colour = \"red\"\n")}, `unknown key "row.colour"`},
 		{"matrix and flags", []string{"--matrix", write("g.toml", good), "--tasks", "all"}, "--tasks: the matrix file sets it"},

@@ -25,7 +25,7 @@ import (
 func TestPlayBadFlags(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "") // no endpoint: the local runtime is implied
 	cases := [][]string{
-		{"--model", "no-such-local-model"},
+		{"--runtime", "local", "--model", "no-such-local-model"},
 		{"--runtime", "local", "--model", "gpt-4o"},
 		{"--arm", "programs"},
 		{"--max-programs", "1"}, // needs --arm program

@@ -143,9 +143,16 @@ func TestCmdPromptCard(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "EXACTLY ONCE") || !strings.Contains(stdout, "# API reference") || !strings.Contains(stdout, "stack") {
 		t.Fatalf("prompt: exit %d\n%.800s\n%s", code, stdout, stderr)
 	}
-	code, cells, stderr := runCLI(t, "prompt", "--task", "stack_blocks")
+	code, cells, stderr := runCLI(t, "prompt", "--task", "stack_blocks", "--runtime", "openai")
 	if code != 0 || !strings.Contains(cells, "ONE tool, `python(code)`") {
 		t.Fatalf("prompt (cells): exit %d\n%.500s\n%s", code, cells, stderr)
+	}
+	// No runtime named: the one play would choose (the embedded model), so its compact prompt.
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("PYRUALEAN_RUNTIME", "")
+	code, compact, stderr := runCLI(t, "prompt", "--task", "stack_blocks")
+	if code != 0 || !strings.Contains(compact, "Call the tool `python(code)`") {
+		t.Fatalf("prompt (compact): exit %d\n%.500s\n%s", code, compact, stderr)
 	}
 	code, stdout, stderr = runCLI(t, "card", "--task", "stack_blocks", "--seed", "3")
 	var card map[string]any

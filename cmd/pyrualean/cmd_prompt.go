@@ -43,8 +43,9 @@ func preview(ctx context.Context, name string, args []string, stdout, stderr io.
 		}
 		return exitUsage
 	}
-	var err error
+	err := pf.spec.ApplyFlags()
 	switch {
+	case err != nil:
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case pf.spec.Out != "":

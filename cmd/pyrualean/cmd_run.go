@@ -32,6 +32,9 @@ func programSpec(ctx context.Context, fs *flag.FlagSet, f *episodeFlags, now tim
 		return spec.Episode{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	s := &f.spec
+	if err := s.ApplyFlags(); err != nil {
+		return spec.Episode{}, err
+	}
 	if s.Arm != spec.ArmCells && s.Arm != spec.ArmProgram { // cells is the flag's default
 		return spec.Episode{}, fmt.Errorf("--arm %s: %s runs one program (the program arm)", s.Arm, f.cmd)
 	}

@@ -34,6 +34,9 @@ func newEpisodeFlags(cmd string, fs *flag.FlagSet, skip ...string) *episodeFlags
 // against the robot registry, and the run folder named when --out did not name one
 // (runs/<time>-<robot>-<task>-<arm>). The error is one line for the user, naming the fix.
 func (f *episodeFlags) finish(ctx context.Context, now time.Time) (spec.Episode, error) {
+	if err := f.spec.ApplyFlags(); err != nil {
+		return f.spec, err
+	}
 	s := f.spec
 	if f.policy != "" {
 		s.Policy.Runtime = f.policy

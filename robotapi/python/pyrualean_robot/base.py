@@ -30,6 +30,7 @@ import inspect
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
@@ -100,6 +101,8 @@ def summarize(result: Any) -> dict:
     return {k: _jsonable(d[k]) for k in SUMMARY_KEYS if k in d}
 
 
+_HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d+$")
+
 GUIDES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guides")
 
 
@@ -155,6 +158,19 @@ class Robot:
         self._shown: list[str] = []
         # Where shown images go: make() points it at the notebook session (see notebook.attach).
         self._image_sink: Optional[Callable[[bytes, dict], None]] = None
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Refuse (ValueError naming the option) make() options of this robot whose values cannot work, before
+        anything boots; `options` holds only the robot's own options, already of their kinds. A robot with an
+        option of its own extends this (calling super)."""
+        for key in ("env_url", "vla_endpoint", "sam3_endpoint"):
+            v = options.get(key)
+            if isinstance(v, str) and "://" not in v and not _HOST_PORT.match(v):
+                raise ValueError(f"{key}={v!r}: want scheme://host:port (http, https, socket, ws) or host:port")
+        v = options.get("env_url")
+        if isinstance(v, str) and "://" not in v:
+            raise ValueError(f"env_url={v!r}: want http://host:port or socket://host:port")
 
     # ----- hooks for subclasses -------------------------------------------------------------------------
     def _env_steps(self) -> int:

@@ -151,6 +151,9 @@ def coerce_options(name: str, raw: dict[str, Any]) -> dict[str, Any]:
                 out[key] = int(value) if opt.kind == "int" else float(value)
         except ValueError:
             raise ValueError(f"robot {name!r} option {key}={value!r}: want a {opt.kind}") from None
+    check = getattr(robot_class(name), "check_options", None)
+    if check is not None:
+        check(out)
     return out
 
 

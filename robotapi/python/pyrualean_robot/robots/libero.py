@@ -267,6 +267,15 @@ class LiberoRobot(Robot):
         # Step 0's high-resolution views are kept: the card shows them and agents map their pixels.
         self._step0 = {c: self._snapshot(c, HIGH_RES) for c in self.CAMERAS}
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        super().check_options(options)
+        if options.get("libero_type") not in (None, "standard", "pro"):
+            raise ValueError(f"libero_type={options['libero_type']!r}: want standard or pro")
+        v = options.get("sam3_endpoint")
+        if isinstance(v, str) and not v.startswith(("http://", "https://")):
+            raise ValueError(f"sam3_endpoint={v!r}: want http://host:port")
+
     @staticmethod
     def _check_libero_type(libero_type: Optional[str], suite: str) -> str:
         """The seed's --libero-type (RPent's LIBERO_TYPE): "standard" runs the four LIBERO suites and libero_90,
