@@ -31,8 +31,8 @@ func TestCmdMCPBadFlags(t *testing.T) {
 		{"unknown flag", []string{"--bogus"}, "flag provided but not defined"},
 		{"arm", []string{"--arm", "legs"}, `--arm "legs"`},
 		{"images", []string{"--images", "always"}, `--images "always"`},
-		{"seed", []string{"--seed", "-1"}, "--seed -1"},
-		{"budget", []string{"--budget-s", "-5"}, "--budget-s -5"},
+		{"seed", []string{"--seed", "-1"}, `--seed "-1"`},
+		{"budget", []string{"--budget-s", "-5"}, `--budget-s "-5"`},
 		{"argument", []string{"extra"}, `unexpected argument "extra"`},
 	}
 	for _, tc := range tests {
