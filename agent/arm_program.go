@@ -12,7 +12,7 @@ import (
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
-// The program arm (seed arms.py, arm "program"): the model submits whole programs instead of cells.
+// The program arm (the original's arms.py, arm "program"): the model submits whole programs instead of cells.
 // Each program defines run(robo); it runs in a fresh namespace (nothing carries over from an earlier
 // program, only the robot and its simulation do) under the cell watchdog, and ends completed,
 // finished (the episode ended under it: EpisodeFinished), error or timeout.
@@ -36,7 +36,7 @@ var runProgramSchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"path":{"type":"string","description":"instead of code: a .py file in your workspace holding the program"}}}`)
 
 // runProgramDescription is the run_program tool's text; with a program budget it ends, as the
-// seed's does, with how many calls are allowed.
+// original's does, with how many calls are allowed.
 func runProgramDescription(maxPrograms int) string {
 	d := "Run a complete Python program that defines `run(robo)`. The program runs in a fresh namespace " +
 		"(`robo`, `np`, `math`, `time` and `display` exist; nothing from an earlier program does) and then " +
@@ -149,7 +149,7 @@ func (t *programToolkit) readWorkspaceFile(p string) (string, error) {
 	return string(b), nil
 }
 
-// Program statuses (seed run_policy).
+// Program statuses (the original's run_policy).
 const (
 	ProgramCompleted = "completed"
 	ProgramFinished  = "finished"

@@ -181,7 +181,7 @@ func firstNonEmpty(vs ...string) string {
 var guidesFS embed.FS
 
 // copyGuides copies the guides (ours, then the robot's own from pyrualean_robot/guides/<robot>/) into
-// workspace/guides and returns their file names: the prompt says where they are, as the seed's does,
+// workspace/guides and returns their file names: the prompt says where they are, as the original's does,
 // instead of inlining them. The robot's knowledge files (<robot>.md, <robot>-novla.md) are already the
 // prompt's knowledge section and are not copied (the full one would name VLA calls a no-vla run lacks).
 func copyGuides(root, robot, workspace string) ([]string, error) {

@@ -39,7 +39,7 @@ func parseCard(b []byte) (Card, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, fmt.Errorf("episode card: %w", err)
 	}
-	// Facts keep the robot's order (the seed renders them as "- key: value" in dict order).
+	// Facts keep the robot's order (the original renders them as "- key: value" in dict order).
 	if len(c.RawFacts) > 0 {
 		v, err := decodeOrdered(c.RawFacts)
 		if err != nil {

@@ -75,7 +75,7 @@ type personNote struct {
 	state  any     // the robot's state after the cell
 }
 
-// cellFeedback is the python tool's result. Field order is the seed's key order (arms._python and
+// cellFeedback is the python tool's result. Field order is the original's key order (arms._python and
 // _feedback): cell, value, exception or episode_finished, the streams, elapsed_s, then (rich) the ledger
 // and state, then the names of the attached images. human_cells is ours (cells a person ran).
 type cellFeedback struct {
@@ -108,7 +108,7 @@ func encodeFeedback(v any) string {
 	return capText(strings.TrimRight(buf.String(), "\n"))
 }
 
-// errorText renders a toolkit error the seed's way: {"error": "..."}.
+// errorText renders a toolkit error the original's way: {"error": "..."}.
 func errorText(msg string, extra ...any) string {
 	m := map[string]any{"error": msg}
 	for i := 0; i+1 < len(extra); i += 2 {
@@ -166,7 +166,7 @@ func imageSource(o notebooks.Output) (source, camera string) {
 	return source, camera
 }
 
-// selectImages applies the image policy to a cell's image outputs (seed §2 step 9): on-motion keeps
+// selectImages applies the image policy to a cell's image outputs (the original's §2 step 9): on-motion keeps
 // the robot's motion images, on-demand the cameras robo.show() asked for (deduplicated), none
 // neither; display() images are always kept.
 func selectImages(outs []notebooks.Output, policy string) []Image {
@@ -205,7 +205,7 @@ func selectImages(outs []notebooks.Output, policy string) []Image {
 		if name == "" {
 			name = fmt.Sprintf("image_%d", len(imgs))
 		}
-		// Camera images are named like files (agentview.png), display() images display_N (seed names).
+		// Camera images are named like files (agentview.png), display() images display_N (the original's names).
 		if source != "display" && !strings.HasSuffix(name, ".png") {
 			name += ".png"
 		}
@@ -218,10 +218,10 @@ func selectImages(outs []notebooks.Output, policy string) []Image {
 	return imgs
 }
 
-// maxFeedbackCalls is how many of a cell's primitive calls the model reads (the newest; seed arms).
+// maxFeedbackCalls is how many of a cell's primitive calls the model reads (the newest; the original's arms.py).
 const maxFeedbackCalls = 40
 
-// ledgerSummary is the seed's primitive_calls: per call tool, kwargs, ok, error, then the result's
+// ledgerSummary is the original's primitive_calls: per call tool, kwargs, ok, error, then the result's
 // summary fields flattened in (eef_pos left out); artifact reads are not listed.
 func ledgerSummary(r *cellReport) []any {
 	out := []any{}

@@ -16,7 +16,7 @@ import (
 	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
-// The prompt keeps the seed's sections and order (play.build_prompt): contract (guides note inside),
+// The prompt keeps the original's sections and order (play.build_prompt): contract (guides note inside),
 // API reference, knowledge, task card.
 func TestPromptSectionsFollowSeed(t *testing.T) {
 	base := PromptParts{Arm: spec.ArmCells, Images: spec.ImagesOnMotion, Feedback: spec.FeedbackRich, BudgetS: 1200, MaxEnvSteps: 10000,
@@ -76,7 +76,7 @@ func testPNG(t *testing.T, w, h int) string {
 	return base64.StdEncoding.EncodeToString(buf.Bytes())
 }
 
-// The card renders like the seed's TaskCard.render: LIBERO layout, generic layout with facts in order.
+// The card renders like the original's TaskCard.render: LIBERO layout, generic layout with facts in order.
 func TestRenderCardFollowsSeed(t *testing.T) {
 	op := 0.08
 	libero := Card{Robot: "libero", Suite: "libero_spatial", Task: "3", Seed: 7, TaskLanguage: "pick up the bowl's lid",
@@ -108,7 +108,7 @@ func TestRenderCardFollowsSeed(t *testing.T) {
 	}
 }
 
-// Rich feedback keeps the seed's key order, flattens each call's summary (without eef_pos) and keeps the
+// Rich feedback keeps the original's key order, flattens each call's summary (without eef_pos) and keeps the
 // robot's key order inside state and kwargs.
 func TestRichFeedbackShape(t *testing.T) {
 	report := []byte(`{"moved":true,"env_steps":12,"env_steps_total":40,"calls":[
@@ -171,7 +171,7 @@ func TestRichFeedbackShape(t *testing.T) {
 	}
 }
 
-// The seed's tests/test_arms.py assertions, against the production cells toolkit on a real kernel.
+// The original's tests/test_arms.py assertions, against the production cells toolkit on a real kernel.
 func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 	root, err := FindRoot()
 	if err != nil {
@@ -280,7 +280,7 @@ func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 	})
 }
 
-// Exceptions read like traceback.format_exc (the seed's cells), not like IPython's verbose report.
+// Exceptions read like traceback.format_exc (the original's cells), not like IPython's verbose report.
 func TestTracebackIsPlain(t *testing.T) {
 	red := func(s string) string { return "\x1b[91m" + s + "\x1b[39m" }
 	tb := []string{
@@ -301,7 +301,7 @@ func TestTracebackIsPlain(t *testing.T) {
 	}
 }
 
-// A robot with other cameras is described with its own (the seed words each robot's contract).
+// A robot with other cameras is described with its own (the original words each robot's contract).
 func TestImageNoteNamesTheRobotsCameras(t *testing.T) {
 	p := PromptParts{Arm: spec.ArmCells, Images: spec.ImagesOnMotion, MotionCameras: []string{"head", "left_wrist", "right_wrist"},
 		Cameras: []string{"head", "left_wrist", "right_wrist"}}

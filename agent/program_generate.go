@@ -7,7 +7,7 @@ import (
 	"regexp"
 )
 
-// RunProgramOnce submits one program through the episode's run_program tool (seed `pyrualean run
+// RunProgramOnce submits one program through the episode's run_program tool (the original's `pyrualean run
 // --policy`) and returns how it ended (completed | finished | error | timeout).
 func RunProgramOnce(ctx context.Context, ep Driver, code string) (string, error) {
 	args, _ := json.Marshal(map[string]string{"code": code})

@@ -42,7 +42,7 @@ type PromptParts struct {
 	TaskCard     string // rendered task card
 	TaskLanguage string // the task instruction (the compact profile repeats it last)
 	// GuideFiles names the guides copied into the workspace's guides/ directory: the contract then says
-	// where they are and that reading them is optional (seed prompt.GUIDES_NOTE), without inlining them.
+	// where they are and that reading them is optional (the original's prompt.GUIDES_NOTE), without inlining them.
 	GuideFiles []string
 	// Guides is guide text inlined after the task card; only used when GuideFiles is empty.
 	Guides string
@@ -51,7 +51,7 @@ type PromptParts struct {
 	Cameras, MotionCameras []string
 }
 
-// BuildPrompt assembles the prompt in the seed's order (play.build_prompt): contract (with the guides
+// BuildPrompt assembles the prompt in the original's order (play.build_prompt): contract (with the guides
 // note), API reference, robot knowledge, task card.
 func BuildPrompt(p PromptParts) string {
 	if p.Profile == spec.ProfileCompact && (p.Arm == spec.ArmCells || p.Arm == "") {
@@ -88,10 +88,10 @@ func BuildPrompt(p PromptParts) string {
 	return strings.Join(parts, "\n\n") + "\n"
 }
 
-// callsMode reports whether the episode's budget is a number of calls (seed budget_mode "calls").
+// callsMode reports whether the episode's budget is a number of calls (the original's budget_mode "calls").
 func (p PromptParts) callsMode() bool { return p.MaxTurns > 0 }
 
-// imageNote says when camera images come with a result (seed prompt.IMAGE_NOTES, reworded).
+// imageNote says when camera images come with a result (the original's prompt.IMAGE_NOTES, reworded).
 func imageNote(p PromptParts) string {
 	motion := cameraList(p.MotionCameras, "and")
 	n := len(p.MotionCameras)
@@ -147,7 +147,7 @@ func cameraList(names []string, conj string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
 }
 
-// feedbackNote says what the tool returns (seed prompt.FEEDBACK_NOTES, reworded).
+// feedbackNote says what the tool returns (the original's prompt.FEEDBACK_NOTES, reworded).
 func feedbackNote(feedback string) string {
 	if feedback == spec.FeedbackPure {
 		return "A call returns exactly what your code produced: stdout, stderr, the exception if one was raised, " +
@@ -158,7 +158,7 @@ func feedbackNote(feedback string) string {
 		"the list of robot primitives the call made and the robot state."
 }
 
-// endingNote states the episode's limits (seed prompt.ENDING_NOTES): the wall clock, or, under a call
+// endingNote states the episode's limits (the original's prompt.ENDING_NOTES): the wall clock, or, under a call
 // budget, that calls are limited without saying how many (the tool-calling baseline's prompt does not
 // say either); the wall clock is then only a safety ceiling and is not mentioned.
 func endingNote(p PromptParts) string {
@@ -196,7 +196,7 @@ func endingNote(p PromptParts) string {
 	return s + "; that is a failure."
 }
 
-// guidesNote tells the agent about the guides in its workspace (seed prompt.GUIDES_NOTE, reworded).
+// guidesNote tells the agent about the guides in its workspace (the original's prompt.GUIDES_NOTE, reworded).
 func guidesNote(files []string) string {
 	quoted := make([]string, len(files))
 	for i, f := range files {
@@ -251,7 +251,7 @@ func toolsContract(p PromptParts) string {
 		scoringSection(p)
 }
 
-// RenderCard renders the episode card (episode_card()) for the prompt, laid out like the seed's
+// RenderCard renders the episode card (episode_card()) for the prompt, laid out like the original's
 // TaskCard.render: LIBERO (one arm with a known initial pose) gets its own layout, every other robot
 // the generic one with its facts.
 func RenderCard(c Card) string {
@@ -294,7 +294,7 @@ func RenderCard(c Card) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// cardImagesLine names the attached step-0 images and says what they are (seed TaskCard.render).
+// cardImagesLine names the attached step-0 images and says what they are (the original's TaskCard.render).
 func cardImagesLine(c Card, libero bool) string {
 	keys := sortedKeys(c.Images)
 	names := make([]string, len(keys))

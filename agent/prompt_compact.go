@@ -9,7 +9,7 @@ import (
 	"github.com/pyrualean/pyrualean/spec"
 )
 
-// Prompt profiles: the default is the seed's prompt, for hosted models; compact says the same contract
+// Prompt profiles: the default is the original's prompt, for hosted models; compact says the same contract
 // in fewer words for small local models, puts the primitives that matter first and adds worked
 
 // Example is a worked example for the compact profile: another task's reference solution, one code

@@ -1,6 +1,6 @@
 package agent
 
-// ResultSchema names result.json's format: the seed's episode fields plus ours (runtime, costs,
+// ResultSchema names result.json's format: the original's episode fields plus ours (runtime, costs,
 // human cells, trace paths, pid while running).
 const ResultSchema = "pyrualean-episode-v2"
 

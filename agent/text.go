@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// Caps on text the model reads (seed §2): each stream keeps 4000 head + 4000 tail characters; values
+// Caps on text the model reads (the original's §2): each stream keeps 4000 head + 4000 tail characters; values
 // and tracebacks keep 4000 in all.
 const (
 	StreamCapChars = 8000
@@ -33,7 +33,7 @@ func TrimMiddle(s string, limit int) string {
 	return string(r[:head]) + fmt.Sprintf("\n... [%d chars omitted] ...\n", n-head-tail) + string(r[n-tail:])
 }
 
-// capText caps a whole tool result text the way the seed does (cut, then a marker).
+// capText caps a whole tool result text the way the original does (cut, then a marker).
 func capText(s string) string {
 	if utf8.RuneCountInString(s) <= MaxTextChars {
 		return s
@@ -43,7 +43,7 @@ func capText(s string) string {
 }
 
 // joinTraceback turns an nbformat traceback (IPython's coloured, verbose frames) into the plain
-// "Traceback (most recent call last):" text the seed's cells return (traceback.format_exc): one
+// "Traceback (most recent call last):" text the original's cells return (traceback.format_exc): one
 // location line and the current source line per frame, then the exception. IPython's context lines
 // around each frame are left out, so a failing robot call costs a few lines, not a page.
 func joinTraceback(tb []string, ename, evalue string) string {

@@ -52,7 +52,7 @@ type ToolResult struct {
 	IsError  bool    // budget exhausted, unknown tool, malformed arguments, refused
 	Finished bool    // finish was called or the episode is over: the model stops
 	// EpisodeDone: the robot ended the episode (the task predicate fired, the step budget ran out)
-	// and said so as episode_finished; the model may still call finish, as in the seed.
+	// and said so as episode_finished; the model may still call finish, as in the original.
 	EpisodeDone bool
 }
 
@@ -62,7 +62,7 @@ type Image struct {
 	PNG  []byte
 }
 
-// Episode statuses (seed §5) plus "running" while an episode is live and "interrupted" for a run folder
+// Episode statuses (the original's §5) plus "running" while an episode is live and "interrupted" for a run folder
 // whose play process died before writing its final result.
 const (
 	StatusRunning      = "running"
@@ -75,5 +75,5 @@ const (
 	StatusInterrupted  = "interrupted"
 )
 
-// MaxTextChars caps one tool result's text (seed MAX_TEXT_CHARS).
+// MaxTextChars caps one tool result's text (the original's MAX_TEXT_CHARS).
 const MaxTextChars = 20_000

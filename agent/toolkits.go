@@ -12,7 +12,7 @@ import (
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
-// Tool descriptions and schemas the model reads (seed arms.ArmToolkit.get_tools_spec, reworded).
+// Tool descriptions and schemas the model reads (the original's arms.ArmToolkit.get_tools_spec, reworded).
 const (
 	pythonDescription = "Run Python code in a persistent session in which `robo` (the robot), `np`, `math` and `time` " +
 		"already exist; variables, functions and imports carry over from one call to the next. The result holds " +

@@ -14,7 +14,7 @@ import (
 // ToolTurnsFile is the run folder's per-tool-call table, beside turns.jsonl (one row per LLM call).
 const ToolTurnsFile = "tool_turns.json"
 
-// ToolTurn is one python or primitive call: a row of tool_turns.json, as the seed writes it.
+// ToolTurn is one python or primitive call: a row of tool_turns.json, as the original writes it.
 type ToolTurn struct {
 	Index        int      `json:"index"`
 	Tool         string   `json:"tool"`

@@ -1,7 +1,7 @@
 package agent
 
 // Usage is one LLM call's (or one episode's) token accounting. InputTokens includes cached tokens
-// (seed §5); ReasoningTokens are part of OutputTokens.
+// (the original's §5); ReasoningTokens are part of OutputTokens.
 type Usage struct {
 	Calls           int `json:"calls"`
 	InputTokens     int `json:"input_tokens"`

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Every shipped price is dated and cites where it came from; the seed's planner has one, and the
+// Every shipped price is dated and cites where it came from; the original's planner has one, and the
 // models served locally have none (unknown, never free).
 func TestEmbeddedTable(t *testing.T) {
 	tab, err := Embedded()

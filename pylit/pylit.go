@@ -1,6 +1,6 @@
 // Package pylit renders Go values as Python text, in the two ways pyrualean needs: source literals for
 // the cells it generates (Literal, Str: a double-quoted string, valid Python) and what Python's repr()
-// and str() print, for text that must read as the seed's f-strings do (Repr, Text, Quote).
+// and str() print, for text that must read as the original's f-strings do (Repr, Text, Quote).
 //
 // Values are decoded JSON: nil, bool, json.Number, float64, string, []any, map[string]any (keys
 // sorted) and Object (keys in its own order).

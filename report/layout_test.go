@@ -14,26 +14,26 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/robotapi"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
-// layoutSuite writes a suite folder named "suite" (the name that made the title read "pyrualean
+// layoutSuite writes a eval folder named "suite" (the name that made the title read "pyrualean
 // suite suite") with two families, both arms, an arm at 100% in one family (its bar and interval
 // reach the top), infrastructure failures, and settings.
 func layoutSuite(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "suite")
 	settings := map[string]string{"images": "none", "max-turns": "5"}
-	man := suite.Manifest{Schema: suite.ManifestSchema, CreatedAt: "2026-12-04T10:00:00Z", Episodes: map[string]*suite.EpisodeState{},
-		Matrix: suite.Matrix{Rows: []suite.Row{{Robot: "tabletop", Tasks: "stack_blocks,put_block_in_bowl", Seeds: "0-3",
+	man := eval.Manifest{Schema: eval.ManifestSchema, CreatedAt: "2026-12-04T10:00:00Z", Episodes: map[string]*eval.EpisodeState{},
+		Matrix: eval.Matrix{Rows: []eval.Row{{Robot: "tabletop", Tasks: "stack_blocks,put_block_in_bowl", Seeds: "0-3",
 			Arms: []string{"cells", "tools"}, Runtime: "openai", Models: []string{"gpt-6-astra"}, Settings: settings}}},
-		Runner: suite.RunnerInfo{Engine: "local", Jobs: 2, Host: "test", StartedAt: "2026-12-04T10:00:00Z", EndedAt: "2026-12-04T10:30:00Z"}}
+		Runner: eval.RunnerInfo{Engine: "local", Jobs: 2, Host: "test", StartedAt: "2026-12-04T10:00:00Z", EndedAt: "2026-12-04T10:30:00Z"}}
 	yes, no := true, false
 	for _, task := range []struct{ name, family string }{{"stack_blocks", "stack"}, {"put_block_in_bowl", "pick_place"}} {
 		for seed := range 4 {
 			for _, arm := range []string{"cells", "tools"} {
-				e := suite.Episode{Robot: "tabletop", Task: task.name, Family: task.family, Seed: seed, Arm: arm, Runtime: "openai", Model: "gpt-6-astra", Settings: settings}
-				e.ID = strings.Join([]string{"tabletop", "default", task.name, fmt.Sprint(seed), arm, "openai-gpt-6-astra", suite.SettingsTag(settings)}, "/")
+				e := eval.Episode{Robot: "tabletop", Task: task.name, Family: task.family, Seed: seed, Arm: arm, Runtime: "openai", Model: "gpt-6-astra", Settings: settings}
+				e.ID = strings.Join([]string{"tabletop", "default", task.name, fmt.Sprint(seed), arm, "openai-gpt-6-astra", eval.SettingsTag(settings)}, "/")
 				res := agent.Result{Schema: agent.ResultSchema, System: "pyrualean", Arm: arm, Robot: "tabletop", Task: task.name, Seed: seed,
 					Model: "gpt-6-astra", Status: agent.StatusCompleted, EnvironmentSuccess: &yes, ToolTurns: 3, Calls: 3, Sealed: true,
 					Generation: agent.Generation{Turns: 4, InputTokens: 30_000, OutputTokens: 800}}
@@ -51,7 +51,7 @@ func layoutSuite(t *testing.T) string {
 				if arm == "cells" && task.family == "stack" && seed == 3 {
 					res.Status, res.EnvironmentSuccess = agent.StatusTimeout, nil
 				}
-				st := &suite.EpisodeState{Episode: e, Dir: "episodes/" + e.ID, Status: res.Status, Attempts: 1}
+				st := &eval.EpisodeState{Episode: e, Dir: "episodes/" + e.ID, Status: res.Status, Attempts: 1}
 				man.Order = append(man.Order, e.ID)
 				man.Episodes[e.ID] = st
 				run := filepath.Join(dir, "episodes", filepath.FromSlash(e.ID))
@@ -64,7 +64,7 @@ func layoutSuite(t *testing.T) string {
 		}
 	}
 	b, _ := json.MarshalIndent(man, "", "  ")
-	if err := os.WriteFile(suite.ManifestPath(dir), b, 0o644); err != nil {
+	if err := os.WriteFile(eval.ManifestPath(dir), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

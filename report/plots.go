@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
 // armColors keeps each arm one colour in every plot.
@@ -164,7 +164,7 @@ func f(v float64) string { return strconv.FormatFloat(math.Round(v*100)/100, 'f'
 
 // plots are the report's figures for one group: success per arm and family (Wilson intervals),
 // and input tokens, LLM calls, tool calls and cost per solved episode when there are any.
-func plots(g suite.GroupStats, recs []suite.Record) [][]byte {
+func plots(g eval.GroupStats, recs []eval.Record) [][]byte {
 	var cats []string
 	for _, fam := range g.Families {
 		cats = append(cats, fam.Family)
@@ -189,7 +189,7 @@ func plots(g suite.GroupStats, recs []suite.Record) [][]byte {
 	}
 	pct := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + "%" }
 	out := [][]byte{chart{title: "Success rate per family (95% Wilson)", ylabel: "% solved", cats: cats, series: sr, percent: true, tick: pct}.svg()}
-	perSolved := func(title, ylabel string, tick func(float64) string, val func(r suite.Record) (float64, bool)) {
+	perSolved := func(title, ylabel string, tick func(float64) string, val func(r eval.Record) (float64, bool)) {
 		var ss []series
 		any, unknown := false, false
 		for _, arm := range arms {
@@ -231,11 +231,11 @@ func plots(g suite.GroupStats, recs []suite.Record) [][]byte {
 		}
 		return strconv.FormatFloat(v, 'g', 3, 64)
 	}
-	perSolved("Input tokens per solved episode", "input tokens", count, func(r suite.Record) (float64, bool) { return float64(r.Row.InTok), true })
-	perSolved("LLM calls per solved episode", "LLM calls", count, func(r suite.Record) (float64, bool) { return float64(r.Row.LLMCalls), true })
-	perSolved("Tool calls (turns) per solved episode", "turns", count, func(r suite.Record) (float64, bool) { return float64(r.Row.Turns), true })
+	perSolved("Input tokens per solved episode", "input tokens", count, func(r eval.Record) (float64, bool) { return float64(r.Row.InTok), true })
+	perSolved("LLM calls per solved episode", "LLM calls", count, func(r eval.Record) (float64, bool) { return float64(r.Row.LLMCalls), true })
+	perSolved("Tool calls (turns) per solved episode", "turns", count, func(r eval.Record) (float64, bool) { return float64(r.Row.Turns), true })
 	perSolved("Cost per solved episode", "US$", func(v float64) string { return "$" + strconv.FormatFloat(v, 'g', 3, 64) },
-		func(r suite.Record) (float64, bool) {
+		func(r eval.Record) (float64, bool) {
 			if r.Row.Cost == nil {
 				return 0, false
 			}

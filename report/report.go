@@ -23,7 +23,7 @@ import (
 	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/prices"
 	"github.com/pyrualean/pyrualean/robotapi"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
 //go:embed report.html.tmpl
@@ -31,7 +31,7 @@ var pageTemplate string
 
 // Options say what to write.
 type Options struct {
-	SuiteDir string // suite folder (manifest.json, episodes/)
+	SuiteDir string // eval folder (manifest.json, episodes/)
 	Out      string // the HTML file
 	// Traces renders each episode's trace.ipynb to trace.html beside it (jupyter nbconvert, one
 	// process for all; a trace.html newer than its notebook is kept) and links it.
@@ -41,14 +41,14 @@ type Options struct {
 }
 
 type episodeRow struct {
-	suite.Record
+	eval.Record
 	Trace string // link, relative to the report
 	OK    string
 	Infra string // the infrastructure failure the episode ended in, if any
 }
 
 type groupView struct {
-	suite.GroupStats
+	eval.GroupStats
 	Plots []template.HTML
 }
 
@@ -82,8 +82,8 @@ type page struct {
 	Title     string
 	Dir       string
 	Generated string
-	Manifest  *suite.Manifest
-	Results   suite.Results
+	Manifest  *eval.Manifest
+	Results   eval.Results
 	Summary   string
 	Tables    []tableView
 	Groups    []groupView
@@ -91,8 +91,8 @@ type page struct {
 	Matrix    []string
 }
 
-// Title names a suite's report: the matrix's name, else the suite folder's.
-func Title(suiteDir string, m *suite.Manifest) string {
+// Title names a suite's report: the matrix's name, else the eval folder's.
+func Title(suiteDir string, m *eval.Manifest) string {
 	name := m.Matrix.Name
 	if name == "" {
 		name = filepath.Base(mustAbs(suiteDir))
@@ -103,7 +103,7 @@ func Title(suiteDir string, m *suite.Manifest) string {
 // Write writes the report; the returned error is for the report (a trace that does not render is
 // linked to its notebook instead).
 func Write(ctx context.Context, o Options) error {
-	man, err := suite.ReadManifest(o.SuiteDir)
+	man, err := eval.ReadManifest(o.SuiteDir)
 	if err != nil {
 		return err
 	}
@@ -113,8 +113,8 @@ func Write(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	recs := suite.LoadRecordsPriced(o.SuiteDir, man, pt)
-	res := suite.AnalyzeWith(recs, pt)
+	recs := eval.LoadRecordsPriced(o.SuiteDir, man, pt)
+	res := eval.AnalyzeWith(recs, pt)
 	outDir, err := filepath.Abs(filepath.Dir(o.Out))
 	if err != nil {
 		return err
@@ -129,14 +129,14 @@ func Write(ctx context.Context, o Options) error {
 	pg := page{Title: Title(o.SuiteDir, man), Dir: mustAbs(o.SuiteDir), Generated: time.Now().UTC().Format(time.RFC3339),
 		Manifest: man, Results: res, Matrix: matrixLines(man.Matrix)}
 	var sum strings.Builder
-	suite.WriteResults(&sum, recs, res)
+	eval.WriteResults(&sum, recs, res)
 	pg.Summary = sum.String()
 	for _, t := range res.Tables {
 		g := runs.TableGrid(t.Table, runs.FormatMarkdown)
 		pg.Tables = append(pg.Tables, tableView{Setup: t.Setup, Grid: g, Notes: noteViews(g.Notes), Final: t.NotFinal.Final()})
 	}
 	for _, g := range res.Groups {
-		var grecs []suite.Record
+		var grecs []eval.Record
 		for _, r := range recs {
 			if r.Group() == g.Group && r.Row.Path != "" {
 				grecs = append(grecs, r)
@@ -179,13 +179,13 @@ func Write(ctx context.Context, o Options) error {
 // templateFuncs format the page's figures.
 func templateFuncs() template.FuncMap {
 	return template.FuncMap{
-		"pct": func(iv *suite.Interval) string {
+		"pct": func(iv *eval.Interval) string {
 			if iv == nil {
 				return "-"
 			}
 			return fmt.Sprintf("%.0f%% [%.0f, %.0f]", 100*iv.Value, 100*iv.Lo, 100*iv.Hi)
 		},
-		"ratio": func(iv *suite.Interval) string { return iv.String() },
+		"ratio": func(iv *eval.Interval) string { return iv.String() },
 		"cost": func(c *float64) string {
 			if c == nil {
 				return "unknown"
@@ -206,7 +206,7 @@ func templateFuncs() template.FuncMap {
 }
 
 // matrixLines describe the matrix's rows, settings as name=value pairs ("default" when none).
-func matrixLines(m suite.Matrix) []string {
+func matrixLines(m eval.Matrix) []string {
 	var out []string
 	for i, r := range m.Rows {
 		settings := "default"
@@ -240,7 +240,7 @@ func mustAbs(p string) string {
 
 // renderTraces converts the traces that need it with one nbconvert process; it returns the run
 // folders that have a current trace.html.
-func renderTraces(ctx context.Context, o Options, recs []suite.Record) (map[string]bool, error) {
+func renderTraces(ctx context.Context, o Options, recs []eval.Record) (map[string]bool, error) {
 	done := map[string]bool{}
 	var todo []string
 	for _, r := range recs {

@@ -30,7 +30,7 @@ done
 if compgen -G 'robotapi/python/tests/test_*.py' >/dev/null; then
   echo "== pytest"; .venv/bin/python -m pytest -q robotapi/python/tests
 fi
-echo "== pytest (the Ray driver)"; .venv/bin/python -m pytest -q suite/ray_driver_test.py
+echo "== pytest (the Ray driver)"; .venv/bin/python -m pytest -q eval/ray_driver_test.py
 if compgen -G 'labextension/tests/test_*.py' >/dev/null; then
   echo "== pytest (labextension)"; .venv/bin/python -m pytest -q labextension/tests
 fi

@@ -25,7 +25,7 @@ const (
 )
 
 // claudeArgs builds the Claude Code arguments: print mode, stream-json in and out, our MCP server only,
-// no settings or sessions from disk. Of the built-in tools only the seed's read-only ones (Read, Glob,
+// no settings or sessions from disk. Of the built-in tools only the original's read-only ones (Read, Glob,
 // Grep) are offered, so the agent can read the guides its prompt points to; they are not in the allowed
 // list, so Claude Code's own rule applies: reads in the working directory (the workspace) go through,
 // anything outside it would need a person's approval, which dontAsk turns into a refusal.
@@ -55,7 +55,7 @@ func claudeArgs(cfg Config, mcpURL string, tools []agent.ToolSpec) []string {
 	return append(args, cfg.ExtraArgs...)
 }
 
-// claudeReadTools are the built-ins the seed gives Claude Code (ClaudeAgentOptions tools=[...]).
+// claudeReadTools are the built-ins the original gives Claude Code (ClaudeAgentOptions tools=[...]).
 var claudeReadTools = []string{"Read", "Glob", "Grep"}
 
 // claudeInput is the first (and only) user message on stdin: the prompt text and the card images.
@@ -204,7 +204,7 @@ type claudeUsage struct {
 	} `json:"output_tokens_details"`
 }
 
-// usage converts Anthropic counts: our input includes cache reads and writes (seed §10).
+// usage converts Anthropic counts: our input includes cache reads and writes (the original's §10).
 func (u claudeUsage) usage(calls int) agent.Usage {
 	return agent.Usage{Calls: calls,
 		InputTokens:  u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,

@@ -153,7 +153,7 @@ var runtimes = []struct {
 // serve no resources) and its question tool (nobody answers in exec mode), Claude Code's placeholder.
 var harmless = map[string]bool{"list_mcp_resources": true, "list_mcp_resource_templates": true,
 	"read_mcp_resource": true, "request_user_input": true, "DeferredToolPlaceholder": true,
-	// Claude Code's read-only tools, which the seed gives it; confined to the workspace (TestClaudeReadsOnlyTheWorkspace)
+	// Claude Code's read-only tools, which the original gives it; confined to the workspace (TestClaudeReadsOnlyTheWorkspace)
 	"Read": true, "Glob": true, "Grep": true}
 
 func TestSolvedEpisode(t *testing.T) {
@@ -449,7 +449,7 @@ func TestUnreachableModel(t *testing.T) {
 	}
 }
 
-// TestClaudeReadsOnlyTheWorkspace: Claude Code has the seed's Read, Glob and Grep, so it can read the
+// TestClaudeReadsOnlyTheWorkspace: Claude Code has the original's Read, Glob and Grep, so it can read the
 // guides its prompt points to (workspace/guides); a file outside the workspace is refused, and its
 // contents reach neither the model nor the run folder.
 func TestClaudeReadsOnlyTheWorkspace(t *testing.T) {

@@ -35,10 +35,10 @@ var codexFeaturesOff = []string{"shell_tool", "unified_exec", "shell_snapshot", 
 	// Without this, Codex retries an unreachable model server forever; we want a planner error.
 	"unbounded_connection_retries"}
 
-// CodexReasoningDefault is the reasoning effort Codex runs with unless told otherwise (the seed's).
+// CodexReasoningDefault is the reasoning effort Codex runs with unless told otherwise (the original's).
 const CodexReasoningDefault = "xhigh"
 
-// codexSandbox is the seed's sandbox mode for Codex. With the shell and every other acting built-in
+// codexSandbox is the original's sandbox mode for Codex. With the shell and every other acting built-in
 // turned off (codexFeaturesOff) it only bounds what Codex itself may write: the workspace.
 const codexSandbox = "workspace-write"
 

@@ -5,7 +5,7 @@
 // content array when structuredContent is present (anthropics/claude-code#54737), which would drop the
 // camera images. Every tool is annotated read-only (and closed-world, non-destructive), because
 // `codex exec` has no approval UI and cancels calls to tools that might modify something
-// (openai/codex#16685); the seed annotates its tools the same way.
+// (openai/codex#16685); the original annotates its tools the same way.
 package mcp
 
 import (
@@ -139,7 +139,7 @@ type handler struct {
 	mu    sync.Mutex // serialises calls
 }
 
-// middleware strips client prefixes from tool names (the seed does the same) and answers calls to
+// middleware strips client prefixes from tool names (the original does the same) and answers calls to
 // tools we do not have with an isError result the model can read, instead of a JSON-RPC error that
 // some clients surface as a failed turn.
 func (h *handler) middleware(next sdk.MethodHandler) sdk.MethodHandler {

@@ -159,7 +159,7 @@ func ratio(a, b float64) *float64 {
 	return &v
 }
 
-// WriteComparisonTable prints the seed's headline table: left -> right on jointly solved episodes.
+// WriteComparisonTable prints the original's headline table: left -> right on jointly solved episodes.
 func WriteComparisonTable(w io.Writer, c Comparison) {
 	pct := func(p *float64) string {
 		if p == nil {

@@ -21,7 +21,7 @@ const PerceptionSimulatorMasks = "simulator-masks"
 
 // An RPent run folder (RLinf/RPent, rpent/cli/main.py) holds transcript_<recipe>.json, the run record
 // {**task_desc, model, elapsed_s, finish, stats, messages}, and states.json, the EnvState manifest
-// {run_artifacts, steps: [{step_idx, terminated, truncated, ...}]}. As the seed reads it: success is
+// {run_artifacts, steps: [{step_idx, terminated, truncated, ...}]}. As the original reads it: success is
 // any step terminated; status is finish.status, or "no_finish" when the planner never called finish.
 type rpentTranscript struct {
 	// task_desc: LIBERO {suite, task, seed}; RoboCasa {task_name, split, seed}.

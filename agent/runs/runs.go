@@ -1,6 +1,6 @@
 // Package runs reads run folders and reports on them, counting as the original (PyRUA-Lean's
 // evaluation/metrics.py) counts: LoadRuns (result.json of each folder, or an RPent run; read only),
-// Summarize (the seed's summarize table and aggregates), Compare (two systems paired by robot,
+// Summarize (the original's summarize table and aggregates), Compare (two systems paired by robot,
 // suite:task and seed) and the paper's table (table.go: success, and calls, tokens and cost on
 // jointly solved instances, per benchmark, with confidence intervals; render.go prints it as text,
 // Markdown, LaTeX or CSV). The counting rules are in count.go; prices come from package prices.
@@ -70,7 +70,7 @@ type LoadError struct {
 
 // LoadRuns reads every run folder under the given paths. A path may be a run folder (it holds
 // result.json, or is an RPent run folder: transcript_*.json, see rpent.go) or any directory above run
-// folders, an eval suite folder among them (its attempts/ hold earlier, unfinished attempts of
+// folders, an eval eval folder among them (its attempts/ hold earlier, unfinished attempts of
 // episodes that ran again: they are not episodes and are skipped). Missing or corrupt folders are
 // reported, not fatal.
 func LoadRuns(paths []string) ([]Row, []LoadError) {
@@ -137,7 +137,7 @@ func runDirs(p string) ([]string, []LoadError) {
 	return dirs, errs
 }
 
-// IsSuiteDir says whether dir is an eval suite folder (it holds manifest.json and episodes/).
+// IsSuiteDir says whether dir is an eval eval folder (it holds manifest.json and episodes/).
 func IsSuiteDir(dir string) bool {
 	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err != nil {
 		return false

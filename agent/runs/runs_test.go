@@ -272,7 +272,7 @@ func TestUnknownAndRunningOutcomes(t *testing.T) {
 	}
 }
 
-// A suite folder's attempts/ hold earlier attempts of episodes that ran again: never counted.
+// A eval folder's attempts/ hold earlier attempts of episodes that ran again: never counted.
 func TestSuiteAttemptsAreNotEpisodes(t *testing.T) {
 	base := t.TempDir()
 	os.WriteFile(filepath.Join(base, "manifest.json"), []byte(`{}`), 0o644)

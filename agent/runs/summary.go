@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Summary aggregates rows (seed §12: the original's keys, plus success, infrastructure failures,
+// Summary aggregates rows (the original's §12: the original's keys, plus success, infrastructure failures,
 // cost and per-solved means).
 type Summary struct {
 	Episodes               int            `json:"episodes"`
@@ -165,7 +165,7 @@ func unpriced(rows []Row) int {
 	return n
 }
 
-// WriteSummaryTable prints the seed's columns plus llm calls and cost, then the aggregates.
+// WriteSummaryTable prints the original's columns plus llm calls and cost, then the aggregates.
 func WriteSummaryTable(w io.Writer, rows []Row, s Summary) {
 	fmt.Fprintf(w, "%-17s %-22s %4s %3s %-10s %5s %5s %6s %7s %9s %9s %7s %5s %8s\n",
 		"system", "task", "seed", "ok", "status", "turns", "calls", "steps", "wall_s", "in_tok", "cached", "out_tok", "llm", "cost")
@@ -218,7 +218,7 @@ func writeSealing(w io.Writer, rows []Row, s Summary) {
 	if len(s.Perception) > 0 {
 		fmt.Fprintf(w, "perception %s", counts(s.Perception))
 		if s.Perception[PerceptionSimulatorMasks] > 0 {
-			fmt.Fprint(w, "  (simulator-masks: segment() read the simulator's own masks, privileged next to the seed's SAM 3)")
+			fmt.Fprint(w, "  (simulator-masks: segment() read the simulator's own masks, privileged next to the original's SAM 3)")
 		}
 		fmt.Fprintln(w)
 	}

@@ -36,7 +36,7 @@ func cliConfig(s Settings, model string) cli.Config {
 
 func checkClaude(Settings) error { return nil }
 
-// newCodex: Codex gets $PYRUALEAN_MODEL or the seed's model when none is named.
+// newCodex: Codex gets $PYRUALEAN_MODEL or the original's model when none is named.
 func newCodex(s Settings) (Runtime, error) {
 	return &cliRuntime{name: "codex", cfg: cliConfig(s, defaultModel(s))}, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 )
 
-// generateNote turns the program arm's prompt into a single-shot request (seed `pyrualean generate`).
+// generateNote turns the program arm's prompt into a single-shot request (the original's `pyrualean generate`).
 const generateNote = "\n# How to answer\n\nThis is a single-shot request: you cannot call tools or see any result. Reply with the " +
 	"complete program, defining `run(robo)`, in one fenced ```python block; it will be run exactly once, as " +
 	"`run_program` would run it.\n"

@@ -176,7 +176,7 @@ type nothingToStart struct{}
 func (nothingToStart) Start(context.Context) error { return nil }
 func (nothingToStart) Close() error                { return nil }
 
-// model is s.Model, else $PYRUALEAN_MODEL, else the seed's default model.
+// model is s.Model, else $PYRUALEAN_MODEL, else the original's default model.
 func defaultModel(s Settings) string {
 	if s.Model != "" {
 		return s.Model

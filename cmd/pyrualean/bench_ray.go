@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/robotapi"
-	"github.com/pyrualean/pyrualean/suite"
-	"github.com/pyrualean/pyrualean/suite/raycluster"
+	"github.com/pyrualean/pyrualean/eval"
+	"github.com/pyrualean/pyrualean/eval/raycluster"
 )
 
 // benchRay runs one replay suite on a Ray cluster (`eval --engine ray`) and on the local pool
@@ -123,13 +123,13 @@ func benchRay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				fmt.Fprintf(stderr, "pyrualean bench ray: %s: %v\n", w.name, err)
 				return 1
 			}
-			man, err := suite.ReadManifest(out)
+			man, err := eval.ReadManifest(out)
 			if err != nil {
 				fmt.Fprintf(stderr, "pyrualean bench ray: %v\n", err)
 				return 1
 			}
 			cells, n := 0.0, 0
-			for _, rec := range suite.LoadRecords(out, man) {
+			for _, rec := range eval.LoadRecords(out, man) {
 				cells += rec.Row.WallS
 				n++
 			}

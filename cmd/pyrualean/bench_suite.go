@@ -19,7 +19,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
 // benchSuite runs one replay suite three ways in the same run: `eval --jobs 1`, `eval --jobs 2`, and
@@ -33,7 +33,7 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	seeds := fs.String("seeds", "0-3", "seeds (as eval --seeds)")
 	jobs := fs.Int("jobs", 2, "the parallel run's --jobs")
 	ahead := fs.Int("boot-ahead", 1, "both eval runs' --boot-ahead (0: each episode boots when its slot is free)")
-	keep := fs.String("dir", "", "keep the suite folders here (default: a temporary folder, removed)")
+	keep := fs.String("dir", "", "keep the eval folders here (default: a temporary folder, removed)")
 	asJSON := fs.Bool("json", false, "print the figures as JSON")
 	sealed := fs.String("sealed", spec.SealAuto, "every way's --sealed (auto: play's default; off: the robot in the kernel, eval's warm kernel pool)")
 	local := fs.String("local", "", "also run this embedded model (pyrualean models) over --local-episodes episodes in one eval and compare the first turn's latency of the 2nd..Nth episode with the 1st's (the shared server's prompt cache); skips the three-way run")
@@ -74,7 +74,7 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		StartupS    float64 `json:"mean_startup_s"` // kernel to robot ready, per episode
 		VsShellLoop float64 `json:"vs_shell_loop"`
 	}
-	runEval := func(name string, n int) (way, *suite.Manifest, error) {
+	runEval := func(name string, n int) (way, *eval.Manifest, error) {
 		out := filepath.Join(dir, name)
 		cmd := exec.CommandContext(ctx, exe, append(common, "--jobs", strconv.Itoa(n), "--out", out)...)
 		var errOut bytes.Buffer
@@ -83,13 +83,13 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err := cmd.Run()
 		w := way{Name: name, WallS: time.Since(t0).Seconds()}
 		if err != nil {
-			return w, nil, fmt.Errorf("%s: %w (suite folder %s)\n%s", name, err, out, tailLines(errOut.String(), 20))
+			return w, nil, fmt.Errorf("%s: %w (eval folder %s)\n%s", name, err, out, tailLines(errOut.String(), 20))
 		}
-		man, err := suite.ReadManifest(out)
+		man, err := eval.ReadManifest(out)
 		if err != nil {
 			return w, nil, err
 		}
-		for _, r := range suite.LoadRecords(out, man) {
+		for _, r := range eval.LoadRecords(out, man) {
 			w.Episodes++
 			w.CellsS += r.Row.WallS
 			if r.Success != nil && *r.Success {
@@ -207,7 +207,7 @@ func benchSuiteLocal(ctx context.Context, exe, dir, model string, n int, asJSON 
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintf(stderr, "bench suite: eval: %v (episodes that did not finish are left out)\n", err)
 	}
-	man, err := suite.ReadManifest(out)
+	man, err := eval.ReadManifest(out)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
 		return 1

@@ -15,7 +15,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/prices"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
 // cmdCompare pairs two systems' episodes by (robot, suite:task, seed) and prints the paper's table:
@@ -29,7 +29,7 @@ func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: pyrualean compare [--left-system S] [--right-system S] [--format F] [--output FILE] [--prices FILE] PATH...\n\n"+
 			"Pairs two systems' episodes by (robot, suite:task, seed) and prints the paper's table. PATH: run folders,\n"+
-			"folders above them, eval suite folders, RPent run folders. A system S is a system (pyrualean:cells,\n"+
+			"folders above them, eval eval folders, RPent run folders. A system S is a system (pyrualean:cells,\n"+
 			"rpent:tools), an arm (cells, tools) or a name (pyrualean, rpent), optionally S@MODEL. Without\n"+
 			"--left-system/--right-system, two paths are one system each (LEFT RIGHT), any other number holds\n"+
 			"both: tools on the left, cells on the right. Exit status: 0; 1 when no episode pairs; 2 when a key is\n"+
@@ -271,9 +271,9 @@ func (o *tableOpts) prices() (*prices.Table, error) {
 }
 
 // suiteRetryable is eval's rule: an episode in this status runs again when the same eval runs again.
-func suiteRetryable(r runs.Row) bool { return suite.Retryable(r.Status) }
+func suiteRetryable(r runs.Row) bool { return eval.Retryable(r.Status) }
 
-// pendingIn counts the episodes eval suite folders among paths planned and never ran (no readable
+// pendingIn counts the episodes eval eval folders among paths planned and never ran (no readable
 // result.json): a table over them is not final.
 func pendingIn(paths []string) int {
 	n := 0
@@ -281,7 +281,7 @@ func pendingIn(paths []string) int {
 		if !runs.IsSuiteDir(p) {
 			continue
 		}
-		man, err := suite.ReadManifest(p)
+		man, err := eval.ReadManifest(p)
 		if err != nil {
 			continue
 		}

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
-// statusSuite writes an eval suite folder (manifest.json + episodes/ROBOT/SUITE/TASK/SEED/ARM/
+// statusSuite writes an eval eval folder (manifest.json + episodes/ROBOT/SUITE/TASK/SEED/ARM/
 // RUNTIME-MODEL/SETTINGS) holding both arms with every status, plus one planned episode that never
 // ran. Instances (tools, cells):
 //
@@ -44,12 +44,12 @@ func statusSuite(t *testing.T) string {
 		{"put_block_in_bowl", 0, ep{agent.StatusTimeout, nil, 7, 80_000}, ep{agent.StatusBootError, nil, 0, 0}},
 		{"put_block_in_bowl", 1, ep{agent.StatusRunning, nil, 2, 20_000}, ep{agent.StatusCompleted, &yes, 3, 20_000}},
 	}
-	man := suite.Manifest{Schema: suite.ManifestSchema, Episodes: map[string]*suite.EpisodeState{}}
+	man := eval.Manifest{Schema: eval.ManifestSchema, Episodes: map[string]*eval.EpisodeState{}}
 	add := func(task string, seed int, arm string) string {
-		e := suite.Episode{Robot: "tabletop", Task: task, Seed: seed, Arm: arm, Runtime: "openai", Model: "gpt-6-astra"}
+		e := eval.Episode{Robot: "tabletop", Task: task, Seed: seed, Arm: arm, Runtime: "openai", Model: "gpt-6-astra"}
 		e.ID = strings.Join([]string{"tabletop", "default", task, string(rune('0' + seed)), arm, "openai-gpt-6-astra", "default"}, "/")
 		man.Order = append(man.Order, e.ID)
-		man.Episodes[e.ID] = &suite.EpisodeState{Episode: e, Dir: "episodes/" + e.ID}
+		man.Episodes[e.ID] = &eval.EpisodeState{Episode: e, Dir: "episodes/" + e.ID}
 		return filepath.Join(dir, "episodes", filepath.FromSlash(e.ID))
 	}
 	for _, in := range insts {
@@ -65,13 +65,13 @@ func statusSuite(t *testing.T) string {
 	}
 	add("stack_three", 0, "cells") // planned, never ran
 	b, _ := json.MarshalIndent(man, "", "  ")
-	if err := os.WriteFile(suite.ManifestPath(dir), b, 0o644); err != nil {
+	if err := os.WriteFile(eval.ManifestPath(dir), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
-// TestComparePaperTable: compare reads an eval suite folder, counts every episode as the original
+// TestComparePaperTable: compare reads an eval eval folder, counts every episode as the original
 // (tools 2/6, cells 4/6: the planner_error, timeout, boot_error and interrupted episodes are failures),
 // and prints the paper's table as Markdown with the figures over the jointly solved instances; the
 // original's form (several paths, --left-system, --output) gives the same table.
@@ -142,7 +142,7 @@ func TestComparePaperTable(t *testing.T) {
 		len(c.Systems) != 2 || c.Table.Rows[0].Left.Solved != 2 || c.Table.Rows[0].Left.Counted != 6 || *c.Table.Rows[0].LLMCalls.Left != 11 {
 		t.Errorf("json: %+v", c)
 	}
-	// Two paths without system flags are one system each (the seed's `compare LEFT RIGHT`).
+	// Two paths without system flags are one system each (the original's `compare LEFT RIGHT`).
 	text, stderr, code := run(filepath.Join(eps, "stack_blocks"), filepath.Join(eps, "open_drawer"))
 	if code != exitEpisodeError || !strings.Contains(stderr, "the left side holds several systems (pyrualean:cells, pyrualean:tools): name one with --left-system") {
 		t.Errorf("two mixed paths: exit %d\n%s%s", code, text, stderr)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/atomicfile"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
-// cmdEpisode runs one suite episode from a job file (suite.NodeJob) and writes its outcome (suite.
+// cmdEpisode runs one suite episode from a job file (eval.NodeJob) and writes its outcome (suite.
 // OutcomeRecord) to a file: what a cluster engine's task runs on its node, with the same Executor
 // as a local eval. It ends with the process that started it (a Ray worker that dies takes its
 // episode and kernel along), so a retried task never races an orphan.
@@ -36,13 +36,13 @@ func cmdEpisode(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "pyrualean episode: %v\n", err)
 		return exitFailed
 	}
-	var job suite.NodeJob
+	var job eval.NodeJob
 	b, err := os.ReadFile(*jobFile)
 	if err == nil {
 		err = json.Unmarshal(b, &job)
 	}
 	if err == nil && (job.Episode.ID == "" || !filepath.IsAbs(job.Dir) || !filepath.IsAbs(job.Suite)) {
-		err = errors.New("want an episode with an id, and absolute dir and suite folders")
+		err = errors.New("want an episode with an id, and absolute dir and eval folders")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean episode: %s: %v\n", *jobFile, err)
@@ -53,8 +53,8 @@ func cmdEpisode(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		level = slog.LevelInfo
 	}
 	x := &evalExec{logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-		endpoints: &suite.Endpoints{Max: *maxConns}, suiteDir: job.Suite}
-	out := x.Execute(ctx, suite.Job{Episode: job.Episode, Dir: job.Dir})
+		endpoints: &eval.Endpoints{Max: *maxConns}, suiteDir: job.Suite}
+	out := x.Execute(ctx, eval.Job{Episode: job.Episode, Dir: job.Dir})
 	x.close()
 	if out.Status == "" {
 		out.Status = agent.StatusError // as the runner records it

@@ -28,7 +28,7 @@ import (
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
 // settingFlag records an episode setting given to eval, to pass on to every episode of every row.
@@ -69,7 +69,7 @@ func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
 	fs.StringVar(&f.arms, "arms", "cells,tools", "arms, comma-separated")
 	fs.StringVar(&f.runtime, "runtime", "", "as in play: "+strings.Join(runtimes.Names(), ", ")+" (replay replays each task's reference solution)")
 	fs.StringVar(&f.models, "model", "", "model(s), comma-separated (as in play)")
-	fs.StringVar(&f.out, "out", "", "suite folder (default runs/suite-<hash of the matrix>: the same command resumes)")
+	fs.StringVar(&f.out, "out", "", "eval folder (default runs/suite-<hash of the matrix>: the same command resumes)")
 	fs.IntVar(&f.jobs, "jobs", defaultJobs(), "episodes acting at once (default from cores and memory)")
 	fs.IntVar(&f.bootAhead, "boot-ahead", 1, "more episodes that may boot (kernel, robot) while --jobs act, then wait their turn; 0: boot only when a slot is free")
 	fs.IntVar(&f.maxConns, "max-connections", 8, "requests in flight per LLM endpoint, over all episodes (0: no limit)")
@@ -112,15 +112,15 @@ func jobsFor(cpus int, meminfo string) int {
 
 // evalPlan is a validated eval invocation.
 type evalPlan struct {
-	matrix   suite.Matrix
-	episodes []suite.Episode
+	matrix   eval.Matrix
+	episodes []eval.Episode
 	dir      string
 }
 
 // planEval builds and checks the matrix: every row's robot, tasks, seeds, arms, runtime and play
 // settings are checked before anything runs, and errors name the row.
 func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan, error) {
-	var m suite.Matrix
+	var m eval.Matrix
 	if f.matrix != "" {
 		for _, n := range []string{"robot", "suite", "tasks", "seeds", "arms", "runtime", "model"} {
 			if set[n] {
@@ -128,7 +128,7 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 			}
 		}
 		var err error
-		if m, err = suite.ReadMatrix(f.matrix); err != nil {
+		if m, err = eval.ReadMatrix(f.matrix); err != nil {
 			return nil, err
 		}
 		if len(f.settings) > 0 {
@@ -139,10 +139,10 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 			}
 		}
 	} else {
-		r := suite.Row{Robot: f.robot, Suite: f.suiteName, Tasks: f.tasks, Seeds: f.seeds, Runtime: f.runtime, Settings: f.settings}
+		r := eval.Row{Robot: f.robot, Suite: f.suiteName, Tasks: f.tasks, Seeds: f.seeds, Runtime: f.runtime, Settings: f.settings}
 		r.Arms = splitList(f.arms)
 		r.Models = splitList(f.models)
-		m.Rows = []suite.Row{r}
+		m.Rows = []eval.Row{r}
 	}
 	for i := range m.Rows {
 		if err := checkRow(&m.Rows[i]); err != nil {
@@ -153,7 +153,7 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 	if err != nil {
 		return nil, fmt.Errorf("robots: %w", err)
 	}
-	eps, err := suite.Expand(ctx, m, robots, robotapi.Tasks)
+	eps, err := eval.Expand(ctx, m, robots, robotapi.Tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 
 // checkRow fills a row's defaults: the robot, and the runtime (chosen as play would, from the row's
 // settings and first model).
-func checkRow(r *suite.Row) error {
+func checkRow(r *eval.Row) error {
 	if r.Robot == "" {
 		r.Robot = robotapi.DefaultRobot
 	}
@@ -194,7 +194,7 @@ func checkRow(r *suite.Row) error {
 
 // checkSpecs validates every episode's spec (the robot registry is asked once) and builds each row's
 // runtime once, so that a wrong setting is refused, naming its row, before anything runs.
-func checkSpecs(ctx context.Context, m suite.Matrix, eps []suite.Episode) error {
+func checkSpecs(ctx context.Context, m eval.Matrix, eps []eval.Episode) error {
 	reg := &robotapi.Registry{}
 	built := map[int]bool{}
 	for i := range eps {
@@ -304,14 +304,14 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	x := &evalExec{logger: logger, endpoints: &suite.Endpoints{Max: f.maxConns}}
+	x := &evalExec{logger: logger, endpoints: &eval.Endpoints{Max: f.maxConns}}
 	absDir, _ := filepath.Abs(plan.dir)
 	x.suiteDir = absDir
-	var engine suite.Engine = suite.Local{Jobs: f.jobs + f.bootAhead}
+	var engine eval.Engine = eval.Local{Jobs: f.jobs + f.bootAhead}
 	if f.bootAhead > 0 {
 		x.acting = make(chan struct{}, f.jobs)
 	}
-	var exec suite.Executor = x
+	var exec eval.Executor = x
 	if f.ray.engine == "ray" {
 		ray, err := f.ray.engineFor(ctx, f.maxConns, logger, stderr)
 		if err != nil {
@@ -321,26 +321,26 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		engine, exec = ray, ray
 	} else if spec, err := kernel.FindSpec("pyrualean"); err == nil {
 		x.kernels = &warmKernels{spec: spec, jobs: f.jobs,
-			opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{suite.SuiteEnv: absDir}, Logger: logger}}
+			opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{eval.EvalEnv: absDir}, Logger: logger}}
 	}
 	defer x.close()
-	var view suite.View
+	var view eval.View
 	switch {
 	case f.asJSON:
-		view = suite.NewJSON(stdout)
+		view = eval.NewJSON(stdout)
 	case isTerminal(stderr):
-		view = suite.NewProgress(stderr)
+		view = eval.NewProgress(stderr)
 	default:
-		view = suite.NewLines(stderr)
+		view = eval.NewLines(stderr)
 	}
 	retries := f.retries
 	if retries == 0 {
 		retries = -1
 	}
-	r := &suite.Runner{Dir: plan.dir, Engine: engine, Exec: exec, Retries: retries,
+	r := &eval.Runner{Dir: plan.dir, Engine: engine, Exec: exec, Retries: retries,
 		Backoff: time.Duration(f.backoffS * float64(time.Second)), Versions: versions(), Events: view.Event, Logger: logger}
 	if x.kernels != nil {
-		r.OnPlan = func(jobs []suite.Job) { x.kernels.expect(poolTakes(jobs)) }
+		r.OnPlan = func(jobs []eval.Job) { x.kernels.expect(poolTakes(jobs)) }
 	}
 	if os.MkdirAll(plan.dir, 0o755) == nil {
 		os.MkdirAll(filepath.Join(plan.dir, "episodes"), 0o755)
@@ -351,16 +351,16 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyrualean eval: %v\n", runErr)
 		return exitFailed
 	}
-	recs := suite.LoadRecords(r.Dir, man)
-	res := suite.Analyze(recs)
+	recs := eval.LoadRecords(r.Dir, man)
+	res := eval.Analyze(recs)
 	if err := atomicfile.WriteJSON(filepath.Join(r.Dir, "results.json"), res); err != nil {
 		fmt.Fprintf(stderr, "pyrualean eval: results.json: %v\n", err)
 	}
 	if f.asJSON {
 		json.NewEncoder(stdout).Encode(map[string]any{"event": "results", "dir": r.Dir, "results": res})
 	} else {
-		suite.WriteResults(stdout, recs, res)
-		fmt.Fprintf(stdout, "\nsuite folder %s  (report: pyrualean report %s --html report.html)\n", r.Dir, r.Dir)
+		eval.WriteResults(stdout, recs, res)
+		fmt.Fprintf(stdout, "\neval folder %s  (report: pyrualean report %s --html report.html)\n", r.Dir, r.Dir)
 	}
 	if runErr != nil || res.Finished < res.Episodes {
 		fmt.Fprintf(stderr, "pyrualean eval: %d of %d episodes unfinished (%v); run the same command again to resume\n", res.Episodes-res.Finished, res.Episodes, errOr(runErr, "retries spent"))
@@ -370,7 +370,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // poolTakes counts the jobs that will take a warm kernel.
-func poolTakes(jobs []suite.Job) int {
+func poolTakes(jobs []eval.Job) int {
 	n := 0
 	for _, j := range jobs {
 		if takesWarmKernel(j.Spec) {
@@ -410,21 +410,21 @@ func versions() map[string]string {
 	return v
 }
 
-// evalStatus reports a suite folder, running or not, from its manifest and run folders.
+// evalStatus reports a eval folder, running or not, from its manifest and run folders.
 func evalStatus(dir string, asJSON bool, stdout, stderr io.Writer) int {
-	man, err := suite.ReadManifest(dir)
+	man, err := eval.ReadManifest(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean eval --status: %v\n", err)
 		return exitFailed
 	}
-	recs := suite.LoadRecords(dir, man)
-	st := suite.StatusOf(man, recs)
+	recs := eval.LoadRecords(dir, man)
+	st := eval.StatusOf(man, recs)
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(st)
 		return 0
 	}
-	suite.WriteStatus(stdout, st)
+	eval.WriteStatus(stdout, st)
 	return 0
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/pyrualean/pyrualean/report"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
 // resultFiles lists the run folders under a suite's episodes/ (each must appear once).
@@ -51,7 +51,7 @@ func TestEvalReplaySuite(t *testing.T) {
 	if code := cmdEval(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	man, err := suite.ReadManifest(dir)
+	man, err := eval.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestEvalReplaySuite(t *testing.T) {
 	}
 	// results.json is replaced whole (atomicfile): the statistics, mode 0644, no temp file left beside it
 	resultsPath := filepath.Join(dir, "results.json")
-	var results suite.Results
+	var results eval.Results
 	if b, err := os.ReadFile(resultsPath); err != nil || json.Unmarshal(b, &results) != nil || results.Episodes != 8 || results.Finished != 8 {
 		t.Errorf("results.json: %+v (%v)", results, err)
 	}
@@ -79,7 +79,7 @@ func TestEvalReplaySuite(t *testing.T) {
 			t.Errorf("%s: settings %v", id, st.Settings)
 		}
 	}
-	tools, err := readResult(filepath.Join(dir, "episodes", "tabletop/default/open_drawer/1/tools/replay", suite.SettingsTag(map[string]string{"images": "none"})))
+	tools, err := readResult(filepath.Join(dir, "episodes", "tabletop/default/open_drawer/1/tools/replay", eval.SettingsTag(map[string]string{"images": "none"})))
 	if err != nil || tools.Arm != spec.ArmTools || tools.ToolTurns < 2 || tools.Images != "none" {
 		t.Fatalf("tools episode: %+v (%v)", tools, err)
 	}
@@ -98,7 +98,7 @@ func TestEvalReplaySuite(t *testing.T) {
 	if n := len(resultFiles(t, dir)); n != 8 {
 		t.Errorf("%d result.json after the rerun", n)
 	}
-	man2, _ := suite.ReadManifest(dir)
+	man2, _ := eval.ReadManifest(dir)
 	for _, id := range man2.Order {
 		if man2.Episodes[id].Attempts != 1 {
 			t.Errorf("%s ran again: %+v", id, man2.Episodes[id])
@@ -215,7 +215,7 @@ func TestEvalOpenAISuite(t *testing.T) {
 			matches, _ := filepath.Glob(filepath.Join(run, "*", "*", "result.json"))
 			if len(matches) == 1 {
 				if r, err := readResult(filepath.Dir(matches[0])); err == nil && r.KernelPID > 0 {
-					if suite.OwnedKernel(r.KernelPID, dir, filepath.Dir(matches[0])) {
+					if eval.OwnedKernel(r.KernelPID, dir, filepath.Dir(matches[0])) {
 						syscall.Kill(-r.KernelPID, syscall.SIGKILL)
 						killed <- r.KernelPID
 						return
@@ -252,7 +252,7 @@ func TestEvalOpenAISuite(t *testing.T) {
 	if code != 0 || final == nil || events["finish"] != 8 || events["start"] != 8 {
 		t.Fatalf("exit %d events %v\n%s", code, events, stderr.String())
 	}
-	man, _ := suite.ReadManifest(dir)
+	man, _ := eval.ReadManifest(dir)
 	statuses := map[string]int{}
 	for _, id := range man.Order {
 		st := man.Episodes[id]
@@ -267,7 +267,7 @@ func TestEvalOpenAISuite(t *testing.T) {
 			t.Errorf("%s: no input tokens counted", id)
 		}
 	}
-	res := suite.Analyze(suite.LoadRecords(dir, man))
+	res := eval.Analyze(eval.LoadRecords(dir, man))
 	if len(res.Groups) != 1 || res.Groups[0].Paired == nil || res.Groups[0].Paired.Pairs != 4 {
 		t.Fatalf("results %+v", res)
 	}
@@ -305,7 +305,7 @@ func TestEvalResumeAfterKill(t *testing.T) {
 	finished := map[string]string{}
 	for time.Now().Before(deadline) && inflight == "" {
 		time.Sleep(20 * time.Millisecond)
-		man, err := suite.ReadManifest(dir)
+		man, err := eval.ReadManifest(dir)
 		if err != nil {
 			continue
 		}
@@ -316,7 +316,7 @@ func TestEvalResumeAfterKill(t *testing.T) {
 			if st.Status == agent.StatusCompleted {
 				done[id] = st.FinishedAt
 			}
-			if st.Status == suite.StateRunning {
+			if st.Status == eval.StateRunning {
 				running = id
 			}
 		}
@@ -335,7 +335,7 @@ func TestEvalResumeAfterKill(t *testing.T) {
 	if code := cmdEval(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("resume exit %d\n%s", code, stderr.String())
 	}
-	man, _ := suite.ReadManifest(dir)
+	man, _ := eval.ReadManifest(dir)
 	for id, at := range finished {
 		if st := man.Episodes[id]; st.Attempts != 1 || st.FinishedAt != at {
 			t.Errorf("%s finished before the kill but ran again: %+v", id, st)
@@ -352,7 +352,7 @@ func TestEvalResumeAfterKill(t *testing.T) {
 		t.Errorf("%d run folders under episodes/, want 4", n)
 	}
 	if err := syscall.Kill(kernelPID, 0); err == nil {
-		if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", kernelPID)); bytes.Contains(env, []byte(suite.SuiteEnv+"=")) {
+		if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", kernelPID)); bytes.Contains(env, []byte(eval.EvalEnv+"=")) {
 			syscall.Kill(-kernelPID, syscall.SIGKILL)
 			t.Errorf("the killed suite's kernel %d still runs", kernelPID)
 		}
@@ -414,7 +414,7 @@ runtime = "replay"
 				t.Errorf("exit %d, stderr %q, want %q", code, stderr.String(), c.want)
 			}
 			if _, err := os.Stat(out); err == nil {
-				t.Errorf("the suite folder was created")
+				t.Errorf("the eval folder was created")
 			}
 		})
 	}
@@ -431,7 +431,7 @@ func suiteProcesses(dir string) []int {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+suite.SuiteEnv+"="+abs+"\x00")) {
+		if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+eval.EvalEnv+"="+abs+"\x00")) {
 			pids = append(pids, pid)
 		}
 	}
@@ -446,7 +446,7 @@ func TestEvalInterrupt(t *testing.T) {
 	go func() {
 		for ctx.Err() == nil {
 			time.Sleep(20 * time.Millisecond)
-			man, err := suite.ReadManifest(dir)
+			man, err := eval.ReadManifest(dir)
 			if err != nil {
 				continue
 			}
@@ -455,7 +455,7 @@ func TestEvalInterrupt(t *testing.T) {
 				switch st.Status {
 				case agent.StatusCompleted:
 					done++
-				case suite.StateRunning:
+				case eval.StateRunning:
 					running++
 				}
 			}
@@ -470,7 +470,7 @@ func TestEvalInterrupt(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr.String(), "run the same command again to resume") {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
-	man, _ := suite.ReadManifest(dir)
+	man, _ := eval.ReadManifest(dir)
 	// The episode in flight ends interrupted, or boot_error when Ctrl-C came during its boot (the
 	// agent's word for it); either runs again on resume. With --boot-ahead (default 1) the next
 	// episode may be booting or booted and waiting for the slot: it is cut too.
@@ -483,7 +483,7 @@ func TestEvalInterrupt(t *testing.T) {
 		}
 	}
 	if statuses[agent.StatusCompleted] < 1 || cut < 1 || cut > 2 ||
-		statuses[agent.StatusCompleted]+cut+statuses[suite.StatePending] != 4 {
+		statuses[agent.StatusCompleted]+cut+statuses[eval.StatePending] != 4 {
 		t.Errorf("statuses after Ctrl-C: %v", statuses)
 	}
 	if man.Runner.EndedAt == "" {
@@ -586,8 +586,8 @@ func TestEvalBootAhead(t *testing.T) {
 			}
 			maxRunning := 0
 			for line := range strings.Lines(stdout.String()) {
-				var ev suite.Event
-				if json.Unmarshal([]byte(line), &ev) == nil && ev.Kind == suite.EventStart {
+				var ev eval.Event
+				if json.Unmarshal([]byte(line), &ev) == nil && ev.Kind == eval.EventStart {
 					maxRunning = max(maxRunning, ev.Running)
 				}
 			}

@@ -128,7 +128,7 @@ func errOr(err error, s string) string {
 	return s
 }
 
-// playLine is play's one line of stdout (seed §11, plus the run folder).
+// playLine is play's one line of stdout (the original's §11, plus the run folder).
 type playLine struct {
 	Arm                string            `json:"arm"`
 	Status             string            `json:"status"`
@@ -176,7 +176,7 @@ func cmdPlay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // statusExit is an episode command's exit status for the episode's status: 2 for boot_error and
-// error (as the seed), 1 for the other ways the work failed, 0 otherwise.
+// error (as the original), 1 for the other ways the work failed, 0 otherwise.
 func statusExit(status string) int {
 	switch status {
 	case agent.StatusBootError, agent.StatusError:

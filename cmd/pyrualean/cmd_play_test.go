@@ -156,7 +156,7 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 			t.Errorf("run folder lacks %s", f)
 		}
 	}
-	// tool_turns.json: the seed's rows, one per python call, beside turns.jsonl.
+	// tool_turns.json: the original's rows, one per python call, beside turns.jsonl.
 	var toolTurns []map[string]any
 	if b, err := os.ReadFile(filepath.Join(out, agent.ToolTurnsFile)); err != nil || json.Unmarshal(b, &toolTurns) != nil || len(toolTurns) != pl.ToolTurns {
 		t.Errorf("tool_turns.json: %d rows (%v), want %d", len(toolTurns), err, pl.ToolTurns)
@@ -188,7 +188,7 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 	if code := cmdSummarize(context.Background(), []string{"--json", filepath.Join(dir, "runs"), filepath.Join(dir, "nope")}, &stdout, &stderr); code != 0 {
 		t.Fatalf("summarize exit %d: %s", code, stderr.String())
 	}
-	// The seed's keys at the top level ("episodes" a count), our rows beside them.
+	// The original's keys at the top level ("episodes" a count), our rows beside them.
 	var sum struct {
 		runs.Summary
 		Rows []map[string]any `json:"rows"`
@@ -205,7 +205,7 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 	for _, k := range []string{"episodes", "native_sr", "native_sr_denominator", "unknown_outcome_episodes", "statuses", "mean_calls",
 		"mean_stateful_calls", "mean_env_steps", "mean_turns", "mean_wall_time_s", "mean_input_tokens", "mean_output_tokens"} {
 		if _, ok := top[k]; !ok {
-			t.Errorf("summarize --json lacks the seed's key %q", k)
+			t.Errorf("summarize --json lacks the original's key %q", k)
 		}
 	}
 	for _, col := range []string{"system", "task", "seed", "ok", "status", "turns", "calls", "steps", "wall_s", "in_tok", "cached", "out_tok", "cost"} {

@@ -10,7 +10,7 @@ import (
 	"github.com/pyrualean/pyrualean/report"
 )
 
-// cmdReport writes a suite folder's self-contained HTML report: the paper's table per runtime-model
+// cmdReport writes a eval folder's self-contained HTML report: the paper's table per runtime-model
 // and settings, the results and plots per group, every episode linking its trace, the settings.
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
@@ -19,7 +19,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	traces := fs.Bool("traces", true, "render each episode's trace to HTML (nbconvert) and link it; false links the .ipynb")
 	o := &tableOpts{}
 	fs.StringVar(&o.pricesFile, "prices", "", "a price file over the shipped table (see summarize --help)")
-	// The suite folder comes first (report DIR --html OUT), so parse the flags after it too.
+	// The eval folder comes first (report DIR --html OUT), so parse the flags after it too.
 	var dir string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		dir, args = args[0], args[1:]

@@ -48,7 +48,7 @@ func programSpec(ctx context.Context, fs *flag.FlagSet, f *episodeFlags, now tim
 	return f.finish(ctx, now)
 }
 
-// runLine is `run`'s stdout line, the seed's keys: the episode's status, the program's own ending as
+// runLine is `run`'s stdout line, the original's keys: the episode's status, the program's own ending as
 // the reason, and the episode's counters.
 type runLine struct {
 	Status             string  `json:"status"`
@@ -94,7 +94,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runOneProgram boots the episode, gets and runs its one program with produce, finishes the episode
 // and prints the run line. The exit status is play's: 0 when the program ran (whatever its own
-// ending), 2 for boot_error and error (the seed's), 1 for the other failures.
+// ending), 2 for boot_error and error (the original's), 1 for the other failures.
 func runOneProgram(ctx context.Context, cfg spec.Episode, host agent.Host, name string, stdout, stderr io.Writer,
 	produce func(context.Context, *agent.Episode) (status, policy string, err error)) int {
 	ep, err := agent.StartEpisode(ctx, cfg, host)

@@ -10,7 +10,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent/runs"
 )
 
-// cmdSummarize tabulates run folders: the seed's columns plus LLM calls and cost, the aggregates
+// cmdSummarize tabulates run folders: the original's columns plus LLM calls and cost, the aggregates
 // counted as the original counts, and the paper's table (tool calling -> cells on jointly solved
 // instances) when both systems are there, else each system's own table. Missing or corrupt folders
 // are reported by name; the others are still summarised. Reading never writes: a killed play's
@@ -20,7 +20,7 @@ func cmdSummarize(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: pyrualean summarize [--format F] [--prices FILE] [--strict] PATH...\n\n"+
-			"Tabulates run folders (PATH: a run folder, any folder above run folders, an eval suite folder, an RPent\n"+
+			"Tabulates run folders (PATH: a run folder, any folder above run folders, an eval eval folder, an RPent\n"+
 			"run folder). Every episode counts as the original counts it (a crash, timeout, boot or planner failure is a\n"+
 			"failed episode). Exit status: 0, 1 when no run folder could be read (or, with --strict, when any could\n"+
 			"not), 64 on bad usage.")
@@ -121,8 +121,8 @@ func writeSummaryTables(w io.Writer, paper *runs.Table, systems []runs.SystemTab
 	}
 }
 
-// summaryJSON is summarize --json: the seed's keys at the top level (runs.Summary: "episodes" is a
-// count, as the seed's), the per-episode rows and the unreadable paths beside them, and the paper's
+// summaryJSON is summarize --json: the original's keys at the top level (runs.Summary: "episodes" is a
+// count, as the original's), the per-episode rows and the unreadable paths beside them, and the paper's
 // table (or, with one system, its own table).
 type summaryJSON struct {
 	runs.Summary

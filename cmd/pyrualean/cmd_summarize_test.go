@@ -83,7 +83,7 @@ func TestSummarizeReadsOnlyAndStrict(t *testing.T) {
 	}
 }
 
-// TestCompareUnmatchedAndSuiteKeys: compare exits 2 naming unmatched keys (as the seed), and an
+// TestCompareUnmatchedAndSuiteKeys: compare exits 2 naming unmatched keys (as the original), and an
 // episode asked for as --suite S --task 0 pairs with the same one asked for as --task S/0.
 func TestCompareUnmatchedAndSuiteKeys(t *testing.T) {
 	dir := t.TempDir()

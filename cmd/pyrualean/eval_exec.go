@@ -13,7 +13,7 @@ import (
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
 // evalExec runs one episode in this process: play's setup, with the suite's shared parts: one
@@ -22,10 +22,10 @@ import (
 // per-endpoint limits.
 type evalExec struct {
 	logger    *slog.Logger
-	endpoints *suite.Endpoints
+	endpoints *eval.Endpoints
 	kernels   *warmKernels   // nil: every episode boots a cold kernel
 	releases  sync.WaitGroup // episodes' kernel shutdowns, off the episodes' critical path
-	suiteDir  string         // absolute; marks every kernel (suite.SuiteEnv) so a resumed run finds orphans
+	suiteDir  string         // absolute; marks every kernel (eval.EvalEnv) so a resumed run finds orphans
 	// acting holds a token per episode past boot (--jobs of them); nil: no limit. The engine runs more
 	// workers than that (--boot-ahead), so the next episodes boot while these act.
 	acting chan struct{}
@@ -57,17 +57,17 @@ func (r scriptRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	return runtimes.RunScript(ctx, ep, r.actions)
 }
 
-func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
+func (x *evalExec) Execute(ctx context.Context, j eval.Job) eval.Outcome {
 	s := j.Spec
 	s.Out = j.Dir
 	if s.Policy.Runtime == "replay" { // the reference solution in this machine's repository
 		root, err := robotapi.Root()
 		if err != nil {
-			return suite.Outcome{Status: agent.StatusBootError, Err: err}
+			return eval.Outcome{Status: agent.StatusBootError, Err: err}
 		}
 		s.Policy.From = filepath.Join(root, j.Solution)
 	}
-	host := agent.Host{Logger: x.logger, References: x.reference, KernelEnv: map[string]string{suite.SuiteEnv: x.suiteDir},
+	host := agent.Host{Logger: x.logger, References: x.reference, KernelEnv: map[string]string{eval.EvalEnv: x.suiteDir},
 		Release: func(release func()) { x.releases.Go(release) }}
 	if x.kernels != nil && takesWarmKernel(s) {
 		host.Kernels = x.kernels
@@ -99,11 +99,11 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 		if res, rerr := readResult(j.Dir); rerr == nil {
 			return outcome(res, err)
 		}
-		return suite.Outcome{Status: agent.StatusBootError, Err: err}
+		return eval.Outcome{Status: agent.StatusBootError, Err: err}
 	}
 	res, err := runtimes.Play(ctx, rt, ep)
 	if res == nil {
-		return suite.Outcome{Status: agent.StatusError, Err: err}
+		return eval.Outcome{Status: agent.StatusError, Err: err}
 	}
 	return outcome(res, err)
 }
@@ -111,34 +111,34 @@ func (x *evalExec) Execute(ctx context.Context, j suite.Job) suite.Outcome {
 // runtimeFor is what drives the job's episode: a replayed tools episode replays the primitive calls of
 // its cells twin, a replayed cells episode its task's solution, anything else the row's runtime shared
 // by the suite's episodes. A nil runtime comes with the outcome to record instead.
-func (x *evalExec) runtimeFor(ctx context.Context, j suite.Job, s spec.Episode) (runtimes.Runtime, suite.Outcome) {
+func (x *evalExec) runtimeFor(ctx context.Context, j eval.Job, s spec.Episode) (runtimes.Runtime, eval.Outcome) {
 	switch {
 	case s.Policy.Runtime == "replay" && s.Arm == spec.ArmTools:
 		twin := j.TwinDir()
-		if row, err := runs.LoadRun(twin); err != nil || suite.Retryable(row.Status) {
-			return nil, suite.Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("its cells twin %s has not finished", twin)}
+		if row, err := runs.LoadRun(twin); err != nil || eval.Retryable(row.Status) {
+			return nil, eval.Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("its cells twin %s has not finished", twin)}
 		}
 		acts, err := toolActions(twin)
 		if err != nil {
-			return nil, suite.Outcome{Status: agent.StatusError, Err: err}
+			return nil, eval.Outcome{Status: agent.StatusError, Err: err}
 		}
-		return scriptRuntime{acts}, suite.Outcome{}
+		return scriptRuntime{acts}, eval.Outcome{}
 	case s.Policy.Runtime == "replay":
 		rt, err := runtimes.For(s, runtimes.Wiring{Logger: x.logger})
 		if err != nil {
-			return nil, suite.Outcome{Status: agent.StatusBootError, Err: err}
+			return nil, eval.Outcome{Status: agent.StatusBootError, Err: err}
 		}
-		return rt, suite.Outcome{}
+		return rt, eval.Outcome{}
 	}
 	rt, err := x.shared(ctx, j, s)
 	if err != nil {
-		return nil, suite.Outcome{Status: agent.StatusBootError, Err: err}
+		return nil, eval.Outcome{Status: agent.StatusBootError, Err: err}
 	}
-	return rt, suite.Outcome{}
+	return rt, eval.Outcome{}
 }
 
-func outcome(res *agent.Result, err error) suite.Outcome {
-	out := suite.Outcome{Status: res.Status, Success: res.EnvironmentSuccess, Err: err, WallS: res.PolicyWallS,
+func outcome(res *agent.Result, err error) eval.Outcome {
+	out := eval.Outcome{Status: res.Status, Success: res.EnvironmentSuccess, Err: err, WallS: res.PolicyWallS,
 		InTok: res.Generation.InputTokens, LLMCalls: res.Generation.Turns}
 	if res.CostUSD != nil {
 		out.CostUSD = *res.CostUSD
@@ -148,7 +148,7 @@ func outcome(res *agent.Result, err error) suite.Outcome {
 
 // shared returns the row's runtime for the episode's model, configured from the episode's settings
 // and started at the first episode that needs it (a local model loads once for the suite).
-func (x *evalExec) shared(ctx context.Context, j suite.Job, s spec.Episode) (runtimes.Runtime, error) {
+func (x *evalExec) shared(ctx context.Context, j eval.Job, s spec.Episode) (runtimes.Runtime, error) {
 	key := runtimeKey{j.Row, j.Model}
 	x.mu.Lock()
 	if x.runtimes == nil {

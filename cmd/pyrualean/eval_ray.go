@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pyrualean/pyrualean/suite"
-	"github.com/pyrualean/pyrualean/suite/rayjob"
+	"github.com/pyrualean/pyrualean/eval"
+	"github.com/pyrualean/pyrualean/eval/rayjob"
 )
 
 // rayFlags are eval's engine flags: where a suite's episodes run, and what each asks a Ray
@@ -65,7 +65,7 @@ var rayEnvNames = []string{"OPENAI_BASE_URL", "PYRUALEAN_MODEL", "PYRUALEAN_PRIM
 	"PYRUALEAN_ENV_SERVER", "PYRUALEAN_CODEX_RETRIES"}
 
 // engineFor checks the cluster answers and returns the Ray engine.
-func (f *rayFlags) engineFor(ctx context.Context, maxConns int, logger *slog.Logger, stderr io.Writer) (*suite.Ray, error) {
+func (f *rayFlags) engineFor(ctx context.Context, maxConns int, logger *slog.Logger, stderr io.Writer) (*eval.Ray, error) {
 	client, err := rayjob.New(f.address)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func (f *rayFlags) engineFor(ctx context.Context, maxConns int, logger *slog.Log
 			env[n] = val
 		}
 	}
-	return &suite.Ray{
+	return &eval.Ray{
 		Client:  client,
 		Command: []string{f.bin, "episode", "--max-connections", strconv.Itoa(maxConns)},
 		Python:  f.python,
@@ -98,10 +98,10 @@ func (f *rayFlags) engineFor(ctx context.Context, maxConns int, logger *slog.Log
 // rayPrepare gives each task its resources. A GPU episode asks Ray for the GPU instead of naming
 // one: its cuda-device setting is dropped on the node (Ray sets CUDA_VISIBLE_DEVICES for the task,
 // and the kernel inherits it); its id keeps the setting, so it is the same episode as a local run.
-func rayPrepare(cpus, memoryGB, gpus float64) func(suite.Job) (suite.Episode, suite.RayResources) {
-	return func(j suite.Job) (suite.Episode, suite.RayResources) {
+func rayPrepare(cpus, memoryGB, gpus float64) func(eval.Job) (eval.Episode, eval.RayResources) {
+	return func(j eval.Job) (eval.Episode, eval.RayResources) {
 		ep := j.Episode
-		res := suite.RayResources{CPUs: cpus, MemoryBytes: int64(memoryGB * (1 << 30)), GPUs: gpus}
+		res := eval.RayResources{CPUs: cpus, MemoryBytes: int64(memoryGB * (1 << 30)), GPUs: gpus}
 		if _, ok := ep.Settings["cuda-device"]; ok {
 			ep.Settings = maps.Clone(ep.Settings)
 			delete(ep.Settings, "cuda-device")

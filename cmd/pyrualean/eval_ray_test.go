@@ -24,9 +24,9 @@ import (
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/suite"
-	"github.com/pyrualean/pyrualean/suite/raycluster"
-	"github.com/pyrualean/pyrualean/suite/rayjob"
+	"github.com/pyrualean/pyrualean/eval"
+	"github.com/pyrualean/pyrualean/eval/raycluster"
+	"github.com/pyrualean/pyrualean/eval/rayjob"
 )
 
 // rayTestNode names the pyrualean binary the cluster's nodes run (set in the re-executed test).
@@ -34,7 +34,7 @@ const rayTestNode = "PYRUALEAN_RAY_TEST_NODE_BIN"
 
 // TestEvalRay: `eval --engine ray` on a real one-node Ray cluster (ray from PyPI, 2 CPUs), in
 // network and pid namespaces of its own. A 4-episode replay suite submitted through the CLI lands
-// in a suite folder that matches a local run of the same matrix (ids, statuses, success, counts);
+// in a eval folder that matches a local run of the same matrix (ids, statuses, success, counts);
 // the Ray worker running one episode is killed mid-episode, and that episode is retried by Ray and
 // counted once; the job's text and the cluster's files hold no secret of the client's environment;
 // Ctrl-C stops the job; `ray stop --force` leaves no process of the cluster behind.
@@ -132,7 +132,7 @@ func TestEvalRay(t *testing.T) {
 	events := map[string]int{}
 	retried := false
 	for line := range strings.Lines(stdout.String()) {
-		var ev suite.Event
+		var ev eval.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("--json line %q: %v", line, err)
 		}
@@ -140,17 +140,17 @@ func TestEvalRay(t *testing.T) {
 		if ev.Running > 2 {
 			t.Errorf("the live view shows %d running on a 2-CPU cluster: %s", ev.Running, line)
 		}
-		if ev.Kind == suite.EventRetry && ev.ID == kill.id {
+		if ev.Kind == eval.EventRetry && ev.ID == kill.id {
 			retried = true
 		}
 	}
-	if events[suite.EventFinish] != 4 || events[suite.EventSuiteEnd] != 1 || !retried {
+	if events[eval.EventFinish] != 4 || events[eval.EventSuiteEnd] != 1 || !retried {
 		t.Errorf("events %v, retry of the killed episode seen: %v", events, retried)
 	}
 
-	// The merged suite folder is the local one's: same ids, statuses, success and counts.
-	local, _ := suite.ReadManifest(filepath.Join(dir, "local"))
-	remote, err := suite.ReadManifest(rayDir)
+	// The merged eval folder is the local one's: same ids, statuses, success and counts.
+	local, _ := eval.ReadManifest(filepath.Join(dir, "local"))
+	remote, err := eval.ReadManifest(rayDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestEvalRay(t *testing.T) {
 		t.Errorf("%d run folders under episodes/, want 4 (each episode once)", n)
 	}
 	if _, err := os.Stat(filepath.Join(rayDir, ".incoming")); err == nil {
-		t.Errorf("the landing folder is left in the suite folder")
+		t.Errorf("the landing folder is left in the eval folder")
 	}
 	if _, err := os.Stat(filepath.Join(rayDir, "attempts")); err == nil {
 		t.Errorf("a killed attempt left a folder: it never came back from its node")
@@ -213,7 +213,7 @@ func TestEvalRay(t *testing.T) {
 		return nil
 	})
 
-	// Resume on the cluster: a suite folder holding the local run's finished cells episodes runs only
+	// Resume on the cluster: a eval folder holding the local run's finished cells episodes runs only
 	// the tools episodes there, each replaying its twin's calls, which travel with the job.
 	mixed := filepath.Join(dir, "mixed")
 	for _, id := range local.Order {
@@ -232,7 +232,7 @@ func TestEvalRay(t *testing.T) {
 	if n, m := strings.Count(stdout.String(), `"event":"skip"`), strings.Count(stdout.String(), `"event":"finish"`); n != 2 || m != 2 {
 		t.Errorf("resume: %d skipped, %d run; want 2 and 2", n, m)
 	}
-	resumed, _ := suite.ReadManifest(mixed)
+	resumed, _ := eval.ReadManifest(mixed)
 	for _, id := range local.Order {
 		l, r := local.Episodes[id], resumed.Episodes[id]
 		lr, _ := runs.LoadRun(filepath.Join(dir, "local", l.Dir))
@@ -249,9 +249,9 @@ func TestEvalRay(t *testing.T) {
 	go func() {
 		for cctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond)
-			if m, err := suite.ReadManifest(cutDir); err == nil {
+			if m, err := eval.ReadManifest(cutDir); err == nil {
 				for _, st := range m.Episodes {
-					if st.Status == suite.StateRunning {
+					if st.Status == eval.StateRunning {
 						ccancel()
 					}
 				}
@@ -267,7 +267,7 @@ func TestEvalRay(t *testing.T) {
 	if info, err := client.Info(ctx, submissionID(t, stderr.String())); err != nil || info.Status != rayjob.Stopped {
 		t.Errorf("the job after Ctrl-C: %+v %v", info, err)
 	}
-	if m, _ := suite.ReadManifest(cutDir); m == nil || m.Runner.EndedAt == "" {
+	if m, _ := eval.ReadManifest(cutDir); m == nil || m.Runner.EndedAt == "" {
 		t.Errorf("the manifest does not say the runner ended")
 	}
 	for deadline := time.Now().Add(20 * time.Second); len(episodeProcesses()) > 0 && time.Now().Before(deadline); {
@@ -313,7 +313,7 @@ func killRayWorker(killed chan<- rayKill, stop <-chan struct{}) {
 			if i < 0 || i+1 >= len(args) {
 				continue
 			}
-			var job suite.NodeJob
+			var job eval.NodeJob
 			if json.Unmarshal(readFile(args[i+1]), &job) != nil || job.Episode.ID == "" {
 				continue
 			}
@@ -409,7 +409,7 @@ func randomHex(n int) string {
 // TestRayPrepare: on Ray an episode asks for its resources; one with a cuda-device setting asks
 // for a GPU instead of naming one (the setting is dropped on the node, kept in the id).
 func TestRayPrepare(t *testing.T) {
-	ep := suite.Episode{ID: "tabletop/default/t/0/cells/replay/s-x", Settings: map[string]string{"cuda-device": "1", "images": "none"}}
+	ep := eval.Episode{ID: "tabletop/default/t/0/cells/replay/s-x", Settings: map[string]string{"cuda-device": "1", "images": "none"}}
 	for _, c := range []struct {
 		gpus, want float64
 		settings   map[string]string
@@ -417,7 +417,7 @@ func TestRayPrepare(t *testing.T) {
 		{0, 1, map[string]string{"images": "none"}},
 		{2, 2, map[string]string{"images": "none"}},
 	} {
-		got, res := rayPrepare(1, 1.5, c.gpus)(suite.Job{Episode: ep})
+		got, res := rayPrepare(1, 1.5, c.gpus)(eval.Job{Episode: ep})
 		if res.GPUs != c.want || res.CPUs != 1 || res.MemoryBytes != 3<<29 || !maps.Equal(got.Settings, c.settings) || got.ID != ep.ID {
 			t.Errorf("--ray-gpus %g: %+v %+v", c.gpus, got, res)
 		}
@@ -425,8 +425,8 @@ func TestRayPrepare(t *testing.T) {
 	if ep.Settings["cuda-device"] != "1" {
 		t.Error("the job's own settings were changed")
 	}
-	plain := suite.Episode{Settings: map[string]string{"images": "none"}}
-	if _, res := rayPrepare(2, 0, 0)(suite.Job{Episode: plain}); res.GPUs != 0 || res.CPUs != 2 || res.MemoryBytes != 0 {
+	plain := eval.Episode{Settings: map[string]string{"images": "none"}}
+	if _, res := rayPrepare(2, 0, 0)(eval.Job{Episode: plain}); res.GPUs != 0 || res.CPUs != 2 || res.MemoryBytes != 0 {
 		t.Errorf("CPU episode: %+v", res)
 	}
 }

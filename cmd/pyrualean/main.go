@@ -3,7 +3,7 @@
 // Each subcommand lives in its own file (cmd_<name>.go) and has the signature
 // func(ctx context.Context, args []string, stdout, stderr io.Writer) int, returning the exit status:
 // 0 ok, 1 the work itself failed (a cell raised, an episode diverged, ...), 2 bad usage. The episode
-// commands (play, mcp) and compare follow the seed instead: 2 means an episode ended in boot_error or
+// commands (play, mcp) and compare follow the original instead: 2 means an episode ended in boot_error or
 // error (compare: unmatched or duplicate keys), and bad usage is 64 (EX_USAGE), so the two differ.
 package main
 
@@ -23,7 +23,7 @@ import (
 // Exit statuses of the episode commands (play, mcp), summarize and compare.
 const (
 	exitFailed       = 1  // planner_error, interrupted; summarize --strict: unreadable run folders
-	exitEpisodeError = 2  // boot_error or error, as the seed; compare: unmatched or duplicate keys
+	exitEpisodeError = 2  // boot_error or error, as the original; compare: unmatched or duplicate keys
 	exitUsage        = 64 // a bad flag or value (sysexits EX_USAGE)
 )
 

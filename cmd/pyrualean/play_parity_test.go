@@ -61,7 +61,7 @@ func cellFeedback(t *testing.T, text string) map[string]any {
 //     cell, and reads its guides;
 //   - #2: a planner failing after the task predicate fired leaves a success (exit 0, PlannerError kept);
 //   - #14: a motion after the predicate fired says episode_finished, and finish still follows (counted);
-//   - #4: an episode error exits 2, as the seed's;
+//   - #4: an episode error exits 2, as the original's;
 //   - issue 20 #4: malformed finish arguments go back to the model as errors, like bad python arguments.
 func TestPlaySeedParityEpisodes(t *testing.T) {
 	root, err := robotapi.Root()
@@ -153,7 +153,7 @@ func TestPlaySeedParityEpisodes(t *testing.T) {
 					t.Errorf("finish %+v tool turns %d, want the well-formed finish after one python call", res.Finish, res.ToolTurns)
 				}
 			}},
-		// #4: an episode error exits 2, as the seed (usage errors stay 64): a cell that swallows the
+		// #4: an episode error exits 2, as the original (usage errors stay 64): a cell that swallows the
 		// interrupt forces a kernel restart, which loses the robot.
 		{"episode error exits 2", nil, []openaitest.Step{
 			pyStep("import time\nwhile True:\n    try:\n        time.sleep(0.2)\n    except KeyboardInterrupt:\n        print('ignored', flush=True)"),

@@ -22,7 +22,7 @@ import (
 	"github.com/pyrualean/pyrualean/spec"
 )
 
-// TestPlaySeedFlags: the seed's command line parses as the seed means it. A suite implies its robot
+// TestPlaySeedFlags: the original's command line parses as the original means it. A suite implies its robot
 // (asked of the robot package's registry), --task SUITE/INDEX is the same episode as --suite SUITE
 // --task INDEX, and --libero-type pro / --sam3-endpoint are accepted and reach make().
 func TestPlaySeedFlags(t *testing.T) {
@@ -32,7 +32,7 @@ func TestPlaySeedFlags(t *testing.T) {
 		"--runtime", "openai", "--libero-type", "pro", "--sam3-endpoint", "http://127.0.0.1:9"}
 	s, err := parsePlay(context.Background(), seed, io.Discard, time.Now())
 	if err != nil {
-		t.Fatalf("the seed's command line: %v", err)
+		t.Fatalf("the original's command line: %v", err)
 	}
 	e := s.episode
 	if e.Robot != "libero" || e.Suite != "libero_spatial_swap" || e.Task != "7" || e.Seed != 2 || e.RobotOptions["sam3_endpoint"] != "http://127.0.0.1:9" || s.episode.Policy.Runtime != "openai" {
@@ -67,7 +67,7 @@ func TestPlaySeedFlags(t *testing.T) {
 	}
 }
 
-// TestPlayEnvironmentSettings: the seed's PYRUALEAN_* settings, and a bad one named as such.
+// TestPlayEnvironmentSettings: the original's PYRUALEAN_* settings, and a bad one named as such.
 func TestPlayEnvironmentSettings(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "")
 	t.Setenv("PYRUALEAN_RUNTIME", "openai")
@@ -94,7 +94,7 @@ func TestPlayEnvironmentSettings(t *testing.T) {
 	}
 }
 
-// TestPlayCodexSeedDefaults: Codex runs with the seed's reasoning effort (xhigh) unless --reasoning
+// TestPlayCodexSeedDefaults: Codex runs with the original's reasoning effort (xhigh) unless --reasoning
 // says otherwise, recorded in result.json; other runtimes send none unless asked.
 func TestPlayCodexSeedDefaults(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "")
@@ -118,10 +118,10 @@ func TestPlayCodexSeedDefaults(t *testing.T) {
 	}
 }
 
-// TestPlaySeedCommandRuns runs the seed's LIBERO command line for real, up to the model: LIBERO boots
-// in the kernel (a suite implies its robot). The seed's model speaks only the Responses API, so the
+// TestPlaySeedCommandRuns runs the original's LIBERO command line for real, up to the model: LIBERO boots
+// in the kernel (a suite implies its robot). The original's model speaks only the Responses API, so the
 // openai runtime ends with a planner_error naming the fix (--runtime codex); a chat model answers.
-// The answered run moves the arm with --images on-motion: the feedback attaches the seed's on-motion
+// The answered run moves the arm with --images on-motion: the feedback attaches the original's on-motion
 // images (agentview_high.png and wrist_high.png at 1024 px, issue 14 #12), and without --sam3-endpoint
 // the episode records its privileged perception (perception: simulator-masks in card.json,
 // result.json and summarize, #13).
@@ -179,7 +179,7 @@ func TestPlaySeedCommandRuns(t *testing.T) {
 			t.Errorf("summarize does not show the perception:\n%s", sum.String())
 		}
 	}
-	// #12: the motion's feedback attaches the seed's on-motion images at the seed's resolution.
+	// #12: the motion's feedback attaches the original's on-motion images at the original's resolution.
 	reqs := srv.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests, want 2", len(reqs))
@@ -218,7 +218,7 @@ func TestPlaySeedCommandRuns(t *testing.T) {
 }
 
 // TestPlayLiberoTypeRefused: --libero-type reaches make(); the LIBERO robot (the one home of what each
-// type runs) refuses standard for a LIBERO-PRO suite, and the boot_error names the fix (exit 2, as the seed).
+// type runs) refuses standard for a LIBERO-PRO suite, and the boot_error names the fix (exit 2, as the original).
 func TestPlayLiberoTypeRefused(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	var stdout, stderr bytes.Buffer

@@ -42,7 +42,7 @@ from .images import display_png, png_bytes
 
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 PRIMITIVE_SETS = ("full", "no-vla")
-# One ledger record (calls.jsonl), in the seed's field order; stateful = the call may step the simulator.
+# One ledger record (calls.jsonl), in the original's field order; stateful = the call may step the simulator.
 LEDGER_KEYS = ("index", "tool", "kwargs", "started_at", "elapsed_s", "ok", "stateful", "env_steps", "error", "summary")
 MAX_REPORT_CALLS = 1000
 SUMMARY_KEYS = ("terminated", "truncated", "success", "reached", "final_dist_m", "final_eef_pos", "steps_used",
@@ -91,7 +91,7 @@ def _jsonable(v: Any) -> Any:
 
 
 def summarize(result: Any) -> dict:
-    """The ledger's summary of a result: the seed's summary keys that the result carries."""
+    """The ledger's summary of a result: the original's summary keys that the result carries."""
     if dataclasses.is_dataclass(result) and not isinstance(result, type):
         d = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
     elif isinstance(result, dict):

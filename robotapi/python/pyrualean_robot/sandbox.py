@@ -1,7 +1,7 @@
 """Sandbox for agent-written cells (contract: active only when the execute_request metadata carries
 {"pyrualean": {"sandbox": true}}; person-typed cells are unrestricted).
 
-Two layers, like the seed's (an in-process Python sandbox cannot be sealed; this raises the bar and records
+Two layers, like the original's (an in-process Python sandbox cannot be sealed; this raises the bar and records
 what was tried):
 
 1. a static check of the cell's AST: blocked dunder names (as names, attributes or strings), frame and

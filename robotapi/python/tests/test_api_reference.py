@@ -111,7 +111,7 @@ def test_vla_reference_edits_match_across_line_breaks():
 @pytest.mark.parametrize("robot, vla_word", [("libero", "pi0"), ("robotwin", "lingbot"), ("robocasa", "rldx")])
 def test_no_vla_reference_edits_all_apply(robot, vla_word):
     """Every VLA sentence the no-vla reference rewrites exists in the full one (a docstring edit fails loudly),
-    and the no-vla reference names no VLA call (the seed's VLA_REFERENCE_EDITS trimming)."""
+    and the no-vla reference names no VLA call (the original's VLA_REFERENCE_EDITS trimming)."""
     from pyrualean_robot.apiref import tool_methods
 
     cls = robot_class(robot)

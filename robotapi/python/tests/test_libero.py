@@ -40,7 +40,7 @@ def test_boot_card_and_state(robo):
     assert card["robot"] == "libero" and card["task_language"] == robo.task
     assert card["object_names"] == list(st.object_names)
     assert len(card["eef_pos"]) == 3 and card["facts"]["task_index"] == 0
-    for name in ("agentview_high", "wrist_high"):  # the seed's card images: step 0 at 1024 px
+    for name in ("agentview_high", "wrist_high"):  # the original's card images: step 0 at 1024 px
         png = base64.b64decode(card["images"][name])
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[16:24] == (1024).to_bytes(4, "big") * 2
 
@@ -209,7 +209,7 @@ def test_libero_in_a_real_ipython_kernel(tmp_path):
         assert reply["content"]["status"] == "ok", reply["content"]
         images = [o["content"] for o in outputs if o["msg_type"] == "display_data"]
         cams = [d["metadata"].get("pyrualean", {}).get("camera") for d in images]
-        # the seed's on-motion images (issue 14 item 12): both cameras at 1024 px, named as its artifacts
+        # the original's on-motion images (issue 14 item 12): both cameras at 1024 px, named as its artifacts
         assert cams == ["agentview_high.png", "wrist_high.png"] and all("image/png" in d["data"] for d in images)
         for d in images:
             png = base64.b64decode(d["data"]["image/png"])

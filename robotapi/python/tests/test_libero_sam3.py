@@ -1,6 +1,6 @@
 """LIBERO perception honesty (issue 14 item 13): without a SAM 3 server segment() reads the simulator's own
 masks and the card says so; with sam3_endpoint it speaks RPent's SAM 3 protocol (tested against a fake that
-follows robots/libero/sam3_server.py) and back-projects the server's mask. Also the seed's --libero-type."""
+follows robots/libero/sam3_server.py) and back-projects the server's mask. Also the original's --libero-type."""
 
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def test_no_vla_hides_and_refuses(robo, fake_at):
     novla = api_reference(LiberoRobot, primitives="no-vla")
     assert "robo.pi0_pick(" in full and "robo.pi0_doubled(" in full
     assert "pi0_pick(" not in novla and "pi0_doubled(" not in novla
-    # The no-vla reference and knowledge never mention the hidden calls (the seed's libero-novla.md).
+    # The no-vla reference and knowledge never mention the hidden calls (the original's libero-novla.md).
     assert "pi0" not in novla.lower() and "Pick(" in novla  # the scripted pick keeps its result type
     from pyrualean_robot.robots.libero import KNOWLEDGE, KNOWLEDGE_NOVLA
 
@@ -254,7 +254,7 @@ def test_vla_call_from_a_sandboxed_kernel_cell(tmp_path):
         assert out == [], out
         out, images = run("r = robo.pi0_doubled('push the plate', max_chunks=2)\n(r.chunks_used, r.steps_used)", True)
         assert out == [("execute_result", "(2, 10)")], out
-        assert images == ["agentview_high.png", "wrist_high.png"]  # the seed's on-motion images (issue 14 #12)
+        assert images == ["agentview_high.png", "wrist_high.png"]  # the original's on-motion images (issue 14 #12)
         assert len(fake.requests) == 2 and fake.requests[0][0]["task_descriptions"] == ["push the plate"]
     finally:
         kc.stop_channels()

@@ -120,9 +120,9 @@ def test_perception_and_recorded_steps(env, tmp_path):
     assert bp.median_xyz[2] == pytest.approx(world.obj[2] + 0.04, abs=1e-3)  # the top surface, not the centre
     bad = robo.back_project_batch([[0, 0], [300, 5]])
     assert bad.points[1].error.startswith("pixel (300,5) out of bounds") and bad.valid_count == 1
-    r0, c0 = _red_pixels(img)[0]  # fractional pixels (a centroid) are truncated, as in the seed
+    r0, c0 = _red_pixels(img)[0]  # fractional pixels (a centroid) are truncated, as in the original
     assert robo.back_project_batch([r0 + 0.6, np.float64(c0 + 0.2)]).points[0].pixel == (r0, c0)
-    # the card carries what the seed's host dumps from step 0 (base, gripper pose and opening, task_progress)
+    # the card carries what the original's host dumps from step 0 (base, gripper pose and opening, task_progress)
     facts = robo._episode_card()["facts"]
     assert {"initial base position [x, y, z]", "initial base heading (yaw about world z)",
             "initial gripper (EEF) position [x, y, z]", "initial gripper orientation [x, y, z, w]",

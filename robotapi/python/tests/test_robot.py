@@ -176,7 +176,7 @@ def test_images_depth_and_geometry(make_robot):
 
 
 def test_ledger_records_carry_stateful(make_robot):
-    """Every calls.jsonl record has the seed's fields in the seed's order; `stateful` is true exactly for the
+    """Every calls.jsonl record has the original's fields in the original's order; `stateful` is true exactly for the
     primitives that may step the simulator (motion, skills, the VLA), also when the call fails, and the
     per-cell report hands the host the same whole records."""
     from pyrualean_robot.apiref import tool_methods

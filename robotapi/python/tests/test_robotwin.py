@@ -151,7 +151,7 @@ def test_primitives_against_the_fake(fake, tmp_path):
     assert os.path.isfile(tmp_path / "ws" / "robotwin_states" / "step_000" / "head_depth.npy")
     card = robo._episode_card()
     assert card["facts"]["native action budget (step_lim)"] == 10000 and "head" in card["images"]
-    # what the seed's host dump_card gives: both arms' initial EEF / TCP poses and grippers, the table height
+    # what the original's host dump_card gives: both arms' initial EEF / TCP poses and grippers, the table height
     st0, facts = robo.state(step=0), card["facts"]
     for arm in ("left", "right"):
         assert facts[f"{arm} arm initial EEF position [x, y, z]"].endswith(" m")

@@ -56,7 +56,7 @@ def _positive_int(v: Any, name: str, most: int) -> int:
 
 
 def _pixel_pairs(pixels: Any, most: int) -> list[tuple[int, int]]:
-    """1..``most`` [row, col] pairs (one bare pair is accepted too), truncated to ints as the seed does."""
+    """1..``most`` [row, col] pairs (one bare pair is accepted too), truncated to ints as the original does."""
     try:
         seq = list(pixels)
     except TypeError:

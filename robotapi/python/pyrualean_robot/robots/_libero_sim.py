@@ -24,7 +24,7 @@ import numpy as np
 
 from . import RobotUnavailable
 
-# The four LIBERO suites the seed evaluates, and the LIBERO-PRO perturbations of each (all bundled).
+# The four LIBERO suites the original evaluates, and the LIBERO-PRO perturbations of each (all bundled).
 BASE_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 PRO_VARIANTS = ("swap", "lan", "object", "task")
 SUITES = BASE_SUITES + tuple(f"{b}_{v}" for b in BASE_SUITES for v in PRO_VARIANTS) + ("libero_90",)
@@ -244,7 +244,7 @@ class LiberoSim:
     def eef(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(pos, quat xyzw, 3x3 rotation, gripper qpos[2]) of the end effector, from the simulator."""
         # Same as robosuite's robot0_eef_pos (grip site) / robot0_eef_quat (hand body), so yaw/pitch read
-        # 0 at LIBERO's home pose as in the seed.
+        # 0 at LIBERO's home pose as in the original.
         robot = self.env.env.robots[0]
         pos = np.array(self.data.site_xpos[robot.eef_site_id])
         bid = self._mujoco.mj_name2id(self.model, self._mujoco.mjtObj.mjOBJ_BODY, robot.robot_model.eef_name)

@@ -1,6 +1,6 @@
 """``make("libero", suite=..., task=..., seed=...)``: a real LIBERO / LIBERO-PRO task (robosuite 1.4 Panda,
-OSC_POSE) on CPU, with the seed's LiberoRobot API (observation, perception, motion) plus a scripted grasp.
-The seed's learned VLA calls (``pi0_pick``, ``pi0_doubled``) ask RPent's Pi0.5 server for action chunks
+OSC_POSE) on CPU, with the original's LiberoRobot API (observation, perception, motion) plus a scripted grasp.
+The original's learned VLA calls (``pi0_pick``, ``pi0_doubled``) ask RPent's Pi0.5 server for action chunks
 (``vla_endpoint``; see pi05.py) and run them in this simulator; the no-vla primitive set hides them."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ KNOWLEDGE_NOVLA = load_guide("libero", "libero-novla.md")
 
 
 # ----- result types ------------------------------------------------------------------------------------
-# Names and fields follow the seed's src/pyrualean/libero.py (State, Move, MovePose, Rotation, Gripper and
+# Names and fields follow the original's src/pyrualean/libero.py (State, Move, MovePose, Rotation, Gripper and
 # Release come from ..results with the same fields plus a few extras); the ones below are LIBERO's own.
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ class LiberoRobot(Robot):
     OPEN: ClassVar[float] = -1.0
     CLOSE: ClassVar[float] = 1.0
     CAMERAS: ClassVar[tuple[str, ...]] = ("agentview", "wrist")
-    #: What a moving cell gets back, as the seed sends it: both cameras' current high-resolution views
+    #: What a moving cell gets back, as the original sends it: both cameras' current high-resolution views
     #: (HIGH_RES square), named like their artifacts, so token counts compare with the paper's.
     ON_MOTION_IMAGES: ClassVar[tuple[str, ...]] = ("agentview_high.png", "wrist_high.png")
     MAX_PLANAR_MOVE_M: ClassVar[float] = MAX_PLANAR_MOVE_M
@@ -246,7 +246,7 @@ class LiberoRobot(Robot):
                  sam3_endpoint: Optional[str] = None, libero_type: Optional[str] = None):
         suite, index = self._parse_task(suite, task)
         self.libero_type = self._check_libero_type(libero_type, suite)
-        # segment()'s masks: RPent's SAM 3 server as in the seed, else (privileged) the simulator's own.
+        # segment()'s masks: RPent's SAM 3 server as in the original, else (privileged) the simulator's own.
         sam3_endpoint = sam3_endpoint or os.environ.get("PYRUALEAN_SAM3_ENDPOINT") or None
         self._sam3 = Sam3Client(sam3_endpoint) if sam3_endpoint else None
         super().__init__(task=f"{suite}/{index}", seed=seed, workspace=workspace, images=images,
@@ -278,7 +278,7 @@ class LiberoRobot(Robot):
 
     @staticmethod
     def _check_libero_type(libero_type: Optional[str], suite: str) -> str:
-        """The seed's --libero-type (RPent's LIBERO_TYPE): "standard" runs the four LIBERO suites and libero_90,
+        """The original's --libero-type (RPent's LIBERO_TYPE): "standard" runs the four LIBERO suites and libero_90,
         "pro" adds LIBERO-PRO's perturbed ones; both come from the one bundled LIBERO-PRO package. Default:
         what the suite needs."""
         pro = suite not in sim_mod.BASE_SUITES + ("libero_90",)
@@ -335,7 +335,7 @@ class LiberoRobot(Robot):
         pos, _, _, _ = self._sim.eef()
         return {"suite": self.suite, "libero_type": self.libero_type, "task_index": self.task_index,
                 "task_name": self._sim.task_name,
-                # Where segment()'s masks come from: "sam3" (the seed's) or "simulator-masks" (privileged).
+                # Where segment()'s masks come from: "sam3" (the original's) or "simulator-masks" (privileged).
                 "perception": "sam3" if self._sam3 is not None else "simulator-masks",
                 "init_state_index": self._sim.init_index, "fixtures": list(self._sim.fixture_names),
                 "cameras": list(self.CAMERAS), "image_resolutions": dict(self.RESOLUTIONS),
@@ -357,7 +357,7 @@ class LiberoRobot(Robot):
         return [(n, self._view(by_name[n], HIGH_RES, -1, "rgb")) for n in self.ON_MOTION_IMAGES]
 
     def _card_images(self) -> dict[str, bytes]:
-        # The seed's card images (hosts/rpent_libero.py CARD_IMAGES): both cameras at step 0, 1024 px.
+        # The original's card images (hosts/rpent_libero.py CARD_IMAGES): both cameras at step 0, 1024 px.
         return {f"{c}_high": png_bytes(self._step0[c]["rgb"]) for c in self.CAMERAS}
 
     @classmethod
@@ -648,7 +648,7 @@ class LiberoRobot(Robot):
 
     def _segment_sam3(self, prompt: Optional[str], camera: str, point: Optional[Sequence[int]], res: int,
                       step: int, min_score: float) -> Segment:
-        """The seed's perception: the image goes to the SAM 3 server, its top mask is back-projected here.
+        """The original's perception: the image goes to the SAM 3 server, its top mask is back-projected here.
         SAM 3 takes one prompt: the words when given, else the point."""
         assert self._sam3 is not None
         idx = self._step_index(step)

@@ -1,5 +1,5 @@
 """``make("robocasa", task="OpenDrawer", seed=1)``: RoboCasa365 (a mobile PandaOmron in a kitchen) through
-RPent's own RoboCasa env server, with the seed's RobocasaRobot API.
+RPent's own RoboCasa env server, with the original's RobocasaRobot API.
 
 What runs where, following RLinf/RPent ``robots/robocasa``:
 
@@ -443,7 +443,7 @@ class RobocasaRobot(Robot):
     WORLD_MAP_WINDOW: ClassVar[int] = WORLD_MAP_WINDOW
     CAMERAS: ClassVar[tuple[str, ...]] = ("agentview", "navview", "wrist")
     ON_MOTION_IMAGES: ClassVar[tuple[str, ...]] = ("agentview", "navview", "wrist")  # RPent embeds all three
-    #: VLA sentences of the other docstrings, rewritten in the no-VLA reference (the seed's VLA_REFERENCE_EDITS).
+    #: VLA sentences of the other docstrings, rewritten in the no-VLA reference (the original's VLA_REFERENCE_EDITS).
     VLA_REFERENCE_EDITS: ClassVar[tuple[tuple[str, str], ...]] = (
         ("vla_desync: a non-VLA primitive ran since the last RLDX-1 call (its next call starts a fresh history).",
          "vla_desync: unused in this run (always False)."),
@@ -538,7 +538,7 @@ class RobocasaRobot(Robot):
     def _rpent_env_argv(self, port: int, root: str) -> list[str]:
         """RPent's robot_spec.py::_spawn_env_server command for this task in checkout ``root``: its
         robots/robocasa/env_server.py over HTTP on ``port``, with --parent-watch (exits when this kernel dies) and
-        its env overrides MUJOCO_GL=egl, ROBOT_PLATFORM=ROBOCASA (plus PYTHONHASHSEED=0, as the seed's host sets,
+        its env overrides MUJOCO_GL=egl, ROBOT_PLATFORM=ROBOCASA (plus PYTHONHASHSEED=0, as the original's host sets,
         so a task+seed builds the same kitchen). The interpreter is $RPENT_PYTHON, else <root>/.venv/bin/python,
         else this one; $PYRUALEAN_CUDA_DEVICE becomes --cuda-device. ROBOCASA_ASSETS_PATH, RLDX_RESET_SEED etc.
         pass through from this environment."""

@@ -1,5 +1,5 @@
 """``make("robotwin", task="beat_block_hammer", suite="demo_randomized", seed=100000)``: RoboTwin 2.0
-(aloha-agilex, two 6-DoF arms) through RPent's own RoboTwin env server, with the seed's RobotwinRobot API.
+(aloha-agilex, two 6-DoF arms) through RPent's own RoboTwin env server, with the original's RobotwinRobot API.
 
 The contract this adapter speaks is RPent's (RLinf/RPent ``robots/robotwin/{robot_spec,env_server,env_client,
 primitives,toolkit,tools,vla_client}.py``), reimplemented here:

@@ -1,5 +1,5 @@
 """Client of RPent's SAM 3 server (``robots/libero/sam3_server.py``), so LIBERO's ``segment`` can use the
-seed's perception instead of the simulator's own masks.
+original's perception instead of the simulator's own masks.
 
 The wire (RPent's RPC, http or socket, see :class:`~pyrualean_robot.robots.rpent.EnvServerClient`): method
 ``sam3.segment`` with keyword arguments ``image_base64`` (a PNG), exactly one of ``text_prompt`` (words) or

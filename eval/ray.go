@@ -1,4 +1,4 @@
-package suite
+package eval
 
 import (
 	"archive/tar"
@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/suite/rayjob"
+	"github.com/pyrualean/pyrualean/eval/rayjob"
 )
 
 // rayDriver is the job's driver: it runs each episode as a Ray task and reports on its stdout.
@@ -134,7 +134,7 @@ func (r OutcomeRecord) Outcome() Outcome {
 }
 
 // NodeJob is what a node's `pyrualean episode` runs: one episode into Dir, under the node-local
-// suite folder Suite (a replayed tools episode finds its cells twin there).
+// eval folder Suite (a replayed tools episode finds its cells twin there).
 type NodeJob struct {
 	Episode Episode `json:"episode"`
 	Dir     string  `json:"dir"`
@@ -568,7 +568,7 @@ func landRunFolder(tgz []byte, j Job) error {
 	return os.Rename(tmp, j.Dir)
 }
 
-// incomingDir is where run folders are unpacked before they move into place: in the suite folder,
+// incomingDir is where run folders are unpacked before they move into place: in the eval folder,
 // outside episodes/ (no reader takes a half-unpacked folder for a run).
 func incomingDir(j Job) string {
 	return filepath.Join(strings.TrimSuffix(j.Dir, filepath.Join("episodes", filepath.FromSlash(j.ID))), ".incoming")

@@ -1,4 +1,4 @@
-package suite
+package eval
 
 import (
 	"crypto/sha256"
@@ -80,7 +80,7 @@ func (e Episode) makeID() string {
 	return strings.Join([]string{slug(e.Robot), slug(suite), slug(e.Task), fmt.Sprint(e.Seed), e.Arm, slug(model), SettingsTag(tagged)}, "/")
 }
 
-// Dir is the episode's run folder under the suite folder.
+// Dir is the episode's run folder under the eval folder.
 func (e Episode) Dir(suiteDir string) string {
 	return filepath.Join(suiteDir, "episodes", filepath.FromSlash(e.ID))
 }

@@ -1,4 +1,4 @@
-// Package suite runs a benchmark suite: a matrix of robots × tasks × seeds × arms × models × settings,
+// Package eval runs an evaluation: a matrix of robots × tasks × seeds × arms × models × settings,
 // expanded into episodes with deterministic ids and run folders, recorded in a manifest that makes a
 // rerun resume, scheduled by an Engine, watched live, and summarised with confidence intervals.
 //
@@ -30,4 +30,4 @@
 // runner's rule (an engine that retries implements setRetries), so each attempt is recorded once;
 // it starts the next episode's run once the attempts that ended are recorded (recorded), so the
 // live view counts what runs.
-package suite
+package eval

@@ -1,4 +1,4 @@
-package suite
+package eval
 
 import (
 	"bytes"
@@ -20,9 +20,9 @@ import (
 	"github.com/pyrualean/pyrualean/agent/runs"
 )
 
-// SuiteEnv is set in every kernel a suite starts (the suite folder), so a later run can tell an
+// EvalEnv is set in every kernel a suite starts (the eval folder), so a later run can tell an
 // orphaned kernel of this suite from any other process before ending it.
-const SuiteEnv = "PYRUALEAN_SUITE"
+const EvalEnv = "PYRUALEAN_SUITE"
 
 // Outcome is how one attempt ended.
 type Outcome struct {
@@ -68,7 +68,7 @@ type recordAware interface{ recorded() }
 
 // Runner runs a suite into a folder: plan, resume, schedule, record.
 type Runner struct {
-	Dir      string // suite folder
+	Dir      string // eval folder
 	Engine   Engine
 	Exec     Executor
 	Retries  int           // further attempts of a retryable outcome in one run (default 2; <0: none)
@@ -296,7 +296,7 @@ func (r *Runner) reapKernel(dir string) {
 // environment reads back empty once it has entered its namespaces). A recycled pid matches neither.
 func OwnedKernel(pid int, suiteDir, runDir string) bool {
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+SuiteEnv+"="+suiteDir+"\x00")) {
+	if err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+EvalEnv+"="+suiteDir+"\x00")) {
 		return true
 	}
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))

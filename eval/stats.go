@@ -1,4 +1,4 @@
-package suite
+package eval
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ type ArmStats struct {
 	Success  *Interval `json:"success_rate"`            // Wilson
 }
 
-// Paired is the cells-vs-tools comparison of a group on jointly solved episodes: the seed's table,
+// Paired is the cells-vs-tools comparison of a group on jointly solved episodes: the original's table,
 // plus bootstrap intervals of the cells/tools ratios.
 type Paired struct {
 	runs.Comparison
@@ -271,7 +271,7 @@ func pair(recs []Record) *Paired {
 	return p
 }
 
-// WriteResults prints the seed's summarize table, then per group the arms with Wilson intervals,
+// WriteResults prints the original's summarize table, then per group the arms with Wilson intervals,
 // the paired comparison with bootstrap intervals, the per-family success rates, and the paper's
 // table per runtime-model and settings.
 func WriteResults(w io.Writer, recs []Record, res Results) {

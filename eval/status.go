@@ -1,4 +1,4 @@
-package suite
+package eval
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Status is a suite folder's state for `eval --status`, read from the manifest and the run folders
+// Status is a eval folder's state for `eval --status`, read from the manifest and the run folders
 // (so it is current while another process runs the suite).
 type Status struct {
 	Runner   RunnerInfo     `json:"runner"`

@@ -161,7 +161,7 @@ def unplaceable(jobs: list[EpisodeJob], nodes: list[dict[str, float]]) -> list[s
 
 def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str], submission: str,
                 twin: bytes | None) -> tuple[dict[str, Any], bytes]:
-    """Run one episode on this node: `pyrualean episode` into a node-local suite folder, then return
+    """Run one episode on this node: `pyrualean episode` into a node-local eval folder, then return
     its outcome and its run folder packed. The folder is removed afterwards."""
     base = os.path.join(tempfile.gettempdir(), "pyrualean-ray", submission)
     sweep(os.path.dirname(base))

@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pyrualean/pyrualean/suite/rayjob"
+	"github.com/pyrualean/pyrualean/eval/rayjob"
 )
 
 // namespaceEnv marks the namespaces' first process (and so everything in them).

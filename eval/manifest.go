@@ -1,4 +1,4 @@
-package suite
+package eval
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ const (
 	StateRunning = "running" // started by a runner (which may since have died)
 )
 
-// Manifest is the suite folder's index: the matrix, the versions, and each episode's state. The run
+// Manifest is the eval folder's index: the matrix, the versions, and each episode's state. The run
 // folders' result.json stay the truth about an episode; the manifest says what the runner did.
 type Manifest struct {
 	Schema    string                   `json:"schema"`
@@ -46,7 +46,7 @@ type RunnerInfo struct {
 // EpisodeState is one episode's line in the manifest.
 type EpisodeState struct {
 	Episode
-	Dir        string  `json:"dir"` // relative to the suite folder
+	Dir        string  `json:"dir"` // relative to the eval folder
 	Status     string  `json:"status"`
 	Success    *bool   `json:"environment_success"`
 	Attempts   int     `json:"attempts"` // over every run of the suite
@@ -59,10 +59,10 @@ type EpisodeState struct {
 	CostUSD    float64 `json:"cost_usd,omitempty"`
 }
 
-// ManifestPath is where a suite folder keeps its manifest.
+// ManifestPath is where a eval folder keeps its manifest.
 func ManifestPath(dir string) string { return filepath.Join(dir, "manifest.json") }
 
-// ReadManifest reads a suite folder's manifest.
+// ReadManifest reads a eval folder's manifest.
 func ReadManifest(dir string) (*Manifest, error) {
 	b, err := os.ReadFile(ManifestPath(dir))
 	if err != nil {
