@@ -219,7 +219,7 @@ func (l *ledger) absorb(r *cellReport, stateful map[string]bool) (success, chang
 	if r == nil {
 		return false, false
 	}
-	l.res.Calls += len(r.Calls)
+	l.res.Calls += len(r.Calls) + r.CallsOmitted
 	for _, c := range r.Calls {
 		if isStateful(c, stateful) {
 			l.res.StatefulCalls++

@@ -16,6 +16,7 @@ type CellReport struct {
 	EnvSteps        int              `json:"env_steps"`
 	EnvStepsTotal   int              `json:"env_steps_total"`
 	Calls           []map[string]any `json:"calls"`
+	CallsOmitted    int              `json:"calls_omitted"` // older records of the window not listed (a size bound)
 	State           map[string]any   `json:"state"`
 	Done            bool             `json:"done"`
 	Success         *bool            `json:"success"` // nil: the robot has no verdict

@@ -33,7 +33,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional, Sequence
 
 import numpy as np
 
@@ -113,6 +113,13 @@ def load_guide(robot: str, name: str) -> str:
         return f.read()
 
 
+@dataclasses.dataclass
+class ReportWindow:
+    """Where a reader of the robot's reports (:meth:`Robot._report`) left off: ledger records and env steps."""
+    calls: int = 0
+    steps: int = 0
+
+
 class Robot:
     """Base robot. Subclasses document their own conventions in their class docstring."""
 
@@ -153,8 +160,7 @@ class Robot:
         self._done_reason: Optional[str] = None
         self._terminated = False
         self._truncated = False
-        self._report_ledger_mark = 0
-        self._report_steps_mark = 0
+        self._kernel_window = ReportWindow()  # cell_report()'s window (the host's own is the robot server's)
         self._shown: list[str] = []
         # Where shown images go: make() points it at the notebook session (see notebook.attach).
         self._image_sink: Optional[Callable[[bytes, dict], None]] = None
@@ -301,26 +307,34 @@ class Robot:
         return [(c, self._render_rgb(c, 256)) for c in self.ON_MOTION_IMAGES]
 
     # ----- per-cell report and episode card -----------------------------------------------------------------
-    def _cell_report(self, sandbox_flags: list[str]) -> dict:
-        # Whole records: the host writes them to the run folder's calls.jsonl as they are (it trims what the
-        # model reads). The cap only bounds a runaway loop; the workspace's calls.jsonl always has every call.
-        calls = [dict(r) for r in self._ledger[self._report_ledger_mark:]][-MAX_REPORT_CALLS:]
+    def _report(self, window: "ReportWindow", sandbox_flags: Sequence[str] = (), max_calls: Optional[int] = None) -> dict:
+        """What the robot did since `window` last reported (then the window moves on): the judge's one source.
+        The kernel's cell_report() and the robot server's host.judge each keep a window of their own and read
+        this; a rule the judge applies to every cell is added here. max_calls keeps only the newest records
+        (a message-size bound); calls_omitted counts the rest, which the ledger (calls.jsonl) still has."""
+        records = self._ledger[window.calls:]
+        kept = records if max_calls is None else records[-max_calls:]
         steps = self._env_steps()
-        moved = steps != self._report_steps_mark
         report = {
-            "moved": moved,
-            "env_steps": steps - self._report_steps_mark,
+            "moved": steps != window.steps,
+            "env_steps": steps - window.steps,
             "env_steps_total": steps,
-            "calls": calls,
+            "calls": [dict(r) for r in kept],
+            "calls_omitted": len(records) - len(kept),
+            "ledger_total": len(self._ledger),
             "state": self._brief_state(),
             "done": self.done,
             "success": bool(self._solved()),
             "episode_finished": self._done_reason,
             "sandbox_flags": list(sandbox_flags),
         }
-        self._report_ledger_mark = len(self._ledger)
-        self._report_steps_mark = steps
+        window.calls, window.steps = len(self._ledger), steps
         return report
+
+    def _cell_report(self, sandbox_flags: list[str]) -> dict:
+        # Whole records: the host writes them to the run folder's calls.jsonl as they are (it trims what the
+        # model reads). The cap only bounds a runaway loop; the workspace's calls.jsonl always has every call.
+        return self._report(self._kernel_window, sandbox_flags, max_calls=MAX_REPORT_CALLS)
 
     def _brief_state(self) -> dict:
         st = self._raw_state()

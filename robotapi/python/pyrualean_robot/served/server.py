@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional
 
 from .. import notebook
 from ..apiref import tool_methods
+from ..base import ReportWindow
 from ..robots import DEFAULT_ROBOT, create
 from ..robots.rpent import RpcServer
 from .wire import to_json, to_wire
@@ -55,8 +56,7 @@ class RobotService:
         # every primitive the class declares; the robot itself refuses VLA calls in a no-vla run (ledgered)
         self.tools = {name for name, _, _ in tool_methods(cls, "full")}
         self.properties = set(public_properties(cls))
-        self._host_calls = 0  # the host report's window: ledger records and env steps already reported
-        self._host_steps = 0
+        self._host_window = ReportWindow()  # the host's reports: its own window, which the agent cannot move
         self._refused: list[str] = []  # agent RPCs naming what the API does not offer, since the last report
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -151,15 +151,8 @@ class RobotService:
         return {"flags": flags}
 
     def _host_report(self) -> dict:
-        r = self.robot
-        steps = int(r._env_steps())
-        calls = [dict(c) for c in r._ledger[self._host_calls:]]
-        report = {"moved": steps != self._host_steps, "env_steps": steps - self._host_steps,
-                  "env_steps_total": steps, "calls": calls, "ledger_total": len(r._ledger),
-                  "state": r._brief_state(), "done": bool(r.done), "success": bool(r._solved()),
-                  "episode_finished": r._done_reason, "refused": self._refused}
-        self._host_calls, self._host_steps = len(r._ledger), steps
-        self._refused = []
+        report = self.robot._report(self._host_window)
+        report["refused"], self._refused = self._refused, []
         return to_json(report)
 
 
