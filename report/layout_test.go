@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/eval"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // layoutSuite writes a eval folder named "suite" (the name that made the title read "pyrualean

@@ -21,9 +21,9 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/atomicfile"
+	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/prices"
 	"github.com/pyrualean/pyrualean/robotapi"
-	"github.com/pyrualean/pyrualean/eval"
 )
 
 //go:embed report.html.tmpl

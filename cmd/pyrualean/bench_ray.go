@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/eval/raycluster"
+	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // benchRay runs one replay suite on a Ray cluster (`eval --engine ray`) and on the local pool

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/eval"
 )
 
 // benchSuite runs one replay suite three ways in the same run: `eval --jobs 1`, `eval --jobs 2`, and

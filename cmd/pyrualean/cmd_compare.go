@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/pyrualean/pyrualean/agent/runs"
-	"github.com/pyrualean/pyrualean/prices"
 	"github.com/pyrualean/pyrualean/eval"
+	"github.com/pyrualean/pyrualean/prices"
 )
 
 // cmdCompare pairs two systems' episodes by (robot, suite:task, seed) and prints the paper's table:

@@ -25,10 +25,10 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/atomicfile"
+	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/eval"
 )
 
 // settingFlag records an episode setting given to eval, to pass on to every episode of every row.

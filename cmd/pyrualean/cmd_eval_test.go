@@ -20,11 +20,11 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
 	"github.com/pyrualean/pyrualean/atomicfile"
+	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/report"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/eval"
 )
 
 // resultFiles lists the run folders under a suite's episodes/ (each must appear once).

@@ -10,10 +10,10 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
+	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/eval"
 )
 
 // evalExec runs one episode in this process: play's setup, with the suite's shared parts: one

@@ -22,11 +22,11 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/runs"
-	"github.com/pyrualean/pyrualean/robotapi"
-	"github.com/pyrualean/pyrualean/spec"
 	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/eval/raycluster"
 	"github.com/pyrualean/pyrualean/eval/rayjob"
+	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // rayTestNode names the pyrualean binary the cluster's nodes run (set in the re-executed test).
