@@ -45,12 +45,12 @@ func (l *ledger) update(change func(r *Result)) {
 func (l *ledger) result() Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.copyLocked()
+	return copyResult(l.res)
 }
 
-func (l *ledger) copyLocked() Result {
-	r := l.res
-	r.Generation.SandboxFlags = append([]string{}, l.res.Generation.SandboxFlags...)
+// copyResult is r with its own copy of what it shares (a copy is marshalled outside the lock).
+func copyResult(r Result) Result {
+	r.Generation.SandboxFlags = append([]string{}, r.Generation.SandboxFlags...)
 	return r
 }
 
@@ -286,7 +286,7 @@ func (l *ledger) close(status string, runErr error, kernelDead bool, policy, tot
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if status == "" {
-		status = l.deriveStatusLocked(runErr, kernelDead)
+		status = deriveStatus(l.res.EnvironmentSuccess, l.finish, l.budgetOut, runErr, kernelDead)
 	}
 	r := &l.res
 	r.Status = status
@@ -294,22 +294,24 @@ func (l *ledger) close(status string, runErr error, kernelDead bool, policy, tot
 		r.Error = &ErrorField{Type: errorType(runErr), Message: runErr.Error()}
 	}
 	if r.Reason == "" {
-		r.Reason = l.reasonLocked(status, runErr)
+		r.Reason = reason(l.finish, l.res.EnvironmentSuccess, status, runErr)
 	}
 	r.Finish = l.finish
 	r.ToolTurns = l.calls
 	r.PolicyWallS, r.TotalWallS = round3(policy.Seconds()), round3(total.Seconds())
 	r.FinishedAt = time.Now().UTC().Format(time.RFC3339)
 	r.PID = 0
-	return l.copyLocked()
+	return copyResult(l.res)
 }
 
-func (l *ledger) deriveStatusLocked(runErr error, kernelDead bool) string {
-	success := l.res.EnvironmentSuccess != nil && *l.res.EnvironmentSuccess
+// deriveStatus is an episode's status from how it ended: the verdict, the model's finish, whether the
+// call budget ran out, what ended the runtime and whether the kernel died.
+func deriveStatus(verdict *bool, finish *FinishInfo, budgetOut bool, runErr error, kernelDead bool) string {
+	success := verdict != nil && *verdict
 	switch {
-	case errors.Is(runErr, kernel.ErrKernelDied) || (kernelDead && l.finish == nil && !success):
+	case errors.Is(runErr, kernel.ErrKernelDied) || (kernelDead && finish == nil && !success):
 		return StatusError
-	case l.finish != nil && !(l.budgetOut && !success):
+	case finish != nil && !(budgetOut && !success):
 		return StatusCompleted
 	case errors.Is(runErr, ErrBudgetExceeded):
 		return StatusTimeout
@@ -321,7 +323,7 @@ func (l *ledger) deriveStatusLocked(runErr error, kernelDead bool) string {
 		return StatusCompleted
 	case errors.Is(runErr, ErrPlanner):
 		return StatusPlannerError
-	case l.budgetOut && !success:
+	case budgetOut && !success:
 		return StatusCallBudget
 	case runErr != nil && !errors.Is(runErr, ErrNoToolCall):
 		return StatusError
@@ -330,15 +332,16 @@ func (l *ledger) deriveStatusLocked(runErr error, kernelDead bool) string {
 	}
 }
 
-func (l *ledger) reasonLocked(status string, runErr error) string {
+// reason is result.json's reason: the model's finish, else what ended the episode.
+func reason(finish *FinishInfo, verdict *bool, status string, runErr error) string {
 	switch {
-	case l.finish != nil:
-		return "finish:" + l.finish.Status
+	case finish != nil:
+		return "finish:" + finish.Status
 	case status == StatusCallBudget:
 		return "call_budget"
 	case status == StatusTimeout:
 		return "timeout"
-	case l.res.EnvironmentSuccess != nil && *l.res.EnvironmentSuccess:
+	case verdict != nil && *verdict:
 		return "terminated"
 	case errors.Is(runErr, ErrNoToolCall):
 		return "no_finish"

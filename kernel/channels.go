@@ -46,51 +46,9 @@ func dialSockets(ctx context.Context, ci ConnectionInfo, identity string, sink f
 		s.close()
 		return nil, fmt.Errorf("kernel: subscribe iopub: %w", err)
 	}
-	type dial struct {
-		name string
-		sock zmq4.Socket
-		port int
-	}
-	dials := []dial{{"shell", s.shell, ci.ShellPort}, {"control", s.control, ci.ControlPort},
-		{"stdin", s.stdin, ci.StdinPort}, {"iopub", s.iopub, ci.IOPubPort}, {"hb", s.hb, ci.HBPort}}
-	errc := make(chan error, len(dials))
-	for _, d := range dials {
-		go func() {
-			// zmq4 retries a refused connect, but not a connection reset during the ZMTP greeting, which
-			// happens while a starting kernel is still binding its sockets: retry that until ctx ends.
-			for {
-				err := d.sock.Dial(ci.endpoint(d.port))
-				if err == nil {
-					errc <- nil
-					return
-				}
-				select {
-				case <-ctx.Done():
-					errc <- fmt.Errorf("kernel: dial %s %s: %w", d.name, ci.endpoint(d.port), err)
-					return
-				case <-s.closed:
-					errc <- fmt.Errorf("kernel: dial %s %s: %w", d.name, ci.endpoint(d.port), err)
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		}()
-	}
-	var firstErr error
-	for range dials {
-		select {
-		case err := <-errc:
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-		case <-ctx.Done():
-			s.close() // stops the dial loops; they report into the buffered errc
-			return nil, fmt.Errorf("kernel: connect: %w", context.Cause(ctx))
-		}
-	}
-	if firstErr != nil {
+	if err := s.dialAll(ctx, ci); err != nil {
 		s.close()
-		return nil, firstErr
+		return nil, err
 	}
 	for _, r := range []struct {
 		ch   Channel
@@ -112,6 +70,52 @@ func dialSockets(ctx context.Context, ci ConnectionInfo, identity string, sink f
 		})
 	}()
 	return s, nil
+}
+
+// dialAll connects every socket of the set; the first failure is the error.
+func (s *sockets) dialAll(ctx context.Context, ci ConnectionInfo) error {
+	type dial struct {
+		name string
+		sock zmq4.Socket
+		port int
+	}
+	dials := []dial{{"shell", s.shell, ci.ShellPort}, {"control", s.control, ci.ControlPort},
+		{"stdin", s.stdin, ci.StdinPort}, {"iopub", s.iopub, ci.IOPubPort}, {"hb", s.hb, ci.HBPort}}
+	errc := make(chan error, len(dials))
+	for _, d := range dials {
+		go func() {
+			// zmq4 retries a refused connect, but not a connection reset during the ZMTP greeting, which
+			// happens while a starting kernel is still binding its sockets: retry that until ctx ends.
+			for {
+				err := d.sock.Dial(ci.endpoint(d.port))
+				if err == nil {
+					errc <- nil
+					return
+				}
+				select {
+				case <-ctx.Done():
+				case <-s.closed:
+				case <-time.After(50 * time.Millisecond):
+					continue
+				}
+				errc <- fmt.Errorf("kernel: dial %s %s: %w", d.name, ci.endpoint(d.port), err)
+				return
+			}
+		}()
+	}
+	var firstErr error
+	for range dials {
+		select {
+		case err := <-errc:
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		case <-ctx.Done():
+			s.close() // stops the dial loops; they report into the buffered errc
+			return fmt.Errorf("kernel: connect: %w", context.Cause(ctx))
+		}
+	}
+	return firstErr
 }
 
 // read delivers messages until the set is closed. A read error from one connection (the kernel went

@@ -32,7 +32,10 @@ type Setting struct {
 
 // Settings is the table of everything an episode can be told, in the order help lists it. Adding a
 // setting: a field in Episode or Policy, one row here.
-func Settings() []Setting {
+func Settings() []Setting { return append(episodeSettings(), policySettings()...) }
+
+// episodeSettings are what the episode is: robot, task, arm, budgets, images, seal.
+func episodeSettings() []Setting {
 	return []Setting{
 		{Name: "robot", Usage: "robot (pyrualean suites lists them; default: the robot owning --suite, else the default robot)", PerEpisode: true,
 			set: func(e *Episode, v string) error { e.Robot = v; return nil }},
@@ -95,6 +98,12 @@ func Settings() []Setting {
 			set: oneOf(func(e *Episode) *string { return &e.Sealed }, SealOff, SealAuto, SealOn)},
 		{Name: "cuda-device", Usage: "CUDA_VISIBLE_DEVICES for the robot (its server when sealed, else the kernel)",
 			set: func(e *Episode, v string) error { e.CUDADevice = v; return nil }},
+	}
+}
+
+// policySettings are what decides the actions: the runtime, its model and its requests.
+func policySettings() []Setting {
+	return []Setting{
 		{Name: "runtime", Usage: "what decides: openai (any OpenAI-compatible endpoint), local (embedded llama.cpp model), codex, claude, or replay (recorded actions); default: $PYRUALEAN_RUNTIME, else openai when --base-url or $OPENAI_BASE_URL is set, else local for an embedded --model (or none), else codex", PerEpisode: true,
 			set: func(e *Episode, v string) error { e.Policy.Runtime = v; return nil }},
 		{Name: "model", Usage: "model name (default $PYRUALEAN_MODEL; the local runtime: its embedded model)", PerEpisode: true,
