@@ -50,8 +50,13 @@ func call(tcs ...openaitest.ToolCall) openaitest.Step {
 	return openaitest.Step{Reply: openaitest.Reply{ToolCalls: tcs}}
 }
 
+// root is the repository; a test that asks for it boots real episodes (kernels, MuJoCo), which the
+// fast tier (go test -short) skips.
 func root(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a real episode (kernel, MuJoCo): not in the fast tier")
+	}
 	r, err := agent.FindRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -173,6 +173,9 @@ func TestRichFeedbackShape(t *testing.T) {
 
 // The original's tests/test_arms.py assertions, against the production cells toolkit on a real kernel.
 func TestCellsArmMatchesSeedAssertions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a real episode (kernel, MuJoCo): not in the fast tier")
+	}
 	root, err := FindRoot()
 	if err != nil {
 		t.Fatal(err)
