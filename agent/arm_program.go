@@ -86,10 +86,11 @@ func (t *programToolkit) Call(ctx context.Context, name string, args json.RawMes
 		}
 		return t.e.calls.refuse(msg), nil
 	}
-	src := ""
+	src, file := "", "" // file: the program's file in the workspace ("" : program_NN.py, saved by call)
 	if a.Code != nil {
 		src = *a.Code
 	} else {
+		file = filepath.Base(*a.Path)
 		var err error
 		if src, err = t.readWorkspaceFile(*a.Path); err != nil {
 			return t.e.calls.refuse("run_program: " + err.Error()), nil
@@ -101,10 +102,8 @@ func (t *programToolkit) Call(ctx context.Context, name string, args json.RawMes
 	// The call budget is checked first (by call); then the program budget (the original's order).
 	calls := e.book.callsMade()
 	if n := e.spec.MaxPrograms; n > 0 && calls >= n && (e.spec.MaxCalls == 0 || calls < e.spec.MaxCalls) && !e.book.isFinished() {
-		if e.book.spendBudget() {
-			e.log.Info("program budget exhausted", "max_programs", n)
-			_ = e.book.save()
-		}
+		// Not the call budget: the episode ends as completed, as the original's (the model is to finish).
+		e.log.Info("program budget exhausted", "max_programs", n)
 		return ToolResult{Text: errorText(fmt.Sprintf("program budget exhausted (%d); call finish", n), "programs_left", 0), IsError: true, Finished: true}, nil
 	}
 	if err := e.steps.silent(ctx, resetProgramNamespace, e.spec.CellTimeout()); err != nil {
@@ -112,7 +111,7 @@ func (t *programToolkit) Call(ctx context.Context, name string, args json.RawMes
 	}
 	// The trace cell keeps the program as run_program's arguments (metadata.pyrualean.args), as a
 	// tools-arm cell keeps its primitive's, so the replay runtime can submit it again.
-	return e.calls.call(ctx, agentCall{code: programCell(src), source: src, tool: ToolRunProgram, author: notebooks.AuthorAgent,
+	return e.calls.call(ctx, agentCall{code: programCell(src), source: src, tool: ToolRunProgram, author: notebooks.AuthorAgent, file: file,
 		args: map[string]any{"code": src}})
 }
 
@@ -157,12 +156,27 @@ const (
 	ProgramTimeout   = "timeout"
 )
 
-// programFeedback is run_program's result: the cell's feedback, then how the program ended and how
-// many programs are left (null: no program budget).
+// programFeedback is run_program's result, in the original's key order: the program's number and
+// file, how it ended, its streams and exception, how many programs are left (null: no program budget),
+// then (rich) the ledger and state, and what people did.
 type programFeedback struct {
-	cellFeedback
-	Status       string `json:"status"`
-	ProgramsLeft *int   `json:"programs_left"`
+	Program        int          `json:"program"`
+	File           string       `json:"file"`
+	Status         string       `json:"status"`
+	Reason         *string      `json:"reason,omitempty"` // why the episode ended under it (status finished)
+	Exception      *string      `json:"exception,omitempty"`
+	Stdout         string       `json:"stdout"`
+	Stderr         string       `json:"stderr"`
+	ElapsedS       float64      `json:"elapsed_s"`
+	ProgramsLeft   *int         `json:"programs_left"`
+	PrimitiveCalls *[]any       `json:"primitive_calls,omitempty"`
+	Moved          *bool        `json:"moved,omitempty"`
+	EnvSteps       *int         `json:"env_steps,omitempty"`
+	State          any          `json:"state,omitempty"`
+	EpisodeDone    *bool        `json:"episode_done,omitempty"`
+	Images         []string     `json:"images,omitempty"`
+	Notes          []string     `json:"notes,omitempty"`
+	HumanCells     []personNote `json:"human_cells,omitempty"`
 }
 
 // programStatus says how a program ended: finished only when the robot stopped it (EpisodeFinished
@@ -183,7 +197,13 @@ func programStatus(run cellRun) string {
 // buildProgramFeedback turns the cell that ran program number run.Index into run_program's result.
 func buildProgramFeedback(run cellRun, feedback, images string, maxPrograms int, people []personNote) ToolResult {
 	res, fb := buildCellFeedback(run, feedback, images, people)
-	pf := programFeedback{cellFeedback: fb, Status: programStatus(run)}
+	pf := programFeedback{Program: run.Index, File: run.File, Status: programStatus(run),
+		Exception: fb.Exception, Stdout: fb.Stdout, Stderr: fb.Stderr, ElapsedS: fb.ElapsedS,
+		PrimitiveCalls: fb.PrimitiveCalls, Moved: fb.Moved, EnvSteps: fb.EnvSteps, State: fb.State, EpisodeDone: fb.EpisodeDone,
+		Images: fb.Images, Notes: fb.Notes, HumanCells: fb.HumanCells}
+	if pf.Status == ProgramFinished {
+		pf.Reason = fb.EpisodeFinished // why the robot stopped it
+	}
 	if maxPrograms > 0 {
 		left := max(maxPrograms-run.Index, 0)
 		pf.ProgramsLeft = &left

@@ -31,6 +31,8 @@ func (b booter) bootFail(err error) error {
 	e.book.update(func(r *Result) {
 		r.Status = status
 		r.Error = &ErrorField{Type: typ, Message: err.Error()}
+		f := false // as the original: an episode that never ran failed
+		r.EnvironmentSuccess = &f
 		r.FinishedAt = time.Now().UTC().Format(time.RFC3339)
 		r.TotalWallS = round3(time.Since(e.created).Seconds())
 		r.PID = 0
@@ -99,6 +101,7 @@ func (b booter) launch(ctx context.Context) (kernel.Spec, error) {
 		env["CUDA_VISIBLE_DEVICES"] = s.CUDADevice
 	}
 	maps.Copy(env, e.host.KernelEnv)
+	e.book.update(func(r *Result) { r.Host.Python = robotapi.Python(e.host.Root) })
 	launch := kernel.LaunchOptions{Dir: e.files.workspace, Env: env, Logger: e.log}
 	if ks, launch, err = e.boots.serve(ctx, ks, launch); err != nil { // sealed.go; unchanged when sealed off
 		return ks, err

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -38,7 +40,7 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 		card.MaxEnvSteps = s.MaxEnvSteps
 	}
 	b.card = card
-	e.book.update(func(r *Result) { r.Perception = card.Perception })
+	e.book.update(func(r *Result) { r.Perception, r.MaxEpisodeSteps = card.Perception, card.MaxEnvSteps })
 	if b.prompt.Images, err = writeCard(e.files, card, cardJSON); err != nil {
 		return err
 	}
@@ -48,7 +50,7 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 	}
 	var guides []string
 	if s.Guides {
-		if guides, err = copyGuides(e.host.Root, s.Robot, e.files.workspace); err != nil {
+		if guides, err = installGuides(ctx, e); err != nil {
 			return err
 		}
 	}
@@ -69,11 +71,11 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 	}
 	switch s.Arm {
 	case spec.ArmTools:
-		b.tk = &toolsToolkit{e: e}
+		b.tk = recordingToolkit{&toolsToolkit{e: e}, e.book}
 	case spec.ArmProgram:
-		b.tk = &programToolkit{e: e}
+		b.tk = recordingToolkit{&programToolkit{e: e}, e.book}
 	default:
-		b.tk = &cellsToolkit{e: e}
+		b.tk = recordingToolkit{&cellsToolkit{e: e}, e.book}
 	}
 	info := b.prompt.Info()
 	info.Profile = s.PromptProfile
@@ -86,6 +88,30 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 		m.Budgets = budgetsMeta(s, card.MaxEnvSteps) // the robot's own step budget
 	})
 	return e.trace.AddMarkdown(RenderCard(card), notebooks.CellMeta{Author: notebooks.AuthorSetup, Kind: "task_card"}.Map())
+}
+
+// installGuides copies the episode's guides into its workspace, records them in result.json (with their
+// sha256 and whether they are the paper's) and, when they are not the paper's, says so plainly.
+func installGuides(ctx context.Context, e *Episode) ([]string, error) {
+	found, source, paper, err := gatherGuides(ctx, e.host.Root, e.spec.Robot)
+	if err != nil {
+		return nil, err
+	}
+	names, sums, err := copyGuides(found, e.files.workspace)
+	if err != nil {
+		return nil, err
+	}
+	e.book.update(func(r *Result) {
+		r.Guides = Guides{Source: source, Files: sums, Paper: paper}
+		if !paper {
+			r.Notes = append(r.Notes, "the guides are pyrualean's own, not the paper's (RPent's guides are copied from "+
+				"$RPENT_ROOT/robots/<robot>/guides where RPENT_ROOT names an RPent checkout)")
+		}
+	})
+	if !paper {
+		e.log.Warn("--guides: pyrualean's own guides, not the paper's (set RPENT_ROOT to an RPent checkout to copy those)")
+	}
+	return names, nil
 }
 
 // tooling reads the robot's primitives as tools (the tools arm offers them; every arm tells stateful
@@ -180,18 +206,37 @@ func firstNonEmpty(vs ...string) string {
 //go:embed guides/*.md
 var guidesFS embed.FS
 
-// copyGuides copies the guides (ours, then the robot's own from pyrualean_robot/guides/<robot>/) into
-// workspace/guides and returns their file names: the prompt says where they are, as the original's does,
-// instead of inlining them. The robot's knowledge files (<robot>.md, <robot>-novla.md) are already the
-// prompt's knowledge section and are not copied (the full one would name VLA calls a no-vla run lacks).
-func copyGuides(root, robot, workspace string) ([]string, error) {
-	type guide struct{ name, text string }
-	var guides []guide
+// guide is one guide file: its name in workspace/guides and its text.
+type guide struct{ name, text string }
+
+// gatherGuides finds the guides an episode copies: the paper's (RPent's own guides for this robot, from
+// the RPent checkout $RPENT_ROOT names, as the original copies them) when there is one and the robot has
+// such guides, else pyrualean's own (ours, then the robot's from pyrualean_robot/guides/<robot>/: the
+// robot's knowledge files are the prompt's knowledge section already and are not copied). It returns
+// them and where they came from; paper says whether they are the paper's.
+func gatherGuides(ctx context.Context, root, robot string) (guides []guide, source string, paper bool, err error) {
+	if rpent := os.Getenv("RPENT_ROOT"); rpent != "" {
+		info, err := (&robotapi.Registry{}).Lookup(ctx, robot)
+		if err != nil {
+			return nil, "", false, err
+		}
+		if g := info.RPentGuides; g != nil {
+			dir := filepath.Join(rpent, filepath.FromSlash(g.Dir))
+			for _, name := range g.Files {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					return nil, "", false, fmt.Errorf("--guides: the paper's guide %s is missing under $RPENT_ROOT (%s): %w", name, dir, err)
+				}
+				guides = append(guides, guide{name, string(b)})
+			}
+			return guides, dir, true, nil
+		}
+	}
 	entries, _ := fs.ReadDir(guidesFS, "guides")
 	for _, en := range entries {
 		b, err := guidesFS.ReadFile("guides/" + en.Name())
 		if err != nil {
-			return nil, err
+			return nil, "", false, err
 		}
 		guides = append(guides, guide{en.Name(), string(b)})
 	}
@@ -203,20 +248,30 @@ func copyGuides(root, robot, workspace string) ([]string, error) {
 		}
 		b, err := os.ReadFile(m)
 		if err != nil {
-			return nil, fmt.Errorf("guide: %w", err)
+			return nil, "", false, fmt.Errorf("guide: %w", err)
 		}
 		guides = append(guides, guide{filepath.Base(m), string(b)})
 	}
+	return guides, "pyrualean", false, nil
+}
+
+// copyGuides writes the guides into workspace/guides and returns their names and sha256s (result.json
+// records exactly which text the agent could read): the prompt says where they are, as the original's
+// does, instead of inlining them.
+func copyGuides(guides []guide, workspace string) ([]string, map[string]string, error) {
 	dst := filepath.Join(workspace, "guides")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	names := make([]string, 0, len(guides))
+	sums := map[string]string{}
 	for _, g := range guides {
 		if err := atomicfile.Write(filepath.Join(dst, g.name), []byte(g.text)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		names = append(names, g.name)
+		sum := sha256.Sum256([]byte(g.text))
+		sums[g.name] = hex.EncodeToString(sum[:])
 	}
-	return names, nil
+	return names, sums, nil
 }

@@ -21,6 +21,7 @@ type agentCall struct {
 	tool   string
 	author string
 	args   map[string]any // the tool's arguments, kept in the trace for replay
+	file   string         // run_program {"path"}: the agent's file (else the saved program_NN.py)
 }
 
 // call runs one agent call through the pipeline: the pause gate, the call budget, the cell step, then
@@ -107,7 +108,11 @@ func (cl caller) respond(c agentCall, i int, timeout time.Duration, out cellOutp
 	report := out.share.report
 	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: out.elapsed, Report: report,
 		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: timeout.Seconds(), Between: out.share.between,
-		Omitted: res.Omitted, Incomplete: res.OutputsIncomplete}
+		Omitted: res.Omitted, Incomplete: res.OutputsIncomplete, File: c.file,
+		Labels: e.book.label(res.ExecutionCount, fmt.Sprintf("<cell %d>", i))}
+	if run.File == "" && c.tool == ToolRunProgram {
+		run.File = fmt.Sprintf("program_%02d.py", i)
+	}
 	if out.byPerson {
 		run.Notes = append(run.Notes, "A person interrupted this cell from JupyterLab (the KeyboardInterrupt above is theirs, "+
 			"not a timeout): its output is partial; the robot is where the interrupt left it.")
@@ -132,7 +137,8 @@ func (cl caller) respond(c agentCall, i int, timeout time.Duration, out cellOutp
 		e.log.Warn("trace", "err", err)
 	}
 	applyDisplayUpdates(e.trace, e.log, res.DisplayUpdates)
-	if err := appendToolTurn(e.spec.Out, i, c.tool, res.Status, out.elapsed, report); err != nil {
+	result.recorded = true
+	if err := e.book.toolTurn(toolTurn(c.tool, res.Status, out.elapsed, report)); err != nil {
 		e.log.Warn(ToolTurnsFile, "err", err)
 	}
 	if success, changed := e.book.absorb(report, e.brief.stateful); changed {
@@ -189,7 +195,7 @@ func (cl caller) recordAborted(c agentCall, i int, out cellOutput) {
 		Traceback: []string{errorType(cause) + ": " + cause.Error()}})
 	meta := cellMeta(c, i, out, "")
 	meta.Status = "aborted"
-	_ = appendToolTurn(e.spec.Out, i, c.tool, "aborted", out.elapsed, nil)
+	_ = e.book.toolTurn(toolTurn(c.tool, "aborted", out.elapsed, nil))
 	_ = e.trace.AddCode(c.code, notebooks.CodeRun{Outputs: outs, Tags: []string{notebooks.TagRaisesException}}, meta.Map())
 	e.book.absorb(nil, nil)
 	_ = e.book.save()

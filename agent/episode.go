@@ -210,10 +210,15 @@ func baseResult(s spec.Episode, created time.Time) Result {
 		Schema: ResultSchema, System: "pyrualean", Arm: s.Arm, Backend: s.Robot, Robot: s.Robot,
 		Suite: s.Suite, Task: s.Task, Seed: s.Seed, Model: s.Policy.Model, Runtime: s.Policy.Runtime,
 		ReasoningEffort: s.Policy.Reasoning, Images: s.Images, Feedback: s.Feedback, Primitives: s.Primitives,
-		Guides: s.Guides, Status: StatusRunning, TimeoutS: s.BudgetS, CellTimeoutS: s.CellTimeoutS,
-		Host: host, PID: os.Getpid(), CreatedAt: created.UTC().Format(time.RFC3339),
+		Status: StatusRunning, TimeoutS: s.BudgetS, CellTimeoutS: s.CellTimeoutS, MaxEpisodeSteps: s.MaxEnvSteps,
+		Host:  HostInfo{Name: host, CUDADevice: s.CUDADevice, PrimitiveSet: s.Primitives, RPentRoot: os.Getenv("RPENT_ROOT")},
+		Notes: []string{}, PID: os.Getpid(), CreatedAt: created.UTC().Format(time.RFC3339),
 		RobotOptions: s.RobotOptions, Generation: Generation{SandboxFlags: []string{}},
 		Files: RunFiles{Trace: "trace.ipynb", Prompt: "prompt.txt", Turns: "turns.jsonl", Calls: "calls.jsonl", Card: "card.json"},
+	}
+	if s.MaxPrograms > 0 {
+		n := s.MaxPrograms
+		r.MaxPrograms = &n
 	}
 	r.BudgetMode = "wall"
 	if s.MaxCalls > 0 {

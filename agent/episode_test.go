@@ -229,7 +229,7 @@ func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
 	if res.Status != agent.StatusCompleted || res.EnvironmentSuccess == nil || !*res.EnvironmentSuccess {
 		t.Fatalf("status %s success %v, want completed/true (error %+v)", res.Status, res.EnvironmentSuccess, res.Error)
 	}
-	if res.Finish == nil || res.Finish.Status != "success" || res.ToolTurns != 2 {
+	if res.Finish == nil || res.Finish.Status != "success" || res.ToolTurns != 3 { // two cells and finish: every call counts, as the original
 		t.Errorf("finish %+v tool_turns %d", res.Finish, res.ToolTurns)
 	}
 	reqs := srv.Requests()
@@ -390,8 +390,8 @@ func TestFailedEpisodeAndMalformedArguments(t *testing.T) {
 			t.Errorf("reply %d = %s, want %q", i+1, got, want)
 		}
 	}
-	if res.ToolTurns != 1 {
-		t.Errorf("tool_turns = %d: refused calls must not count", res.ToolTurns)
+	if res.ToolTurns != 6 { // every call is a row, refused ones too (the original's tool_turns)
+		t.Errorf("tool_turns = %d: every call counts", res.ToolTurns)
 	}
 	fb := lastToolText(t, reqs[4])
 	var cell map[string]any
@@ -437,8 +437,8 @@ func TestCallBudgetExhausted(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.Out, "workspace", "guides", "hybrid_guide.md")); err != nil {
 		t.Errorf("guides not copied to the workspace: %v", err)
 	}
-	if res.Status != agent.StatusCallBudget || res.ToolTurns != 2 {
-		t.Fatalf("status %s tool_turns %d, want call_budget/2", res.Status, res.ToolTurns)
+	if res.Status != agent.StatusCallBudget || res.ToolTurns != 4 { // 2 cells, the refused third, finish
+		t.Fatalf("status %s tool_turns %d, want call_budget/4", res.Status, res.ToolTurns)
 	}
 	if len(srv.Requests()) != 4 {
 		t.Fatalf("requests %d", len(srv.Requests()))
@@ -516,7 +516,7 @@ func TestProviderErrorsRetried(t *testing.T) {
 		c.HTTPAttempts = 6
 		c.RequestTimeout = 1500 * time.Millisecond
 	}), nil)
-	if res.Status != agent.StatusCompleted || res.ToolTurns != 1 {
+	if res.Status != agent.StatusCompleted || res.ToolTurns != 2 {
 		t.Fatalf("status %s turns %d (%+v)", res.Status, res.ToolTurns, res.Error)
 	}
 	turns := readJSONL(t, filepath.Join(cfg.Out, "turns.jsonl"))
@@ -611,7 +611,7 @@ func TestToolsArm(t *testing.T) {
 	defer srv.Close()
 	cfg := episodeConfig(t, func(c *testEpisode) { c.Arm = spec.ArmTools })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
-	if res.Status != agent.StatusCompleted || res.ToolTurns != 2 {
+	if res.Status != agent.StatusCompleted || res.ToolTurns != 4 {
 		t.Fatalf("status %s turns %d %+v", res.Status, res.ToolTurns, res.Error)
 	}
 	reqs := srv.Requests()
@@ -802,7 +802,7 @@ func TestCellTimeout(t *testing.T) {
 	defer srv.Close()
 	cfg := episodeConfig(t, func(c *testEpisode) { c.CellTimeoutS = 4 })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
-	if res.Status != agent.StatusCompleted || res.ToolTurns != 2 {
+	if res.Status != agent.StatusCompleted || res.ToolTurns != 3 {
 		t.Fatalf("status %s turns %d %+v", res.Status, res.ToolTurns, res.Error)
 	}
 	var cell struct{ Stdout, Exception string }
@@ -889,7 +889,7 @@ func TestDisplayUpdatesInTrace(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if res.HumanCells != 2 || res.ToolTurns != 2 {
+	if res.HumanCells != 2 || res.ToolTurns != 3 {
 		t.Fatalf("human cells %d, tool turns %d (status %s %+v)", res.HumanCells, res.ToolTurns, res.Status, res.Error)
 	}
 	if !reflect.DeepEqual(afterAgent, []string{"'v2'"}) {

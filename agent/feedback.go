@@ -42,6 +42,9 @@ type cellRun struct {
 	// Incomplete: the cell ended without the kernel's idle, so its last outputs may be missing.
 	Omitted    kernel.OutputOmission
 	Incomplete bool
+	File       string // run_program: the program's file in the workspace
+	// Labels name cells by execution count for tracebacks ("<cell 3>", "<a person's cell 1>").
+	Labels map[int]string
 }
 
 // outputNotes are plain words about a cell's output the model must know: what the limits dropped,
@@ -284,7 +287,7 @@ func buildCellFeedback(run cellRun, feedback, images string, people []personNote
 			}
 			fb.EpisodeFinished = &reason
 		} else {
-			exc := TrimMiddle(ct.traceback, ValueCapChars)
+			exc := TrimMiddle(relabelCells(ct.traceback, run.Labels), ValueCapChars)
 			if ct.ename == "SandboxError" {
 				exc = "SandboxError: " + ct.evalue
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ type ledger struct {
 	meta      notebooks.EpisodeMeta
 	trace     *notebooks.Trace // set once the trace exists (boot)
 	linger    time.Time        // the kernel is kept after the end until then (play --serve-linger)
+	labels    map[int]string   // cells by execution count, as tracebacks name them (relabelCells)
 }
 
 func newLedger(res Result, files *runFolder) *ledger { return &ledger{res: res, files: files} }
@@ -215,7 +217,6 @@ func (l *ledger) isFinished() bool {
 func (l *ledger) absorb(r *cellReport, stateful map[string]bool) (success, changed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.res.ToolTurns = l.calls
 	if r == nil {
 		return false, false
 	}
@@ -223,6 +224,9 @@ func (l *ledger) absorb(r *cellReport, stateful map[string]bool) (success, chang
 	for _, c := range r.Calls {
 		if isStateful(c, stateful) {
 			l.res.StatefulCalls++
+		}
+		if p, _ := c["privileged"].(bool); p {
+			l.res.PrivilegedCalls++
 		}
 	}
 	l.res.EnvSteps += r.EnvSteps
@@ -249,6 +253,26 @@ func (l *ledger) absorb(r *cellReport, stateful map[string]bool) (success, chang
 		success = *l.res.EnvironmentSuccess
 	}
 	return success, changed
+}
+
+// toolTurn records one tool call of the agent's in tool_turns.json and result.json's tool_turns.
+func (l *ledger) toolTurn(row ToolTurn) error {
+	n, err := l.files.toolTurns.add(row)
+	l.update(func(r *Result) { r.ToolTurns = n })
+	return err
+}
+
+// label names the cell that ran with execution count n (nil: no count) and returns all names so far.
+func (l *ledger) label(n *int, name string) map[int]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.labels == nil {
+		l.labels = map[int]string{}
+	}
+	if n != nil {
+		l.labels[*n] = name
+	}
+	return maps.Clone(l.labels)
 }
 
 // chargePeople counts a person's calls and steps in result.json's human_* totals.
@@ -297,8 +321,12 @@ func (l *ledger) close(status string, runErr error, kernelDead bool, policy, tot
 		r.Reason = reason(l.finish, l.res.EnvironmentSuccess, status, runErr)
 	}
 	r.Finish = l.finish
-	r.ToolTurns = l.calls
+	if r.EnvironmentSuccess == nil { // as the original: a boolean once the episode is over
+		f := false
+		r.EnvironmentSuccess = &f
+	}
 	r.PolicyWallS, r.TotalWallS = round3(policy.Seconds()), round3(total.Seconds())
+	r.Notes = append(r.Notes, endNotes(*r)...)
 	r.FinishedAt = time.Now().UTC().Format(time.RFC3339)
 	r.PID = 0
 	return copyResult(l.res)
@@ -349,4 +377,29 @@ func reason(finish *FinishInfo, verdict *bool, status string, runErr error) stri
 		return "error"
 	}
 	return "no_finish"
+}
+
+// endNotes are the plain words a reader of result.json's numbers should see (the original's notes).
+func endNotes(r Result) []string {
+	var notes []string
+	if r.PlannerAttempts > 1 {
+		notes = append(notes, fmt.Sprintf("the planner failed before its first tool call and was started %d times", r.PlannerAttempts))
+	}
+	if n := r.Generation.SandboxFlagsTotal; n > 0 || len(r.Generation.SandboxFlags) > 0 {
+		notes = append(notes, fmt.Sprintf("%d sandbox flag(s) on the agent's cells; see tool_turns.json", max(n, len(r.Generation.SandboxFlags))))
+	}
+	if r.HumanCells > 0 {
+		notes = append(notes, fmt.Sprintf("people ran %d cell(s) in the episode's kernel (%d robot calls, %d env steps: not the agent's)",
+			r.HumanCells, r.HumanCalls, r.HumanEnvSteps))
+	}
+	if r.PrivilegedCalls > 0 {
+		notes = append(notes, fmt.Sprintf("%d call(s) of privileged primitives (they read the simulator's ground truth; the paper's agent had none)", r.PrivilegedCalls))
+	}
+	if r.Perception == "simulator-masks" {
+		notes = append(notes, "segment() read the simulator's own masks (privileged perception; the paper's agent used SAM 3)")
+	}
+	if !r.Sealed {
+		notes = append(notes, "not sealed: the agent's kernel could read this machine's files (see seal.reason)")
+	}
+	return notes
 }

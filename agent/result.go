@@ -1,5 +1,10 @@
 package agent
 
+import (
+	"bytes"
+	"encoding/json"
+)
+
 // ResultSchema names result.json's format: the original's episode fields plus ours (runtime, costs,
 // human cells, trace paths, pid while running).
 const ResultSchema = "pyrualean-episode-v2"
@@ -23,8 +28,10 @@ type Result struct {
 	Images             string            `json:"images"`
 	Feedback           string            `json:"feedback"`
 	Primitives         string            `json:"primitives"`
-	Guides             bool              `json:"guides"`
+	Guides             Guides            `json:"guides"` // false, or where the guides came from and their sha256
 	MaxTurns           *int              `json:"max_turns"`
+	MaxPrograms        *int              `json:"max_programs"`      // program arm: run_program calls allowed (null: no limit)
+	MaxEpisodeSteps    int               `json:"max_episode_steps"` // the simulator's step budget (the robot's, when not set)
 	BudgetMode         string            `json:"budget_mode"`
 	EnvironmentSuccess *bool             `json:"environment_success"`
 	Status             string            `json:"status"`
@@ -33,25 +40,28 @@ type Result struct {
 	Finish             *FinishInfo       `json:"finish"`
 	Calls              int               `json:"calls"`
 	StatefulCalls      int               `json:"stateful_calls"`
-	EnvSteps           int               `json:"env_steps"`
-	EnvStepsTotal      int               `json:"env_steps_total"`
-	ToolTurns          int               `json:"tool_turns"`
-	PolicyWallS        float64           `json:"policy_wall_s"`
-	StartupS           float64           `json:"startup_s"`
-	QueuedS            float64           `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
-	TotalWallS         float64           `json:"total_wall_s"`
-	TimeoutS           float64           `json:"timeout_s"`
-	CellTimeoutS       float64           `json:"cell_timeout_s"`
-	Prompt             PromptInfo        `json:"prompt"`
-	Generation         Generation        `json:"generation"`
-	CostUSD            *float64          `json:"cost_usd"`
-	HumanCells         int               `json:"human_cells"`
+	// PrivilegedCalls are the agent's calls of privileged primitives (they read the simulator's ground
+	// truth: the paper's agent had none); summarize counts the episodes that made any.
+	PrivilegedCalls int        `json:"privileged_calls"`
+	EnvSteps        int        `json:"env_steps"`
+	EnvStepsTotal   int        `json:"env_steps_total"`
+	ToolTurns       int        `json:"tool_turns"`
+	PolicyWallS     float64    `json:"policy_wall_s"`
+	StartupS        float64    `json:"startup_s"`
+	QueuedS         float64    `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
+	TotalWallS      float64    `json:"total_wall_s"`
+	TimeoutS        float64    `json:"timeout_s"`
+	CellTimeoutS    float64    `json:"cell_timeout_s"`
+	Prompt          PromptInfo `json:"prompt"`
+	Generation      Generation `json:"generation"`
+	CostUSD         *float64   `json:"cost_usd"`
+	HumanCells      int        `json:"human_cells"`
 	// A person's robot calls, their stateful ones and env steps (cells run in JupyterLab): never
 	// counted in calls, stateful_calls or env_steps, which are the agent's.
 	HumanCalls         int       `json:"human_calls"`
 	HumanStatefulCalls int       `json:"human_stateful_calls"`
 	HumanEnvSteps      int       `json:"human_env_steps"`
-	Host               string    `json:"host"`
+	Host               HostInfo  `json:"host"`
 	PID                int       `json:"pid,omitempty"`        // the play process, while it runs
 	KernelPID          int       `json:"kernel_pid,omitempty"` // the kernel process (its own process group)
 	Perception         string    `json:"perception,omitempty"` // where segment() masks come from, when the robot says (LIBERO)
@@ -59,7 +69,7 @@ type Result struct {
 	Seal               *SealInfo `json:"seal,omitempty"`       // where robot and judge live, the sandbox (sealed.go)
 	CreatedAt          string    `json:"created_at"`
 	FinishedAt         string    `json:"finished_at,omitempty"`
-	Notes              string    `json:"notes,omitempty"`
+	Notes              []string  `json:"notes"` // plain words on what a reader of the numbers should know
 	PlannerAttempts    int       `json:"planner_attempts"`
 	Files              RunFiles  `json:"files"`
 	CLI                *CLIInfo  `json:"cli,omitempty"`
@@ -130,4 +140,56 @@ type RunFiles struct {
 	Turns  string `json:"turns"`
 	Calls  string `json:"calls"`
 	Card   string `json:"card,omitempty"`
+}
+
+// Guides is result.json's guides: false when the episode had none, else where they came from and each
+// file's sha256 (exactly which text the agent could read), as the original records them.
+type Guides struct {
+	Source string            `json:"source"`
+	Files  map[string]string `json:"files"` // file name -> sha256
+	// Paper says whether these are the paper's guides (RPent's, from $RPENT_ROOT) or pyrualean's own.
+	Paper bool `json:"paper"`
+}
+
+// MarshalJSON writes false for no guides.
+func (g Guides) MarshalJSON() ([]byte, error) {
+	if g.Source == "" && len(g.Files) == 0 {
+		return []byte("false"), nil
+	}
+	type plain Guides
+	return json.Marshal(plain(g))
+}
+
+// UnmarshalJSON reads false (or true, from older runs) as well as the record.
+func (g *Guides) UnmarshalJSON(b []byte) error {
+	switch string(bytes.TrimSpace(b)) {
+	case "false", "null":
+		*g = Guides{}
+		return nil
+	case "true":
+		*g = Guides{Source: "unknown"}
+		return nil
+	}
+	type plain Guides
+	return json.Unmarshal(b, (*plain)(g))
+}
+
+// HostInfo is result.json's host: where and how the episode ran (a dict, as the original's).
+type HostInfo struct {
+	Name         string `json:"hostname"`
+	Python       string `json:"python"`
+	CUDADevice   string `json:"cuda_device"`
+	PrimitiveSet string `json:"primitive_set"`
+	RPentRoot    string `json:"rpent_root,omitempty"`
+}
+
+// UnmarshalJSON also reads the plain host name older runs wrote.
+func (h *HostInfo) UnmarshalJSON(b []byte) error {
+	var name string
+	if json.Unmarshal(b, &name) == nil {
+		*h = HostInfo{Name: name}
+		return nil
+	}
+	type plain HostInfo
+	return json.Unmarshal(b, (*plain)(h))
 }

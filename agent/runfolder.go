@@ -15,10 +15,11 @@ import (
 type runFolder struct {
 	dir, workspace string
 	turns, calls   *jsonlWriter
+	toolTurns      *toolTurns
 }
 
 func openRunFolder(dir string) (*runFolder, error) {
-	f := &runFolder{dir: dir, workspace: filepath.Join(dir, "workspace")}
+	f := &runFolder{dir: dir, workspace: filepath.Join(dir, "workspace"), toolTurns: &toolTurns{path: filepath.Join(dir, ToolTurnsFile)}}
 	if err := os.MkdirAll(f.workspace, 0o755); err != nil {
 		return nil, err
 	}

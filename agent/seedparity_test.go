@@ -40,8 +40,8 @@ func TestMalformedFinishArguments(t *testing.T) {
 			t.Errorf("reply %d = %s, want an error with %q", i+1, got, want)
 		}
 	}
-	if res.ToolTurns != 1 {
-		t.Errorf("tool_turns = %d, want 1 (the python cell ran after the refused finishes)", res.ToolTurns)
+	if res.ToolTurns != 6 {
+		t.Errorf("tool_turns = %d, want 6 (every call, the refused finishes too, as the original)", res.ToolTurns)
 	}
 	finishes := 0
 	for _, c := range readTrace(t, cfg.Out).Cells {

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -86,4 +87,24 @@ func compactFrame(el, location string) string {
 		}
 	}
 	return el
+}
+
+// cellRefRE is IPython's name of a frame in a notebook cell: "Cell In[7], line 3".
+var cellRefRE = regexp.MustCompile(`Cell In\[(\d+)\], line (\d+)`)
+
+// relabelCells names the cells a traceback's frames are in as the episode knows them: `File "<cell 3>",
+// line 3` (the agent's call 3, as the original's tracebacks read) instead of IPython's execution count
+// (which the setup cell and people's cells move on). Counts not in labels stay as they are.
+func relabelCells(text string, labels map[int]string) string {
+	if len(labels) == 0 {
+		return text
+	}
+	return cellRefRE.ReplaceAllStringFunc(text, func(m string) string {
+		sub := cellRefRE.FindStringSubmatch(m)
+		n, _ := strconv.Atoi(sub[1])
+		if l, ok := labels[n]; ok {
+			return fmt.Sprintf("File %q, line %s", l, sub[2])
+		}
+		return m
+	})
 }

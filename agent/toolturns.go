@@ -1,11 +1,7 @@
 package agent
 
 import (
-	"encoding/json"
-	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/pyrualean/pyrualean/atomicfile"
@@ -26,10 +22,10 @@ type ToolTurn struct {
 	SandboxFlags []string `json:"sandbox_flags"`
 }
 
-// appendToolTurn adds one row to tool_turns.json. Cells run one at a time (callMu), and the file is
-// small, so it is rewritten whole, atomically: a killed play leaves every finished turn on disk.
-func appendToolTurn(dir string, i int, tool, status string, elapsed time.Duration, r *cellReport) error {
-	row := ToolTurn{Index: i, Tool: tool, ElapsedS: round3(elapsed.Seconds()), OK: status == "ok", SandboxFlags: []string{}}
+// toolTurn is a tool_turns.json row for one call: its status ("ok" when the cell ran without an
+// exception), time and, for a cell, what the judge said of it (nil for a call that ran no cell).
+func toolTurn(tool, status string, elapsed time.Duration, r *cellReport) ToolTurn {
+	row := ToolTurn{Tool: tool, ElapsedS: round3(elapsed.Seconds()), OK: status == "ok", SandboxFlags: []string{}}
 	if r != nil {
 		row.Moved, row.EnvSteps = r.Moved, r.EnvSteps
 		row.Terminated = r.Success != nil && *r.Success
@@ -37,16 +33,23 @@ func appendToolTurn(dir string, i int, tool, status string, elapsed time.Duratio
 			row.SandboxFlags = r.SandboxFlags
 		}
 	}
-	path := filepath.Join(dir, ToolTurnsFile)
-	var rows []ToolTurn
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		if err := json.Unmarshal(b, &rows); err != nil {
-			return err
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return err
-	}
-	return atomicfile.WriteJSON(path, append(rows, row))
+	return row
+}
+
+// toolTurns is tool_turns.json: one row per tool call of the agent's, finish and refused calls
+// included (the original counts every call), numbered from 0 in call order. The file is small and
+// rewritten whole, atomically, so a killed play leaves every finished call on disk.
+type toolTurns struct {
+	path string
+	mu   sync.Mutex
+	rows []ToolTurn
+}
+
+// add appends a row and returns how many there are.
+func (t *toolTurns) add(row ToolTurn) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	row.Index = len(t.rows)
+	t.rows = append(t.rows, row)
+	return len(t.rows), atomicfile.WriteJSON(t.path, t.rows)
 }

@@ -32,6 +32,12 @@ type RobotInfo struct {
 	Remote      bool     `json:"remote"`       // it drives an RPent env server (--env-endpoint applies)
 	Suites      []string `json:"suites"`       // benchmark suites; a suite implies its robot
 	Options     []Option `json:"options"`      // the robot's own make() options (--robot-opt)
+	// RPentGuides are the paper's guides for this robot in an RPent checkout (--guides copies them from
+	// $RPENT_ROOT); nil: the robot has none.
+	RPentGuides *struct {
+		Dir   string   `json:"dir"`
+		Files []string `json:"files"`
+	} `json:"rpent_guides"`
 	Needs       string   `json:"needs"`        // what installs it
 	Available   bool     `json:"available"`    // its module imports here
 	Error       string   `json:"error"`        // why not, when !Available
@@ -118,12 +124,11 @@ func RobotForSuite(ctx context.Context, suite string) (string, error) {
 // DefaultRobot is the embedded MuJoCo tabletop.
 const DefaultRobot = "tabletop"
 
-// Primitive sets and reference formats accepted by Reference.
+// Reference formats accepted by Reference. (Primitive sets are spec's: spec.PrimitivesFull, ...; the robot
+// package refuses one it does not know.)
 const (
-	PrimitivesFull  = "full"
-	PrimitivesNoVLA = "no-vla"
-	FormatText      = "text"
-	FormatTools     = "tools"
+	FormatText  = "text"
+	FormatTools = "tools"
 )
 
 // ErrNoRoot means the repository root (the folder with go.mod and .venv) could not be found.
@@ -244,7 +249,7 @@ func Reference(ctx context.Context, robot, primitives, format string) (string, e
 		robot = DefaultRobot
 	}
 	if primitives == "" {
-		primitives = PrimitivesFull
+		primitives = "full"
 	}
 	if format == "" {
 		format = FormatText
@@ -252,8 +257,8 @@ func Reference(ctx context.Context, robot, primitives, format string) (string, e
 	if err := checkName("robot", robot); err != nil {
 		return "", err
 	}
-	if primitives != PrimitivesFull && primitives != PrimitivesNoVLA {
-		return "", fmt.Errorf("%w: primitives %q (full or no-vla)", ErrBadArgument, primitives)
+	if err := checkName("primitives", primitives); err != nil {
+		return "", err
 	}
 	if format != FormatText && format != FormatTools {
 		return "", fmt.Errorf("%w: format %q (text or tools)", ErrBadArgument, format)

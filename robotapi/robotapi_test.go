@@ -99,7 +99,7 @@ func TestTasksAndSolutions(t *testing.T) {
 
 func TestReference(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
-	full, err := Reference(ctx, "tabletop", PrimitivesFull, FormatText)
+	full, err := Reference(ctx, "tabletop", "full", FormatText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +108,14 @@ func TestReference(t *testing.T) {
 			t.Errorf("full reference lacks %q", want)
 		}
 	}
-	novla, err := Reference(ctx, "tabletop", PrimitivesNoVLA, FormatText)
+	novla, err := Reference(ctx, "tabletop", "no-vla", FormatText)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(novla, "robo.policy(") {
 		t.Error("no-vla reference still documents policy")
 	}
-	tools, err := Reference(ctx, "tabletop", PrimitivesNoVLA, FormatTools)
+	tools, err := Reference(ctx, "tabletop", "no-vla", FormatTools)
 	if err != nil {
 		t.Fatal(err)
 	}

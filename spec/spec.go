@@ -27,6 +27,7 @@ const (
 
 	PrimitivesFull  = "full"
 	PrimitivesNoVLA = "no-vla"
+	PrimitivesPaper = "paper" // the paper's: no privileged primitive (none that reads the simulator's ground truth)
 
 	ProfileDefault = "default" // the original's prompt
 	ProfileCompact = "compact" // fewer words and worked examples, for small local models

@@ -18,7 +18,7 @@ func TestNewDefaults(t *testing.T) {
 	t.Setenv("PYRUALEAN_PRIMITIVES", "")
 	e := New()
 	want := Episode{Seed: SeedDefault, Arm: ArmCells, Images: ImagesOnMotion, Feedback: FeedbackRich, Primitives: PrimitivesFull,
-		Sealed: SealAuto, BudgetS: 1200, CellTimeoutS: 300}
+		Sealed: SealAuto, BudgetS: 1200}
 	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("New() = %+v\nwant %+v", e, want)
 	}

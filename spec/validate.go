@@ -87,7 +87,7 @@ func (e *Episode) checkValues() error {
 		{"arm", e.Arm, []string{ArmCells, ArmTools, ArmProgram}},
 		{"images", e.Images, []string{ImagesOnMotion, ImagesOnDemand, ImagesNone}},
 		{"feedback", e.Feedback, []string{FeedbackPure, FeedbackRich}},
-		{"primitives", e.Primitives, []string{PrimitivesFull, PrimitivesNoVLA}},
+		{"primitives", e.Primitives, []string{PrimitivesFull, PrimitivesNoVLA, PrimitivesPaper}},
 		{"prompt-profile", e.PromptProfile, []string{"", ProfileDefault, ProfileCompact}},
 		{"sealed", e.Sealed, []string{SealOff, SealAuto, SealOn}},
 	} {

@@ -55,6 +55,10 @@ type Row struct {
 	// Perception is where segment()'s masks came from when the robot says ("sam3", or the privileged
 	// "simulator-masks"); empty for robots without the distinction.
 	Perception string `json:"perception,omitempty"`
+	// Privileged counts the agent's calls of privileged primitives (they read the simulator's ground truth).
+	Privileged int `json:"privileged_calls,omitempty"`
+	// Primitives is the primitive set the episode ran with (full, no-vla, paper).
+	Primitives string `json:"primitives,omitempty"`
 	// What people did in the live episode (JupyterLab through the gateway): never in the agent's columns.
 	HumanCells    int `json:"human_cells"`
 	HumanCalls    int `json:"human_calls"`
@@ -174,7 +178,7 @@ func LoadRun(dir string) (Row, error) {
 	}
 	status := res.Status
 	host, _ := os.Hostname()
-	if status == agent.StatusRunning && (res.Host == "" || res.Host == host) && !processAlive(res.PID) {
+	if status == agent.StatusRunning && (res.Host.Name == "" || res.Host.Name == host) && !processAlive(res.PID) {
 		status = agent.StatusInterrupted // reported, not written: reading never changes a run folder
 	}
 	system := res.System
@@ -197,6 +201,7 @@ func LoadRun(dir string) (Row, error) {
 		Cached: res.Generation.CachedInputTokens, OutTok: res.Generation.OutputTokens,
 		LLMCalls: res.Generation.Turns, Cost: res.CostUSD, Stateful: res.StatefulCalls,
 		Reasoning: res.Generation.ReasoningOutputTokens, Sealed: res.Sealed, Perception: res.Perception,
+		Privileged: res.PrivilegedCalls, Primitives: res.Primitives,
 		HumanCells: res.HumanCells, HumanCalls: res.HumanCalls, HumanStateful: res.HumanStatefulCalls, HumanSteps: res.HumanEnvSteps,
 	}
 	if row.Cost != nil {

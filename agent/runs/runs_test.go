@@ -3,6 +3,7 @@ package runs
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -454,4 +455,32 @@ func equalCounts(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// Privileged primitives and perception (the simulator's ground truth) are counted per episode, with the
+// primitive sets the episodes ran with.
+func TestSummarizeCountsPrivileged(t *testing.T) {
+	base := t.TempDir()
+	for i, r := range []agent.Result{
+		{Primitives: "full", PrivilegedCalls: 2},
+		{Primitives: "full", Perception: PerceptionSimulatorMasks},
+		{Primitives: "paper", Perception: "sam3"},
+		{Primitives: "paper"},
+	} {
+		r.Schema, r.Arm, r.Robot, r.Task, r.Seed, r.Status, r.EnvironmentSuccess = agent.ResultSchema, "cells", "libero", "t", i, agent.StatusCompleted, no
+		writeResult(t, filepath.Join(base, fmt.Sprint(i)), r)
+	}
+	rows, errs := LoadRuns([]string{base})
+	if len(errs) != 0 || len(rows) != 4 {
+		t.Fatalf("rows %v errs %v", rows, errs)
+	}
+	s := Summarize(rows)
+	if s.Privileged != 2 || !equalCounts(s.PrimitiveSets, map[string]int{"full": 2, "paper": 2}) {
+		t.Errorf("privileged %d, sets %v; want 2 and full=2 paper=2", s.Privileged, s.PrimitiveSets)
+	}
+	var buf bytes.Buffer
+	WriteSummaryTable(&buf, rows, s)
+	if !strings.Contains(buf.String(), "privileged: 2 episode(s)") {
+		t.Errorf("table:\n%s", buf.String())
+	}
 }

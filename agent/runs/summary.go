@@ -39,6 +39,10 @@ type Summary struct {
 	Unsealed int `json:"unsealed"`
 	// Perception counts episodes by where their segmentation came from (only robots that say).
 	Perception map[string]int `json:"perception,omitempty"`
+	// Privileged counts episodes that used privileged primitives or perception (the simulator's ground
+	// truth: the paper's agent had neither); PrimitiveSets counts episodes by primitive set.
+	Privileged    int            `json:"privileged_episodes"`
+	PrimitiveSets map[string]int `json:"primitive_sets,omitempty"`
 	// With people: episodes where a person ran cells, and the people's totals (apart from the agent's).
 	WithPeople         int `json:"episodes_with_people"`
 	HumanCells         int `json:"human_cells"`
@@ -77,6 +81,15 @@ func Summarize(rows []Row) Summary {
 				s.Perception = map[string]int{}
 			}
 			s.Perception[r.Perception]++
+		}
+		if r.Privileged > 0 || r.Perception == PerceptionSimulatorMasks {
+			s.Privileged++
+		}
+		if r.Primitives != "" {
+			if s.PrimitiveSets == nil {
+				s.PrimitiveSets = map[string]int{}
+			}
+			s.PrimitiveSets[r.Primitives]++
 		}
 		if r.HumanCells > 0 {
 			s.WithPeople++
@@ -219,6 +232,14 @@ func writeSealing(w io.Writer, rows []Row, s Summary) {
 		fmt.Fprintf(w, "perception %s", counts(s.Perception))
 		if s.Perception[PerceptionSimulatorMasks] > 0 {
 			fmt.Fprint(w, "  (simulator-masks: segment() read the simulator's own masks, privileged next to the original's SAM 3)")
+		}
+		fmt.Fprintln(w)
+	}
+	if len(s.PrimitiveSets) > 0 || s.Privileged > 0 {
+		fmt.Fprintf(w, "primitives %s; privileged: %d episode(s) used primitives or perception that read the simulator's ground truth",
+			counts(s.PrimitiveSets), s.Privileged)
+		if s.Privileged > 0 {
+			fmt.Fprint(w, " (not comparable with the paper's agent: run with --primitives paper and a SAM 3 endpoint)")
 		}
 		fmt.Fprintln(w)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // cmdAPI prints the robot API reference the agent sees (text) or its JSON tool schemas (tools).
@@ -15,7 +16,7 @@ func cmdAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	robot := fs.String("robot", robotapi.DefaultRobot, "robot name")
-	primitives := fs.String("primitives", robotapi.PrimitivesFull, "primitive set: full | no-vla")
+	primitives := fs.String("primitives", spec.PrimitivesFull, "primitive set: full | no-vla | paper (no privileged primitives)")
 	format := fs.String("format", robotapi.FormatText, "output: text | tools (JSON function schemas)")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "pyrualean api: %v (usage: pyrualean api [--robot NAME] [--primitives full|no-vla] [--format text|tools])\n", err)

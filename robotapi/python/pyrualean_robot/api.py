@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Optional
 
+from .base import PRIMITIVE_SETS
 from .robots import DEFAULT_ROBOT
 
 
@@ -13,7 +14,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pyrualean_robot.api",
                                 description="print the robot API reference the agent sees")
     p.add_argument("--robot", default=DEFAULT_ROBOT)
-    p.add_argument("--primitives", default="full", choices=["full", "no-vla"])
+    p.add_argument("--primitives", default="full", choices=list(PRIMITIVE_SETS))
     p.add_argument("--format", default="text", choices=["text", "tools"])
     a = p.parse_args(argv)
     from .apiref import render

@@ -11,6 +11,7 @@ import typing
 from typing import Any, Optional
 
 from . import results
+from .base import PRIMITIVE_SETS
 from .errors import EpisodeFinished, SandboxError, ToolError
 
 FORMATS = ("text", "tools")
@@ -30,7 +31,7 @@ def tool_methods(cls: type, primitives: str = "full") -> list[tuple[str, Any, di
             seen[name] = (fn, info)
     out = []
     for name, (fn, info) in seen.items():
-        if primitives == "no-vla" and info["vla"]:
+        if (primitives == "no-vla" and info["vla"]) or (primitives == "paper" and info.get("privileged")):
             continue
         out.append((name, fn, info))
     # keep the subclass's own order: sort by first appearance in the most-derived class that defines it
@@ -114,8 +115,8 @@ def _apply_vla_edits(cls: type, text: str) -> str:
 
 def api_reference(cls: type, *, var: str = "robo", primitives: str = "full") -> str:
     """Text reference: class docstring, constants, properties, primitives, result types, exceptions."""
-    if primitives not in ("full", "no-vla"):
-        raise ValueError(f"primitives must be full or no-vla, not {primitives!r}")
+    if primitives not in PRIMITIVE_SETS:
+        raise ValueError(f"primitives must be one of {PRIMITIVE_SETS}, not {primitives!r}")
     out = [f"`{var}`: {cls.__name__} (robot {getattr(cls, 'NAME', '?')!r})", "", _doc(cls), "", "Constants:"]
     for c in getattr(cls, "CONSTANTS", ()):
         if primitives == "no-vla" and c.startswith("VLA_"):
@@ -181,8 +182,8 @@ def _schema(tp: Any) -> dict:
 
 def tool_schemas(cls: type, *, primitives: str = "full") -> list[dict]:
     """OpenAI-style function schemas for the primitives (the tool-calling arm), same docs as the text."""
-    if primitives not in ("full", "no-vla"):
-        raise ValueError(f"primitives must be full or no-vla, not {primitives!r}")
+    if primitives not in PRIMITIVE_SETS:
+        raise ValueError(f"primitives must be one of {PRIMITIVE_SETS}, not {primitives!r}")
     out = []
     for name, fn, info in tool_methods(cls, primitives):
         raw = inspect.unwrap(fn)
@@ -207,7 +208,8 @@ def tool_schemas(cls: type, *, primitives: str = "full") -> list[dict]:
                     "function": {"name": name, "description": desc,
                                  "parameters": {"type": "object", "properties": props, "required": required,
                                                 "additionalProperties": False}},
-                    "x-pyrualean": {"stateful": info["stateful"], "vla": info["vla"]}})
+                    "x-pyrualean": {"stateful": info["stateful"], "vla": info["vla"],
+                                    "privileged": info.get("privileged", False)}})
     return out
 
 

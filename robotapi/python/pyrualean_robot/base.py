@@ -41,9 +41,12 @@ from .errors import EpisodeFinished, ToolError
 from .images import display_png, png_bytes
 
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
-PRIMITIVE_SETS = ("full", "no-vla")
+#: full: every primitive; no-vla: without the learned-policy (VLA) calls; paper: without the privileged ones
+#: (primitives that read the simulator's ground truth, which the paper's agent never had).
+PRIMITIVE_SETS = ("full", "no-vla", "paper")
 # One ledger record (calls.jsonl), in the original's field order; stateful = the call may step the simulator.
-LEDGER_KEYS = ("index", "tool", "kwargs", "started_at", "elapsed_s", "ok", "stateful", "env_steps", "error", "summary")
+LEDGER_KEYS = ("index", "tool", "kwargs", "started_at", "elapsed_s", "ok", "stateful", "privileged", "env_steps", "error",
+               "summary")
 MAX_REPORT_CALLS = 1000
 SUMMARY_KEYS = ("terminated", "truncated", "success", "reached", "final_dist_m", "final_eef_pos", "steps_used",
                 "chunks_used", "found", "score", "world_xyz", "top_xyz", "center_xyz", "step", "gripper_opening")
@@ -58,17 +61,18 @@ class TaskInfo:
     solution: str
 
 
-def tool(*, stateful: bool, vla: bool = False) -> Callable:
-    """Mark a public method as a primitive: ledgered, guarded when stateful, refused under no-vla when vla."""
+def tool(*, stateful: bool, vla: bool = False, privileged: bool = False) -> Callable:
+    """Mark a public method as a primitive: ledgered, guarded when stateful, refused under no-vla when vla,
+    refused under the paper's primitive set when privileged (it reads the simulator's ground truth)."""
 
     def deco(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
 
         @functools.wraps(fn)
         def wrapper(self: "Robot", *args: Any, **kwargs: Any) -> Any:
-            return self._run_tool(fn, sig, stateful, vla, args, kwargs)
+            return self._run_tool(fn, sig, stateful, vla, args, kwargs, privileged)
 
-        wrapper._pyrualean_tool = {"stateful": stateful, "vla": vla}  # type: ignore[attr-defined]
+        wrapper._pyrualean_tool = {"stateful": stateful, "vla": vla, "privileged": privileged}  # type: ignore[attr-defined]
         return wrapper
 
     return deco
@@ -248,7 +252,7 @@ class Robot:
 
     # ----- ledger -------------------------------------------------------------------------------------------
     def _run_tool(self, fn: Callable, sig: inspect.Signature, stateful: bool, vla: bool, args: tuple,
-                  kwargs: dict) -> Any:
+                  kwargs: dict, privileged: bool = False) -> Any:
         name = fn.__name__
         if self._depth > 0:  # a primitive used by another primitive: the outer call is the ledger entry
             return fn(self, *args, **kwargs)
@@ -260,11 +264,14 @@ class Robot:
         started = time.time()
         steps0 = self._env_steps()
         rec: dict[str, Any] = {"index": len(self._ledger), "tool": name, "kwargs": call_kwargs,
-                               "started_at": round(started, 3), "stateful": stateful}
+                               "started_at": round(started, 3), "stateful": stateful, "privileged": privileged}
         self._depth += 1
         try:
             if vla and self.primitives == "no-vla":
                 raise RuntimeError(f"{name} is not available in this run (no-VLA primitive set)")
+            if privileged and self.primitives == "paper":
+                raise RuntimeError(f"{name} is not available in this run (the paper's primitive set: no "
+                                   "primitive that reads the simulator's ground truth)")
             if stateful:
                 self._guard()
             result = fn(self, *args, **kwargs)
@@ -352,6 +359,7 @@ class Robot:
         st = self._raw_state()
         return {
             "robot": self.NAME,
+            "primitives": self.primitives,
             "suite": self.suite,
             "task": self.task_name,
             "seed": self.seed,

@@ -36,7 +36,7 @@ def test_tool_schemas_match_signatures():
     assert mv["properties"]["gripper"] == {"type": "number"}
     assert mv["properties"]["max_steps"] == {"type": "integer", "default": 100}
     assert tools["pick"]["function"]["parameters"]["required"] == ["object"]
-    assert tools["move_to"]["x-pyrualean"] == {"stateful": True, "vla": False}
+    assert tools["move_to"]["x-pyrualean"] == {"stateful": True, "vla": False, "privileged": False}
     assert tools["image"]["x-pyrualean"]["stateful"] is False
     # the description is the same docstring the text reference prints
     assert TabletopRobot.move_to.__doc__.split("\n")[0].strip() in tools["move_to"]["function"]["description"]
@@ -122,3 +122,17 @@ def test_no_vla_reference_edits_all_apply(robot, vla_word):
     assert vla_word not in trimmed.lower() and "\n\n\n" not in trimmed
     assert cls.VLA_PRIMITIVES and all(f"robo.{n}(" not in trimmed for n in cls.VLA_PRIMITIVES)
     assert {n for n, _, info in tool_methods(cls) if info["vla"]} == set(cls.VLA_PRIMITIVES)
+
+
+def test_paper_primitive_set_hides_privileged_primitives():
+    """The paper's primitive set (--primitives paper) has no primitive that reads the simulator's ground
+    truth: LIBERO's scripted pick is in the full reference and its tool schemas, not in the paper's."""
+    from pyrualean_robot.apiref import api_reference, tool_schemas
+    from pyrualean_robot.robots import robot_class
+
+    cls = robot_class("libero")
+    full, paper = api_reference(cls, primitives="full"), api_reference(cls, primitives="paper")
+    assert "robo.pick(" in full and "robo.pick(" not in paper and "robo.pi0_pick(" in paper
+    names = {t["function"]["name"]: t["x-pyrualean"] for t in tool_schemas(cls, primitives="full")}
+    assert names["pick"]["privileged"] is True and names["move_to"]["privileged"] is False
+    assert "pick" not in {t["function"]["name"] for t in tool_schemas(cls, primitives="paper")}

@@ -76,7 +76,7 @@ def test_results_are_frozen_and_ledgered(make_robot):
     assert mp.reached and abs(mp.final_pitch - 0.3) < 0.06
     lines = [json.loads(x) for x in open(r._ledger_path)]
     assert [x["tool"] for x in lines] == ["state", "move_to", "set_gripper", "release", "rotate_wrist", "move_pose"]
-    keys = {"index", "tool", "kwargs", "started_at", "elapsed_s", "ok", "stateful", "env_steps", "error", "summary"}
+    keys = {"index", "tool", "kwargs", "started_at", "elapsed_s", "ok", "stateful", "privileged", "env_steps", "error", "summary"}
     assert all(set(x) == keys for x in lines)
     mv = lines[1]
     assert mv["stateful"] and mv["kwargs"]["xyz"] == [0.5, 0.05, 0.25] and mv["env_steps"] == m.steps_used

@@ -199,7 +199,7 @@ def describe(name: str) -> dict:
     module does not import."""
     e = REGISTRY[name]
     row: dict[str, Any] = {"name": name, "default": name == DEFAULT_ROBOT, "default_seed": 0, "remote": False,
-                           "suites": [], "options": [], "needs": e.needs, "available": True, "error": ""}
+                           "suites": [], "options": [], "rpent_guides": None, "needs": e.needs, "available": True, "error": ""}
     try:
         cls = robot_class(name)
         params = inspect.signature(cls.__init__).parameters
@@ -209,6 +209,8 @@ def describe(name: str) -> dict:
         row["remote"] = "env_url" in params  # it drives an RPent env server
         row["suites"] = list(suite_names(name))
         row["options"] = [{"name": o.name, "kind": o.kind, "default": o.default} for o in options(name)]
+        guides = getattr(robot_class(name), "RPENT_GUIDES", None)
+        row["rpent_guides"] = {"dir": guides[0], "files": list(guides[1])} if guides else None
     except (ImportError, RobotUnavailable) as err:
         row.update(available=False, error=str(err).replace("\n", " "))
     return row

@@ -267,6 +267,10 @@ class LiberoRobot(Robot):
         # Step 0's high-resolution views are kept: the card shows them and agents map their pixels.
         self._step0 = {c: self._snapshot(c, HIGH_RES) for c in self.CAMERAS}
 
+    #: The paper's operating guides in an RPent checkout (``--guides`` copies them from $RPENT_ROOT).
+    RPENT_GUIDES: ClassVar[tuple[str, tuple[str, ...]]] = (
+        "robots/libero/guides", ("strict_hybrid_guide.md", "pro_hybrid_guide.md", "env_calibration.md"))
+
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
         super().check_options(options)
@@ -392,13 +396,14 @@ class LiberoRobot(Robot):
         self._cur = self._make_state()
         self._records.append((self._cur, self._sim.physics_state(), self._sim.steps))
 
-    def _run_tool(self, fn: Any, sig: Any, stateful: bool, vla: bool, args: tuple, kwargs: dict) -> Any:
+    def _run_tool(self, fn: Any, sig: Any, stateful: bool, vla: bool, args: tuple, kwargs: dict,
+                  privileged: bool = False) -> Any:
         # Every outermost primitive that moved the simulator records one step, as RPent's toolkit does after
         # each primitive (tools that failed before moving anything record nothing).
         outer = self._depth == 0
         steps0 = self._sim.steps
         try:
-            return super()._run_tool(fn, sig, stateful, vla, args, kwargs)
+            return super()._run_tool(fn, sig, stateful, vla, args, kwargs, privileged)
         finally:
             if outer and stateful and self._sim.steps != steps0:
                 self._record()
@@ -535,11 +540,12 @@ class LiberoRobot(Robot):
 
     @tool(stateful=False)
     def show(self, camera: str = "agentview") -> None:
-        """Attach the camera's current image to the feedback of this turn (256 px). Images are not returned
-        automatically: call show("agentview") or show("wrist") when you need to look before writing the next
-        turn. Costs tokens: look only when a decision depends on it."""
+        """Attach the camera's current image to the feedback of this turn, at its high resolution (1024 px, as
+        the motion images: "<camera>_high.png"). Images are not returned automatically: call show("agentview")
+        or show("wrist") when you need to look before writing the next turn. Costs tokens: look only when a
+        decision depends on it."""
         self._check_camera(camera)
-        self._emit_image(self._render_rgb(camera, LOW_RES), camera, "show")
+        self._emit_image(self._render_rgb(camera, HIGH_RES), f"{camera}_high.png", "show")
         self._shown.append(camera)
 
     @tool(stateful=False)
@@ -920,10 +926,11 @@ class LiberoRobot(Robot):
         return Release(steps_used=used, start_gripper_opening=start, peak_gripper_opening=peak,
                        final_gripper_opening=self._cur.gripper_opening, terminated=term, truncated=trunc)
 
-    @tool(stateful=True)
+    @tool(stateful=True, privileged=True)
     def pick(self, target: Union[str, XYZ], *, approach_z: float = 0.10, lift_m: float = 0.10,
               target_yaw: Optional[float] = None, max_steps: int = 300) -> Pick:
-        """Scripted top-down grasp (no learned policy): `target` is an object name/words
+        """Scripted top-down grasp (no learned policy; privileged: it reads the objects' true poses, so the
+        paper's primitive set has no pick): `target` is an object name/words
         (located with segment() on the agentview camera) or a world point to grasp at. Opens, moves
         approach_z above, descends, closes, and lifts by lift_m with the gripper closed. Bowls are taken by
         the rim. Returns a Pick (chunks_used 0): success = the object rose at least 3 cm and the fingers are
