@@ -38,9 +38,9 @@ type RobotInfo struct {
 		Dir   string   `json:"dir"`
 		Files []string `json:"files"`
 	} `json:"rpent_guides"`
-	Needs       string   `json:"needs"`        // what installs it
-	Available   bool     `json:"available"`    // its module imports here
-	Error       string   `json:"error"`        // why not, when !Available
+	Needs     string `json:"needs"`     // what installs it
+	Available bool   `json:"available"` // its module imports here
+	Error     string `json:"error"`     // why not, when !Available
 }
 
 // Option is one of a robot's own make() options: its name, kind (int, float, bool or str) and default.
