@@ -19,6 +19,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
@@ -135,6 +136,7 @@ func playJSON(t *testing.T, out string) playLine {
 // TestPlayReplaySummarizeCompare runs a reference solution with the replay runtime, then summarizes
 // and compares the run folders, as a user would.
 func TestPlayReplaySummarizeCompare(t *testing.T) {
+	nbtest.Heavy(t, "an episode: a kernel and the simulator")
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +232,7 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 
 // TestPlayOpenAIFlags checks that the openai flags reach the wire through the production client.
 func TestPlayOpenAIFlags(t *testing.T) {
+	nbtest.Heavy(t, "an episode: a kernel and the simulator")
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "robo.state()"}`}}}},
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "flags"}`}}}},
@@ -268,6 +271,7 @@ func mustJSON(v any) []byte {
 
 // TestPlayCancelled: a play whose context ends (SIGINT/SIGTERM) leaves an interrupted result.
 func TestPlayCancelled(t *testing.T) {
+	nbtest.Heavy(t, "an episode: a kernel and the simulator")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := openaitest.New(
@@ -298,6 +302,7 @@ func TestPlaySIGKILL(t *testing.T) {
 		json.Unmarshal([]byte(raw), &args)
 		os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
 	}
+	nbtest.Heavy(t, "an episode: a kernel and the simulator")
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "print('first')"}`}}}},
 		openaitest.Step{Delay: time.Minute}, // the model "thinks" until play is killed
@@ -349,6 +354,7 @@ func TestPlaySIGKILL(t *testing.T) {
 // TestPlayResponsesOnlyModel: go-openai refuses chat tool calls for models that need the Responses
 // API; play says so at once instead of retrying.
 func TestPlayResponsesOnlyModel(t *testing.T) {
+	nbtest.Heavy(t, "an episode: a kernel and the simulator")
 	srv := openaitest.New()
 	defer srv.Close()
 	out := filepath.Join(t.TempDir(), "run")

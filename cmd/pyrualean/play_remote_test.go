@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
@@ -21,6 +22,7 @@ import (
 // --env-endpoint must reach make(), the adapter must pass RPent's identity check, and the agent's
 // motions must reach the server and come back as cells in the trace.
 func TestPlayRemoteRobotOverEnvEndpoint(t *testing.T) {
+	nbtest.Heavy(t, "an episode: a kernel and the simulator")
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)
