@@ -219,6 +219,7 @@ func TestPlaySeedCommandRuns(t *testing.T) {
 // TestPlayLiberoTypeRefused: --libero-type reaches make(); the LIBERO robot (the one home of what each
 // type runs) refuses standard for a LIBERO-PRO suite, and the boot_error names the fix (exit 2, as the original).
 func TestPlayLiberoTypeRefused(t *testing.T) {
+	nbtest.Heavy(t, "a real IPython kernel (the robot refuses in it)")
 	out := filepath.Join(t.TempDir(), "run")
 	var stdout, stderr bytes.Buffer
 	code := cmdPlay(context.Background(), []string{"--suite", "libero_spatial_swap", "--task", "7", "--libero-type", "standard",
