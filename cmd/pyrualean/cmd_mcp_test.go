@@ -183,7 +183,7 @@ func TestCmdMCPStdio(t *testing.T) {
 
 // TestCmdMCPHTTP serves a cells episode over streamable HTTP; the command exits after finish.
 func TestCmdMCPHTTP(t *testing.T) {
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	out := filepath.Join(t.TempDir(), "run")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -124,6 +124,9 @@ func TestPlayRuntimeDefault(t *testing.T) {
 	}
 }
 
+// heavyEpisode is what a test that plays an episode needs (nbtest.Heavy skips it under -short).
+const heavyEpisode = "an episode: a kernel and the simulator"
+
 func playJSON(t *testing.T, out string) playLine {
 	t.Helper()
 	var pl playLine
@@ -136,7 +139,7 @@ func playJSON(t *testing.T, out string) playLine {
 // TestPlayReplaySummarizeCompare runs a reference solution with the replay runtime, then summarizes
 // and compares the run folders, as a user would.
 func TestPlayReplaySummarizeCompare(t *testing.T) {
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +235,7 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 
 // TestPlayOpenAIFlags checks that the openai flags reach the wire through the production client.
 func TestPlayOpenAIFlags(t *testing.T) {
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "robo.state()"}`}}}},
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "flags"}`}}}},
@@ -271,7 +274,7 @@ func mustJSON(v any) []byte {
 
 // TestPlayCancelled: a play whose context ends (SIGINT/SIGTERM) leaves an interrupted result.
 func TestPlayCancelled(t *testing.T) {
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := openaitest.New(
@@ -302,7 +305,7 @@ func TestPlaySIGKILL(t *testing.T) {
 		json.Unmarshal([]byte(raw), &args)
 		os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
 	}
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "print('first')"}`}}}},
 		openaitest.Step{Delay: time.Minute}, // the model "thinks" until play is killed
@@ -354,7 +357,7 @@ func TestPlaySIGKILL(t *testing.T) {
 // TestPlayResponsesOnlyModel: go-openai refuses chat tool calls for models that need the Responses
 // API; play says so at once instead of retrying.
 func TestPlayResponsesOnlyModel(t *testing.T) {
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	srv := openaitest.New()
 	defer srv.Close()
 	out := filepath.Join(t.TempDir(), "run")

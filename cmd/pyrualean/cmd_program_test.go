@@ -84,7 +84,7 @@ func TestCmdRunPolicy(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", bad, code, stdout, stderr)
 		}
 	}
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	out := filepath.Join(dir, "run")
 	code, stdout, stderr := runCLI(t, "run", "--policy", policy, "--task", "stack_blocks", "--out", out)
 	if code != 0 {
@@ -105,7 +105,7 @@ func TestCmdRunPolicy(t *testing.T) {
 // TestCmdGenerate: one LLM call through the production client to the scripted server; the largest
 // fenced python block of the reply becomes policy.py and runs.
 func TestCmdGenerate(t *testing.T) {
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	reply := "Here is a first idea:\n```python\ndef run(robo):\n    pass\n```\nand the real one:\n```python\n" + stackProgram + "```\n" +
 		"```json\n{\"not\": \"python, and longer than anything else in this reply, which it must not be taken for at all\"}\n```\n"
 	srv := openaitest.New(openaitest.Step{Reply: openaitest.Reply{Content: reply}})
@@ -170,7 +170,7 @@ func TestCmdPromptCard(t *testing.T) {
 // TestPlayProgramArm: play --arm program drives the program arm through the OpenAI runtime like any
 // arm (the tools offered, the single-program budget, finish), and its trace replays in that arm.
 func TestPlayProgramArm(t *testing.T) {
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	code, _ := json.Marshal(map[string]string{"code": stackProgram})
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "run_program", Arguments: string(code)}}}},

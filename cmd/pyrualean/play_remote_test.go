@@ -22,7 +22,7 @@ import (
 // --env-endpoint must reach make(), the adapter must pass RPent's identity check, and the agent's
 // motions must reach the server and come back as cells in the trace.
 func TestPlayRemoteRobotOverEnvEndpoint(t *testing.T) {
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)

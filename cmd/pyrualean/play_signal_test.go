@@ -33,7 +33,7 @@ func TestPlaySIGINTDuringBoot(t *testing.T) {
 	if os.Getenv("PYRUALEAN_SIGNAL_CHILD") != "" {
 		t.Skip("child")
 	}
-	nbtest.Heavy(t, "an episode: a kernel and the simulator")
+	nbtest.Heavy(t, heavyEpisode)
 	root := t.TempDir()
 	out := filepath.Join(root, "run")
 	script := filepath.Join(root, "cells.py")
