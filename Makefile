@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: setup build demo test test-go test-py bench fmt vet clean
+.PHONY: setup build demo test test-fast bench fmt vet clean
 
 setup:
 	bash scripts/setup.sh
@@ -15,14 +15,16 @@ build:
 demo: setup
 	bash scripts/demo.sh
 
+# Everything: go vet, every Go test (-p 1: kernels launched by different test binaries must not race for a
+# free port), brief fuzzing, every pytest test (scripts/test.sh).
 test: setup
 	bash scripts/test.sh
 
-test-go:
-	$(GO) test ./...
-
-test-py:
-	.venv/bin/python -m pytest -q robotapi/python/tests
+# The quick check (a few minutes on 2 cores, after `make setup` once): `go test -short` and the pytest tests
+# not marked heavy. What needs a real kernel, Jupyter, Chromium, Ray, the local model or a simulator
+# episode is skipped, with the reason; `make test` runs it.
+test-fast:
+	bash scripts/test.sh --fast
 
 bench: setup
 	./bin/pyrualean bench kernel

@@ -43,7 +43,7 @@ func (f *fixtureEpisode) TraceJSON() ([]byte, error) {
 }
 
 func TestEpisodesAPI(t *testing.T) {
-	srv, hs := startGateway(t, Config{Token: "t"})
+	srv, hs := serveGateway(t, Config{Token: "t"})
 	ep := &fixtureEpisode{}
 	srv.AddEpisode(ep, "11111111-2222-4333-8444-555555555555")
 

@@ -25,7 +25,7 @@ func checkModel(t *testing.T, m kernelModel, name string) {
 
 // TestHTTPSurface covers auth, errors and kernelspecs without starting a kernel.
 func TestHTTPSurface(t *testing.T) {
-	_, hs := startGateway(t, Config{Token: "secret", BaseURL: "/"})
+	_, hs := serveGateway(t, Config{Token: "secret", BaseURL: "/"})
 	tests := []struct {
 		name, method, path, auth string
 		want                     int

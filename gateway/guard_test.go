@@ -11,7 +11,7 @@ import (
 // TestRefusesWhatJupyterRefuses: a Host that is not ours (DNS rebinding) gets 403 before anything
 // else, an oversized body 413, a wrong method one JSON 405 with Allow, each with a {reason,message} body.
 func TestRefusesWhatJupyterRefuses(t *testing.T) {
-	_, hs := startGateway(t, Config{Token: "secret", AllowHosts: []string{"gw.internal"}})
+	_, hs := serveGateway(t, Config{Token: "secret", AllowHosts: []string{"gw.internal"}})
 	tests := []struct {
 		name, method, path, host, body string
 		want                           int

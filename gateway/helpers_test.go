@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
+
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 type testWriter struct {
@@ -33,8 +35,17 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(&testWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// startGateway runs a real gateway (real kernels) on a loopback port.
+// startGateway runs a real gateway on a loopback port for a test that starts real kernels through it
+// (or beside it): heavy, so skipped under -short.
 func startGateway(t testing.TB, cfg Config) (*Server, *httptest.Server) {
+	t.Helper()
+	nbtest.Heavy(t, "real kernels behind the gateway")
+	return serveGateway(t, cfg)
+}
+
+// serveGateway runs a real gateway on a loopback port, for a test that starts no kernel (the HTTP
+// surface, refusals, the episodes API): it runs in the fast tier too.
+func serveGateway(t testing.TB, cfg Config) (*Server, *httptest.Server) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)

@@ -183,10 +183,7 @@ func TestAttachSecondClient(t *testing.T) {
 }
 
 func TestPool(t *testing.T) {
-	spec, err := FindSpec("pyrualean")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := testSpec(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	p, err := NewPool(ctx, spec, 2, "import numpy as np\nwarm = 1", LaunchOptions{Logger: testLogger(t)})

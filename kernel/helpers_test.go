@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 var testLogLevel = slog.LevelWarn
@@ -24,15 +26,24 @@ func (w testWriter) Write(p []byte) (int, error) {
 // launchTest starts the real `pyrualean` kernelspec and shuts it down when the test ends.
 func launchTest(t testing.TB) *Kernel {
 	t.Helper()
+	return launchSpec(t, testSpec(t))
+}
+
+// testSpec is the real `pyrualean` kernelspec. A test that asks for it launches a kernel: heavy, so it is
+// skipped under -short.
+func testSpec(t testing.TB) Spec {
+	t.Helper()
+	nbtest.Heavy(t, "a real IPython kernel")
 	spec, err := FindSpec("pyrualean")
 	if err != nil {
 		t.Fatalf("the pyrualean kernelspec must be installed by make setup: %v", err)
 	}
-	return launchSpec(t, spec)
+	return spec
 }
 
 func launchSpec(t testing.TB, spec Spec) *Kernel {
 	t.Helper()
+	nbtest.Heavy(t, "a real IPython kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	k, err := Launch(ctx, spec, LaunchOptions{Logger: testLogger(t), Dir: t.TempDir()})

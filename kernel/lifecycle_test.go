@@ -44,10 +44,7 @@ func TestInterruptSleep(t *testing.T) {
 }
 
 func testInterrupt(t *testing.T, mode string) {
-	spec, err := FindSpec("pyrualean")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := testSpec(t)
 	spec.InterruptMode = mode
 	k := launchSpec(t, spec)
 	c := k.Client()
@@ -354,10 +351,7 @@ func TestShutdownLeavesNothing(t *testing.T) {
 	before := runtime.NumGoroutine()
 	kidsBefore := len(childPids(t))
 	fdsBefore := openFDs()
-	spec, err := FindSpec("pyrualean")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := testSpec(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	k, err := Launch(ctx, spec, LaunchOptions{Logger: testLogger(t)})
@@ -455,10 +449,7 @@ func openFDs() int {
 // our check and its bind) is started again on fresh ports. The first start of this wrapper spec fails
 // exactly as ipykernel does then.
 func TestLaunchRetriesTakenPorts(t *testing.T) {
-	spec, err := FindSpec("pyrualean")
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := testSpec(t)
 	mark := filepath.Join(t.TempDir(), "failed-once")
 	script := `if [ ! -e "$0" ]; then touch "$0"; echo "zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:1')" >&2; exit 1; fi; exec "$@"`
 	spec.Argv = append([]string{"/bin/sh", "-c", script, mark}, spec.Argv...)
@@ -471,7 +462,7 @@ func TestLaunchRetriesTakenPorts(t *testing.T) {
 	}
 	// a kernel that always fails reports why
 	spec.Argv = []string{"/bin/sh", "-c", "echo 'ModuleNotFoundError: No module named ipykernel' >&2; exit 1"}
-	_, err = Launch(context.Background(), spec, LaunchOptions{Logger: testLogger(t)})
+	_, err := Launch(context.Background(), spec, LaunchOptions{Logger: testLogger(t)})
 	if !errors.Is(err, ErrKernelDied) || !strings.Contains(err.Error(), "No module named ipykernel") || !strings.Contains(err.Error(), "code 1") {
 		t.Fatalf("err = %v", err)
 	}

@@ -16,12 +16,9 @@ import (
 // TestStaleConnectionFilesRemoved: an owner killed with SIGKILL cannot remove its kernels' connection
 // files; the next launch in the same runtime dir does, and leaves other owners' files alone.
 func TestStaleConnectionFilesRemoved(t *testing.T) {
+	spec := testSpec(t) // the child and the parent each launch a kernel
 	if os.Getenv("PYRUALEAN_STALE_CHILD") == "1" {
 		// The child: launch a kernel, say where its connection file is, wait to be killed.
-		spec, err := FindSpec("pyrualean")
-		if err != nil {
-			t.Fatal(err)
-		}
 		k, err := Launch(context.Background(), spec, LaunchOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/spec"
 	"github.com/pyrualean/pyrualean/spec/spectest"
 )
@@ -22,6 +23,7 @@ import (
 // kernel with the tabletop robot, and the run folder must be complete and consistent. Success is not
 // required (a 135M model does not solve the task).
 func TestLocalEpisode(t *testing.T) {
+	nbtest.Heavy(t, "the llama.cpp model and an episode")
 	root, err := agent.FindRoot()
 	if err != nil {
 		t.Fatal(err)

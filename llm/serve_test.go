@@ -16,6 +16,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 func repoRoot(t *testing.T) string {
@@ -59,6 +61,7 @@ var robotTools = []openai.Tool{
 // models/), llama.cpp's server starts, the production go-openai client gets a tool call back, a second
 // Serve reuses the running server, and Stop ends the process.
 func TestServeToolCall(t *testing.T) {
+	nbtest.Heavy(t, "the llama.cpp model")
 	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -176,6 +179,7 @@ func TestServeErrors(t *testing.T) {
 
 // TestServerDiesWithContext: cancelling the context Serve got ends the server process.
 func TestServerDiesWithContext(t *testing.T) {
+	nbtest.Heavy(t, "the llama.cpp model")
 	root := repoRoot(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Start(ctx, Options{Model: TestModel, Root: root, Port: freePort(t), Threads: 1, CtxSize: 1024, Install: true})

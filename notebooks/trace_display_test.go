@@ -16,6 +16,7 @@ import (
 // TestTraceDisplayUpdates runs cells in a real kernel that show a display, update it from a later cell
 // and show it again under the same id; the trace must end as nbclient leaves the same notebook.
 func TestTraceDisplayUpdates(t *testing.T) {
+	nbtest.Heavy(t, "a real IPython kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	spec, err := kernel.FindSpec("pyrualean")

@@ -36,6 +36,7 @@ var genericSteps = []step{
 // record runs steps in a real kernel and records them through notebooks.Trace, as an episode does.
 func record(t *testing.T, path string, steps []step, episode map[string]any) {
 	t.Helper()
+	nbtest.Heavy(t, "a real IPython kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	spec, err := kernel.FindSpec("pyrualean")

@@ -60,6 +60,7 @@ func solutionSteps(t *testing.T, path string) []step {
 // sandboxed agent cells with the cell report as a user expression) and records it in a Trace.
 func recordEpisode(t *testing.T, path, task string, seed int, steps []step) {
 	t.Helper()
+	nbtest.Heavy(t, "an episode: a kernel and the simulator")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	spec, err := kernel.FindSpec("pyrualean")
@@ -138,11 +139,9 @@ func recordEpisode(t *testing.T, path, task string, seed int, steps []step) {
 // TestReplayTabletopSolutions: traces of tabletop reference solutions replay to the same outputs and
 // the same success, and a trace with an edited cell is reported divergent at that cell.
 func TestReplayTabletopSolutions(t *testing.T) {
+	nbtest.Heavy(t, "episodes replayed in real kernels") // before the subtests: the checks after them need their traces
 	root := nbtest.Root(t)
 	tasks := []string{"put_block_on_plate", "stack_blocks", "bowl_then_plate"}
-	if testing.Short() {
-		tasks = tasks[:1]
-	}
 	dir := t.TempDir()
 	var traces []string
 	for _, task := range tasks {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 func testCtx(t *testing.T, d time.Duration) context.Context {
@@ -153,6 +154,7 @@ func TestReference(t *testing.T) {
 // TestShowInKernel boots tabletop in a real kernel (kernelspec pyrualean) and receives robo.show() as PNG
 // display_data with the contract's metadata, plus the per-cell report through user_expressions.
 func TestShowInKernel(t *testing.T) {
+	nbtest.Heavy(t, "a real IPython kernel")
 	ctx := testCtx(t, 3*time.Minute)
 	spec, err := kernel.FindSpec("pyrualean")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/seal"
 )
@@ -26,6 +27,7 @@ func repoRoot(t *testing.T) string {
 // the judge's report from the host socket: steps and ledger come from the server, and a raw RPC for a
 // private method (the forged success of the issue) is refused by the server, not by the kernel.
 func TestServedTabletopInSealedKernel(t *testing.T) {
+	nbtest.Heavy(t, "a robot server and a sealed kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	root := repoRoot(t)

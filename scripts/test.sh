@@ -1,10 +1,28 @@
 #!/usr/bin/env bash
 # Every test, Go and Python, against the real kernels, simulator and peers installed by setup.sh.
+#   --fast  the quick tier (`make test-fast`): `go test -short` and the pytest tests not marked heavy. Tests
+#           that need a real kernel, Jupyter, Chromium, Ray, the local model or a simulator episode skip
+#           (Go: nbtest.Heavy at the helpers that start them; pytest: the `heavy` marker); no vet, no fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 # This checkout's kernelspec first (setup.sh), whatever another checkout installed for the user.
 export JUPYTER_PATH="$PWD/.venv/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
+if [[ "${1:-}" == "--fast" ]]; then
+  [[ -x .venv/bin/python ]] || { echo "scripts/test.sh --fast: no .venv here: run make setup once" >&2; exit 1; }
+  # -p 1 as below: a test that still launches a kernel under -short must not race another package's for a
+  # port. Go's test cache stays on: a package whose Go files, and files its tests opened, did not change is
+  # not run again. It cannot see what a Python subprocess read, so after a change under robotapi/python run
+  # `go clean -testcache` first (or `make test`, which never uses the cache).
+  echo "== go test -short"; go test -short -p 1 -timeout 10m ./...
+  echo "== pytest -m 'not heavy'"
+  .venv/bin/python -m pytest -q -m "not heavy" robotapi/python/tests
+  .venv/bin/python -m pytest -q suite/ray_driver_test.py labextension/tests
+  exit 0
+elif [[ $# -gt 0 ]]; then
+  echo "usage: scripts/test.sh [--fast]" >&2
+  exit 2
+fi
 echo "== go vet"; go vet ./...
 # -p 1: packages one at a time, so kernels launched by different test binaries never race for the same
 # free port (two launches can be handed the same port before either kernel binds it).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
@@ -26,6 +27,7 @@ func repoRoot(t *testing.T) string {
 // TestSealedKernel launches the project's kernelspec inside the sandbox and checks from inside what the
 // agent's code could reach: environment, uid, pid namespace, network, files outside the workspace.
 func TestSealedKernel(t *testing.T) {
+	nbtest.Heavy(t, "a sealed kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := Check(ctx); err != nil {
@@ -130,6 +132,7 @@ func pyq(s string) string { b, _ := json.Marshal(s); return string(b) }
 // TestSealLimits: the sandbox's limits hold from inside and leave the kernel serving: memory
 // (RLIMIT_AS), open files (RLIMIT_NOFILE) and, where the pids cgroup is writable, processes/threads.
 func TestSealLimits(t *testing.T) {
+	nbtest.Heavy(t, "a sealed kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := Check(ctx); err != nil {

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 // TestBenchGatewayJSON runs a tiny bench (our gateway only, one kernel) through the real serve
@@ -49,6 +51,7 @@ func TestBenchGatewayJSON(t *testing.T) {
 // buildGatewayBin builds bin/pyrualean into a temp dir (the test binary cannot serve).
 func buildGatewayBin(t *testing.T) string {
 	t.Helper()
+	nbtest.Heavy(t, "gateways with real kernels")
 	bin := filepath.Join(t.TempDir(), "pyrualean")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {

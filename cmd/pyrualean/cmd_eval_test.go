@@ -22,6 +22,7 @@ import (
 	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/report"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
@@ -45,6 +46,7 @@ func resultFiles(t *testing.T, dir string) []string {
 // twice, and its HTML report loads offline in Chromium with its plots drawn and its trace links
 // resolving.
 func TestEvalReplaySuite(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	dir := filepath.Join(t.TempDir(), "suite")
 	args := []string{"--runtime", "replay", "--tasks", "stack_blocks,open_drawer", "--seeds", "0-1", "--jobs", "2", "--out", dir, "--images", "none"}
 	var stdout, stderr bytes.Buffer
@@ -191,6 +193,7 @@ func scriptedAgent(t *testing.T, longCell chan<- struct{}) func(openaitest.Reque
 // counted per episode, the paired comparison is made, and the episode whose kernel is killed ends in
 // error without stopping the suite.
 func TestEvalOpenAISuite(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	srv := openaitest.New()
 	defer srv.Close()
 	longCell := make(chan struct{}, 1)
@@ -288,6 +291,7 @@ func TestEvalResumeAfterKill(t *testing.T) {
 		json.Unmarshal([]byte(raw), &args)
 		os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
 	}
+	nbtest.Heavy(t, heavyEpisode)
 	dir := filepath.Join(t.TempDir(), "suite")
 	args := []string{"--runtime", "replay", "--tasks", "stack_blocks,open_drawer", "--seeds", "0-1", "--arms", "cells", "--jobs", "1", "--out", dir, "--images", "none"}
 	raw, _ := json.Marshal(append([]string{"eval"}, args...))
@@ -440,6 +444,7 @@ func suiteProcesses(dir string) []int {
 
 // TestEvalInterrupt: cancelling eval (Ctrl-C) mid-suite ends the running episode, starts nothing more, leaves no kernel behind, and says how to resume.
 func TestEvalInterrupt(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	dir := filepath.Join(t.TempDir(), "suite")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -572,6 +577,7 @@ rows:
 // next episode booting meanwhile (two attempts in flight), --boot-ahead 0 never does. Either way the
 // episodes' actions (the kernel's own timestamps in each trace) never overlap.
 func TestEvalBootAhead(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	for _, c := range []struct {
 		ahead       string
 		wantRunning int

@@ -21,6 +21,7 @@ func runExec(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestExecPercentFile(t *testing.T) {
+	nbtest.Heavy(t, "a real IPython kernel")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "cells.py")
 	os.WriteFile(src, []byte("print('hello')\n# %%\nfrom PIL import Image\nfrom IPython.display import display\n"+
@@ -52,6 +53,7 @@ func TestExecPercentFile(t *testing.T) {
 }
 
 func TestExecStopsAtError(t *testing.T) {
+	nbtest.Heavy(t, "a real IPython kernel")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "nb.ipynb")
 	nb := notebooks.New()
@@ -104,6 +106,7 @@ func TestKernelspecsLists(t *testing.T) {
 }
 
 func TestExecTimeout(t *testing.T) {
+	nbtest.Heavy(t, "a real IPython kernel")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "slow.py")
 	os.WriteFile(src, []byte("import time\ntime.sleep(30)\n# %%\nprint('never')\n"), 0o644)
@@ -115,6 +118,7 @@ func TestExecTimeout(t *testing.T) {
 
 // TestBenchKernelJSON runs the benchmark briefly (two rounds) for its shape, not its timings.
 func TestBenchKernelJSON(t *testing.T) {
+	nbtest.Heavy(t, "real IPython kernels")
 	var o, e bytes.Buffer
 	if code := benchKernel(context.Background(), []string{"--json", "--n", "2"}, &o, &e); code != 0 {
 		t.Fatalf("exit %d: %s", code, e.String())

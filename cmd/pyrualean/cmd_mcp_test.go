@@ -20,6 +20,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/cli"
 	"github.com/pyrualean/pyrualean/agent/cli/scripted"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 func TestCmdMCPBadFlags(t *testing.T) {
@@ -83,6 +84,7 @@ var built struct {
 // buildPyrualean builds the binary once per test process.
 func buildPyrualean(t *testing.T) string {
 	t.Helper()
+	nbtest.Heavy(t, "the pyrualean binary serving an episode")
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "pyrualean-bin-")
 		if err != nil {
@@ -181,6 +183,7 @@ func TestCmdMCPStdio(t *testing.T) {
 
 // TestCmdMCPHTTP serves a cells episode over streamable HTTP; the command exits after finish.
 func TestCmdMCPHTTP(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	out := filepath.Join(t.TempDir(), "run")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

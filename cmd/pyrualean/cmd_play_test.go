@@ -19,6 +19,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
 	"github.com/pyrualean/pyrualean/llm"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
@@ -123,6 +124,9 @@ func TestPlayRuntimeDefault(t *testing.T) {
 	}
 }
 
+// heavyEpisode is what a test that plays an episode needs (nbtest.Heavy skips it under -short).
+const heavyEpisode = "an episode: a kernel and the simulator"
+
 func playJSON(t *testing.T, out string) playLine {
 	t.Helper()
 	var pl playLine
@@ -135,6 +139,7 @@ func playJSON(t *testing.T, out string) playLine {
 // TestPlayReplaySummarizeCompare runs a reference solution with the replay runtime, then summarizes
 // and compares the run folders, as a user would.
 func TestPlayReplaySummarizeCompare(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +235,7 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 
 // TestPlayOpenAIFlags checks that the openai flags reach the wire through the production client.
 func TestPlayOpenAIFlags(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "robo.state()"}`}}}},
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "flags"}`}}}},
@@ -268,6 +274,7 @@ func mustJSON(v any) []byte {
 
 // TestPlayCancelled: a play whose context ends (SIGINT/SIGTERM) leaves an interrupted result.
 func TestPlayCancelled(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := openaitest.New(
@@ -298,6 +305,7 @@ func TestPlaySIGKILL(t *testing.T) {
 		json.Unmarshal([]byte(raw), &args)
 		os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
 	}
+	nbtest.Heavy(t, heavyEpisode)
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "print('first')"}`}}}},
 		openaitest.Step{Delay: time.Minute}, // the model "thinks" until play is killed
@@ -349,6 +357,7 @@ func TestPlaySIGKILL(t *testing.T) {
 // TestPlayResponsesOnlyModel: go-openai refuses chat tool calls for models that need the Responses
 // API; play says so at once instead of retrying.
 func TestPlayResponsesOnlyModel(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	srv := openaitest.New()
 	defer srv.Close()
 	out := filepath.Join(t.TempDir(), "run")

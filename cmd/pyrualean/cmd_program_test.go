@@ -84,6 +84,7 @@ func TestCmdRunPolicy(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", bad, code, stdout, stderr)
 		}
 	}
+	nbtest.Heavy(t, heavyEpisode)
 	out := filepath.Join(dir, "run")
 	code, stdout, stderr := runCLI(t, "run", "--policy", policy, "--task", "stack_blocks", "--out", out)
 	if code != 0 {
@@ -104,6 +105,7 @@ func TestCmdRunPolicy(t *testing.T) {
 // TestCmdGenerate: one LLM call through the production client to the scripted server; the largest
 // fenced python block of the reply becomes policy.py and runs.
 func TestCmdGenerate(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	reply := "Here is a first idea:\n```python\ndef run(robo):\n    pass\n```\nand the real one:\n```python\n" + stackProgram + "```\n" +
 		"```json\n{\"not\": \"python, and longer than anything else in this reply, which it must not be taken for at all\"}\n```\n"
 	srv := openaitest.New(openaitest.Step{Reply: openaitest.Reply{Content: reply}})
@@ -137,6 +139,7 @@ func TestCmdGenerate(t *testing.T) {
 
 // TestCmdPromptCard: prompt and card print what the agent would get, with no model.
 func TestCmdPromptCard(t *testing.T) {
+	nbtest.Heavy(t, "the robot's simulator (prompt and card boot it)")
 	// A play command line, model and runtime flags included, previews as it is.
 	code, stdout, stderr := runCLI(t, "prompt", "--arm", "program", "--max-programs", "1", "--task", "stack_blocks",
 		"--runtime", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--openai-max-tokens", "8")
@@ -167,6 +170,7 @@ func TestCmdPromptCard(t *testing.T) {
 // TestPlayProgramArm: play --arm program drives the program arm through the OpenAI runtime like any
 // arm (the tools offered, the single-program budget, finish), and its trace replays in that arm.
 func TestPlayProgramArm(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	code, _ := json.Marshal(map[string]string{"code": stackProgram})
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "run_program", Arguments: string(code)}}}},

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 // TestCmdReplayNbformat: `pyrualean replay` opens what Jupyter opens and refuses what its validator
@@ -37,6 +39,9 @@ func TestCmdReplayNbformat(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.code == 0 {
+				nbtest.Heavy(t, "a real IPython kernel (the replay)")
+			}
 			var stdout, stderr bytes.Buffer
 			code := cmdReplay(context.Background(), tc.args, &stdout, &stderr)
 			all := stdout.String() + stderr.String()

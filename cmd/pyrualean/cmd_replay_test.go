@@ -46,6 +46,7 @@ func writeTrace(t *testing.T, path string, secondOutput string) {
 }
 
 func TestCmdReplay(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	dir := t.TempDir()
 	good, bad := filepath.Join(dir, "good.ipynb"), filepath.Join(dir, "bad.ipynb")
 	writeTrace(t, good, "42")
@@ -104,6 +105,7 @@ func TestPlayKilled(t *testing.T) {
 	if os.Getenv("PYRUALEAN_PLAY_CHILD") != "" {
 		t.Skip("child")
 	}
+	nbtest.Heavy(t, heavyEpisode)
 	dir := t.TempDir()
 	// Eight moving cells; each prints its index after it moved, so a complete cell is recognisable.
 	var cells strings.Builder

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer goroutine and a polling reader.
@@ -102,6 +104,7 @@ func TestServeChild(t *testing.T) {
 // returns it with its base URL.
 func startServeChild(t *testing.T, runtime string) (*exec.Cmd, string) {
 	t.Helper()
+	nbtest.Heavy(t, "pyrualean serve with real kernels")
 	args, _ := json.Marshal([]string{"serve", "--port", "0", "--no-auth"})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$")
 	cmd.Env = append(os.Environ(), "PYRUALEAN_SERVE_CHILD="+string(args), "JUPYTER_RUNTIME_DIR="+runtime)

@@ -25,6 +25,7 @@ import (
 	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/eval/raycluster"
 	"github.com/pyrualean/pyrualean/eval/rayjob"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
 )
@@ -41,6 +42,7 @@ const rayTestNode = "PYRUALEAN_RAY_TEST_NODE_BIN"
 func TestEvalRay(t *testing.T) {
 	bin := os.Getenv(rayTestNode)
 	if bin == "" {
+		nbtest.Heavy(t, "a Ray cluster running episodes")
 		if os.Geteuid() != 0 {
 			t.Skip("needs root: the cluster runs in network and pid namespaces of its own (unshare)")
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 // pyCall is a scripted model reply calling the python tool.
@@ -38,6 +39,7 @@ func pyCall(code string) openaitest.Reply {
 // tags and events, the person's calls in calls.jsonl and result.json, never the agent's. Screenshots
 // of each step go to $PYRUALEAN_E2E_ARTIFACTS (else the test's temp dir); the live-output delay is logged.
 func TestLabLiveEpisode(t *testing.T) {
+	nbtest.Heavy(t, "an episode served to JupyterLab in Chromium")
 	root, err := agent.FindRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
@@ -64,6 +65,7 @@ func cellFeedback(t *testing.T, text string) map[string]any {
 //   - #4: an episode error exits 2, as the original's;
 //   - issue 20 #4: malformed finish arguments go back to the model as errors, like bad python arguments.
 func TestPlaySeedParityEpisodes(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +204,7 @@ func TestPlaySeedParityEpisodes(t *testing.T) {
 // says EPISODE NOT SEALED on stderr, records sealed: false and why in result.json, and summarize shows it;
 // --sealed on refuses to start (boot_error, exit 2, naming the cause).
 func TestPlayUnsealedSaysSo(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)

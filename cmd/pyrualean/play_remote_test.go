@@ -12,14 +12,17 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 // TestPlayRemoteRobotOverEnvEndpoint plays a RoboTwin episode whose simulator is a separate process
-// speaking RPent's env RPC (our fake RoboTwin env server, the fixture the adapter's own tests use):
+// speaking RPent's env RPC (our fake RoboTwin env server, robotapi/python/tests/fixtures/fake_robotwin.py, the
+// fixture the adapter's own tests use):
 // --env-endpoint must reach make(), the adapter must pass RPent's identity check, and the agent's
 // motions must reach the server and come back as cells in the trace.
 func TestPlayRemoteRobotOverEnvEndpoint(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)
@@ -27,8 +30,9 @@ func TestPlayRemoteRobotOverEnvEndpoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	assets := t.TempDir()
-	srv := exec.CommandContext(ctx, filepath.Join(root, ".venv", "bin", "python"), "-m", "pyrualean_robot.robots._fake_robotwin",
+	srv := exec.CommandContext(ctx, filepath.Join(root, ".venv", "bin", "python"), "-m", "fixtures.fake_robotwin",
 		"env", "--task-name", "beat_block_hammer", "--task-config", "demo_randomized", "--seed", "100000", "--assets-path", assets)
+	srv.Dir = filepath.Join(root, "robotapi", "python", "tests") // the test fixtures' package lives there
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent/openaitest"
 	"github.com/pyrualean/pyrualean/agent/runs"
 	"github.com/pyrualean/pyrualean/agent/runtimes"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
 )
@@ -126,9 +127,7 @@ func TestPlayCodexSeedDefaults(t *testing.T) {
 // the episode records its privileged perception (perception: simulator-masks in card.json,
 // result.json and summarize, #13).
 func TestPlaySeedCommandRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots LIBERO")
-	}
+	nbtest.Heavy(t, "LIBERO episodes")
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python",
 			Arguments: `{"code": "s = robo.state()\nrobo.move_to([s.eef_pos[0], s.eef_pos[1], s.eef_pos[2] + 0.02])"}`}}}},
@@ -220,6 +219,7 @@ func TestPlaySeedCommandRuns(t *testing.T) {
 // TestPlayLiberoTypeRefused: --libero-type reaches make(); the LIBERO robot (the one home of what each
 // type runs) refuses standard for a LIBERO-PRO suite, and the boot_error names the fix (exit 2, as the original).
 func TestPlayLiberoTypeRefused(t *testing.T) {
+	nbtest.Heavy(t, "a real IPython kernel (the robot refuses in it)")
 	out := filepath.Join(t.TempDir(), "run")
 	var stdout, stderr bytes.Buffer
 	code := cmdPlay(context.Background(), []string{"--suite", "libero_spatial_swap", "--task", "7", "--libero-type", "standard",

@@ -17,12 +17,14 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 // TestPlayServeHumanInTheLoop runs an episode with --serve, pauses it through /api/episodes, runs a
 // person's cell on the live kernel over the gateway's WebSocket, resumes, and checks that the agent's
 // later cell sees the person's variable and that the trace records the human cell.
 func TestPlayServeHumanInTheLoop(t *testing.T) {
+	nbtest.Heavy(t, heavyEpisode)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "cells.py")
 	os.WriteFile(script, []byte("# %%\nx = 41\ntime.sleep(4)\n# %%\nprint('agent sees', y)\n"), 0o644)

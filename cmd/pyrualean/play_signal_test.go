@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
 // TestPlaySignalChild is the play process of TestPlaySIGINTDuringBoot, with main's signal handling.
@@ -32,6 +33,7 @@ func TestPlaySIGINTDuringBoot(t *testing.T) {
 	if os.Getenv("PYRUALEAN_SIGNAL_CHILD") != "" {
 		t.Skip("child")
 	}
+	nbtest.Heavy(t, heavyEpisode)
 	root := t.TempDir()
 	out := filepath.Join(root, "run")
 	script := filepath.Join(root, "cells.py")

@@ -42,6 +42,7 @@ func (s *Server) Write(p []byte) (int, error) {
 // with its own runtime, config, data and root folders, and waits until /api answers.
 func Start(t testing.TB, app, gatewayURL, gatewayToken string) *Server {
 	t.Helper()
+	nbtest.Heavy(t, "Jupyter "+app)
 	jupyter := filepath.Join(nbtest.Root(t), ".venv", "bin", "jupyter")
 	if _, err := os.Stat(jupyter); err != nil {
 		t.Fatalf("jupyter not installed in .venv (scripts/setup.sh): %v", err)

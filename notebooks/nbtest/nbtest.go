@@ -1,5 +1,7 @@
 // Package nbtest checks notebooks with Jupyter's own tools (the nbformat validator, nbconvert,
 // nbclient) from Go tests. Any package whose tests write notebooks can call Validate on them.
+// It also holds what every test package shares: the repository root, its venv's Python, and Heavy,
+// the fast tier's skip.
 package nbtest
 
 import (
@@ -31,6 +33,17 @@ func Root(t testing.TB) string {
 			t.Fatal("nbtest: no go.mod above the test directory")
 		}
 		dir = parent
+	}
+}
+
+// Heavy skips the test under -short (`make test-fast`): it needs a real part that is slow to start or to
+// run, named by what ("a real IPython kernel", "JupyterLab and Chromium", "a Ray cluster", "the llama.cpp
+// model", "an episode: a kernel and the simulator"). `make test` runs it. Test helpers that start such a
+// part call it, so a test needs no skip of its own and the pure tests of a heavy package still run.
+func Heavy(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("heavy (needs %s): skipped under -short; make test runs it", what)
 	}
 }
 
@@ -129,6 +142,7 @@ func ValidateBytes(t testing.TB, b []byte) {
 // RenderHTML converts path with `jupyter nbconvert --to html` and returns the HTML.
 func RenderHTML(t testing.TB, path string) string {
 	t.Helper()
+	Heavy(t, "Jupyter's nbconvert")
 	dir := t.TempDir()
 	jupyter := filepath.Join(Root(t), ".venv", "bin", "jupyter")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -148,6 +162,7 @@ func RenderHTML(t testing.TB, path string) string {
 // kernelspec and returns the executed notebook's path. Cell errors fail the test unless allowErrors.
 func Execute(t testing.TB, path, kernelName string, allowErrors bool, timeout time.Duration) string {
 	t.Helper()
+	Heavy(t, "a real IPython kernel (nbclient)")
 	dir := t.TempDir()
 	jupyter := filepath.Join(Root(t), ".venv", "bin", "jupyter")
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

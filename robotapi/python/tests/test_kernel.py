@@ -6,6 +6,9 @@ import json
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+# Every test here talks to a real kernel: `make test-fast` deselects them (-m "not heavy").
+pytestmark = pytest.mark.heavy
+
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):

@@ -28,6 +28,7 @@ def robo(tmp_path_factory):
     r.close()
 
 
+@pytest.mark.heavy
 def test_boot_card_and_state(robo):
     assert robo.NAME == "libero" and robo.suite == SUITE and robo.task_name == f"{SUITE}/0"
     assert "black bowl" in robo.task and "plate" in robo.task
@@ -45,6 +46,7 @@ def test_boot_card_and_state(robo):
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[16:24] == (1024).to_bytes(4, "big") * 2
 
 
+@pytest.mark.heavy
 def test_render_and_perception(robo):
     img = robo.image("agentview", resolution="low")
     assert img.shape == (256, 256, 3) and img.dtype == np.uint8 and img.std() > 10
@@ -89,6 +91,7 @@ def test_render_and_perception(robo):
         robo.artifact("nothing.png")
 
 
+@pytest.mark.heavy
 def test_motion_primitives(robo):
     steps0 = robo.env_steps
     st = robo.state()
@@ -132,6 +135,7 @@ def test_motion_primitives(robo):
     assert robo.back_project(600, 500, step=0).step == 0
 
 
+@pytest.mark.heavy
 def test_views_are_reused_until_the_simulator_steps(robo, monkeypatch):
     renders = []
     real = robo._sim.render
@@ -150,6 +154,7 @@ def test_views_are_reused_until_the_simulator_steps(robo, monkeypatch):
     assert len(renders) == n + 1  # the scene moved: rendered afresh
 
 
+@pytest.mark.heavy
 def test_step_budget_truncates(tmp_path):
     r = make("libero", task="libero_object_swap/0", seed=1, workspace=str(tmp_path), images="none",
              max_env_steps=5)
@@ -165,6 +170,7 @@ def test_step_budget_truncates(tmp_path):
         r.close()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("task", ["libero_spatial_swap/0", "libero_object_swap/0", "libero_goal_swap/8",
                                   "libero_object_task/0"])
 def test_reference_solution_succeeds(task, tmp_path):
@@ -190,6 +196,7 @@ def test_reference_solution_succeeds(task, tmp_path):
         r.close()
 
 
+@pytest.mark.heavy
 def test_libero_in_a_real_ipython_kernel(tmp_path):
     """make("libero") in the pyrualean kernel: a motion cell gets the on-motion images as display_data and
     cell_report (through user_expressions) reports the ledger and state."""
@@ -242,6 +249,7 @@ def test_libero_import_never_prompts_or_writes_config(tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing written under HOME (no ~/.libero, no config.yaml)
 
 
+@pytest.mark.heavy
 def test_task_list_carries_the_perturbed_instructions(robo):
     """LIBERO-PRO's _lan/_task suites perturb the instruction in the BDDL; the task list must say what the
     environment (and the robot's task card) says, not the file-name language of the original task."""

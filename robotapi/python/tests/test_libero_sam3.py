@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from pyrualean_robot import ToolError, make
-from pyrualean_robot.robots import _fake_sam3
+
+from fixtures import fake_sam3
 
 SUITE = "libero_spatial_swap"
 
@@ -30,8 +31,8 @@ def sam3(sim_robo, tmp_path_factory):
     and a LIBERO robot of the same scene that segments through it."""
     seg = sim_robo._view("agentview", 1024, 0, "seg")
     masks = {"plate": sim_robo._sim.mask("plate_1", seg)}
-    fake = _fake_sam3.FakeSam3(masks, score=0.87)
-    server = _fake_sam3.serve(fake)
+    fake = fake_sam3.FakeSam3(masks, score=0.87)
+    server = fake_sam3.serve(fake)
     r = make("libero", suite=SUITE, task=0, seed=0, workspace=str(tmp_path_factory.mktemp("sam3")), images="none",
              sam3_endpoint=server.url, libero_type="pro")
     yield fake, r
@@ -39,12 +40,14 @@ def sam3(sim_robo, tmp_path_factory):
     server.close()
 
 
+@pytest.mark.heavy
 def test_without_sam3_the_card_says_simulator_masks(sim_robo):
     facts = sim_robo._episode_card()["facts"]
     assert facts["perception"] == "simulator-masks" and facts["libero_type"] == "pro"
     assert sim_robo.segment("plate").score == 1.0
 
 
+@pytest.mark.heavy
 def test_segment_speaks_rpents_sam3_protocol(sam3, sim_robo):
     fake, r = sam3
     assert r._episode_card()["facts"]["perception"] == "sam3"
@@ -60,6 +63,7 @@ def test_segment_speaks_rpents_sam3_protocol(sam3, sim_robo):
     assert r.artifact(seg.overlay_artifact)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.heavy
 def test_sam3_point_prompt_and_misses(sam3, sim_robo):
     fake, r = sam3
     c0, r0, c1, r1 = sim_robo.segment("plate").box
@@ -73,6 +77,7 @@ def test_sam3_point_prompt_and_misses(sam3, sim_robo):
     assert not low.found and low.score == pytest.approx(0.87) and "below min_score" in low.error
 
 
+@pytest.mark.heavy
 def test_unreachable_sam3_is_a_tool_error_naming_segment(sim_robo, tmp_path):
     import socket
 

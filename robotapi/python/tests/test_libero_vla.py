@@ -15,9 +15,10 @@ from scipy.spatial.transform import Rotation
 from pyrualean_robot import ToolError, make
 from pyrualean_robot.apiref import api_reference
 from pyrualean_robot.robots import pi05
-from pyrualean_robot.robots._fake_pi05 import FakePi05, Waypoint, serve
 from pyrualean_robot.robots.libero import Contact, LiberoRobot, Pick
 from pyrualean_robot.robots.rpent import _free_port
+
+from fixtures.fake_pi05 import FakePi05, Waypoint, serve
 
 SUITE = "libero_spatial"
 OBS_KEYS = {"main_images", "wrist_images", "extra_view_images", "states", "task_descriptions"}
@@ -64,6 +65,7 @@ def test_quat2axisangle_and_frame_turn():
     assert np.array_equal(pi05.libero_frame(img), img[::-1][::-1, ::-1])
 
 
+@pytest.mark.heavy
 def test_request_shape_and_chunks_move_the_arm(robo, fake_at):
     start = _eef(robo)
     st0 = robo.state()
@@ -93,6 +95,7 @@ def test_request_shape_and_chunks_move_the_arm(robo, fake_at):
     assert rec["summary"]["chunks_used"] == 6
 
 
+@pytest.mark.heavy
 def test_images_are_libero_frames_turned_180(robo):
     """main_images / wrist_images are robosuite's own camera observations (drawn by robosuite's renderer,
     256 px as RPent's LIBERO env server asks) turned by 180 degrees, as RLinf's get_libero_image does."""
@@ -111,6 +114,7 @@ def test_images_are_libero_frames_turned_180(robo):
         sim._render_context_offscreen = None
 
 
+@pytest.mark.heavy
 def test_pi0_pick_stops_on_the_lift_heuristic(robo, fake_at):
     p = _eef(robo)
     low = p + np.array([0.0, 0.0, -0.14])
@@ -126,6 +130,7 @@ def test_pi0_pick_stops_on_the_lift_heuristic(robo, fake_at):
     robo.set_gripper(robo.OPEN, steps=8)
 
 
+@pytest.mark.heavy
 def test_socket_transport(robo, fake_at):
     fake_at([Waypoint(tuple(_eef(robo)), -1.0)], transport="socket")
     steps0 = robo.env_steps
@@ -133,6 +138,7 @@ def test_socket_transport(robo, fake_at):
     assert res.chunks_used == 1 and robo.env_steps - steps0 == 5
 
 
+@pytest.mark.heavy
 def test_older_predict_wire(robo, fake_at):
     """An RPent checkout from before the vla.predict facade serves "predict" with PNG images: the client
     falls back to it and the server decodes the very same observation."""
@@ -156,6 +162,7 @@ def test_server_facts_are_checked():
         client.check_health({"action_dim": 14})
 
 
+@pytest.mark.heavy
 def test_no_vla_hides_and_refuses(robo, fake_at):
     full = api_reference(LiberoRobot)
     novla = api_reference(LiberoRobot, primitives="no-vla")
@@ -178,6 +185,7 @@ def test_no_vla_hides_and_refuses(robo, fake_at):
     assert robo.env_steps == steps0 and not fake.requests
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("endpoint, expect", [
     (None, "no VLA endpoint configured.*pi05_vla_server"),
     ("unreachable", "unreachable"),
@@ -195,6 +203,7 @@ def test_missing_or_unreachable_endpoint(robo, endpoint, expect):
     assert robo.move_to(_eef(robo) + np.array([0, 0, 0.03]), max_steps=10).steps_used > 0  # episode goes on
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("reply, expect", [
     ("bad_shape", "malformed reply.*shape \\[1, 5, 3\\]"),
     ("nan", "malformed reply.*NaN"),
@@ -212,6 +221,7 @@ def test_malformed_reply(robo, fake_at, reply, expect):
     assert rec["tool"] == "pi0_doubled" and rec["ok"] is False and "ToolError" in rec["error"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kwargs", [dict(prompt=""), dict(max_chunks=0), dict(gripper_open_thresh=0.07),
                                     dict(lift_thresh=-1.0), dict(max_chunks=2.5)])
 def test_bad_arguments_move_nothing(robo, fake_at, kwargs):
@@ -222,6 +232,7 @@ def test_bad_arguments_move_nothing(robo, fake_at, kwargs):
     assert robo.env_steps == steps0 and not fake.requests
 
 
+@pytest.mark.heavy
 def test_vla_call_from_a_sandboxed_kernel_cell(tmp_path):
     """An agent cell (sandboxed: no sockets from policy code) calls pi0_doubled in the pyrualean kernel; the
     robot's own link to the Pi0.5 server works, the chunk runs, and the cell gets its on-motion images."""

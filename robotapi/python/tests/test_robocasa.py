@@ -17,9 +17,11 @@ import pytest
 
 from pyrualean_robot import EpisodeFinished, ToolError, make
 from pyrualean_robot.apiref import api_reference
-from pyrualean_robot.robots._fake_robocasa import serve_env, serve_vla
 from pyrualean_robot.robots.robocasa import SUITES, EnvMetaMismatch, RobocasaRobot
 from pyrualean_robot.robots.rpent import EnvServerUnavailable
+
+from fixtures import IMPORT_ROOT
+from fixtures.fake_robocasa import serve_env, serve_vla
 
 TASK = "PickPlaceCounterToCabinet"
 
@@ -77,7 +79,7 @@ def test_env_meta_identity_is_checked_on_both_transports(transport, protocol, tm
 
 
 def test_incompatible_v1_server_is_refused(tmp_path):
-    from pyrualean_robot.robots._fake_robocasa import FakeKitchen
+    from fixtures.fake_robocasa import FakeKitchen
     from pyrualean_robot.robots.rpent import RpcServer
 
     world = FakeKitchen(TASK, "target", 3)
@@ -372,7 +374,8 @@ def test_rpent_root_launches_rpents_env_server_script(tmp_path, monkeypatch):
     script.parent.mkdir(parents=True)
     script.write_text("import os, sys\n"
                       "assert os.environ['ROBOT_PLATFORM'] == 'ROBOCASA' and os.environ['MUJOCO_GL'] == 'egl'\n"
-                      "from pyrualean_robot.robots._fake_robocasa import main\n"
+                      f"sys.path.insert(0, {IMPORT_ROOT!r})\n"
+                      "from fixtures.fake_robocasa import main\n"
                       "sys.exit(main(['env'] + sys.argv[1:]))\n")
     monkeypatch.setenv("RPENT_PYTHON", str(tmp_path / "no-python"))
     with pytest.raises(EnvServerUnavailable, match="RPENT_PYTHON"):
@@ -393,6 +396,7 @@ def test_rpent_root_launches_rpents_env_server_script(tmp_path, monkeypatch):
     assert robo._proc.wait(10) is not None
 
 
+@pytest.mark.heavy
 def test_robot_rpc_works_in_a_sandboxed_kernel_cell(tmp_path):
     """Agent cells run under the kernel sandbox (no sockets from policy code); the robot's own env-server link
     must still work, and policy code itself must still be refused a socket."""
@@ -446,10 +450,10 @@ def test_env_server_killed_mid_motion_is_a_clear_tool_error(transport, tmp_path)
     """The simulator process dies while a servo's steps are in flight: a ToolError naming the server (no hang),
     what was recorded stays readable, and later calls fail the same clear way at once."""
     pkg_root = str(Path(__import__("pyrualean_robot").__file__).resolve().parents[1])
-    proc = subprocess.Popen([sys.executable, "-m", "pyrualean_robot.robots._fake_robocasa", "env", "--task-name", TASK,
+    proc = subprocess.Popen([sys.executable, "-m", "fixtures.fake_robocasa", "env", "--task-name", TASK,
                              "--split", "target", "--seed", "3", "--transport", transport, "--step-delay", "0.1"],
                             stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": pkg_root + os.pathsep + os.environ.get("PYTHONPATH", "")})
+                            env={**os.environ, "PYTHONPATH": IMPORT_ROOT + os.pathsep + pkg_root + os.pathsep + os.environ.get("PYTHONPATH", "")})
     try:
         line = proc.stdout.readline()
         assert "listening on" in line, line

@@ -508,6 +508,7 @@ def test_bridge_refuses_malformed_actions():
         policy_model.Model({"action_type": "joint", "eval_batch": True})
 
 
+@pytest.mark.heavy
 def test_pyrualean_play_agent_that_finishes_with_success_in_a_real_kernel(policy, tmp_path):
     if not os.access(PYRUALEAN, os.X_OK):
         pytest.fail(f"{PYRUALEAN} is missing: build it (go build -o bin/pyrualean ./cmd/pyrualean)")
@@ -580,6 +581,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.heavy
 def test_kernel_dying_under_pyrualean_play_reaches_robodojo_as_an_error(policy, tmp_path):
     cells = tmp_path / "cells.py"
     cells.write_text("# %%\nm = robo.move_joints(left=[0.3] * 6, steps=3)\n"

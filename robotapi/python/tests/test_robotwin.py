@@ -1,4 +1,4 @@
-"""RoboTwin adapter against a fake RPent RoboTwin env server and a fake LingBot-VLA server (_fake_robotwin):
+"""RoboTwin adapter against a fake RPent RoboTwin env server and a fake LingBot-VLA server (fixtures/fake_robotwin.py):
 the contract identity, every primitive, the VLA protocol, both RPC transports, and RPent-checkout launch."""
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ import pytest
 
 from pyrualean_robot import EpisodeFinished, ToolError, make
 from pyrualean_robot.apiref import api_reference
-from pyrualean_robot.robots._fake_robotwin import FakeLingBot, FakeRobotwinEnv, serve_env
 from pyrualean_robot.robots.robotwin import (SUITES, TASKS, EnvMetaMismatch, RobotwinRobot,
                                              env_runtime_contract, launch_missing, rpent_env_argv,
                                              vla_runtime_contract)
 from pyrualean_robot.robots.rpent import EnvServerUnavailable
+
+from fixtures import IMPORT_ROOT
+from fixtures.fake_robotwin import FakeLingBot, FakeRobotwinEnv, serve_env
 
 TASK, SUITE, SEED = "lift_pot", "demo_clean", 3
 
@@ -256,11 +258,12 @@ def test_rpent_root_launches_rpents_env_server(tmp_path, monkeypatch):
     """RPENT_ROOT: the adapter runs robots/robotwin/env_server.py of the checkout with RPent's arguments."""
     root = tmp_path / "RPent"
     (root / "robots" / "robotwin").mkdir(parents=True)
-    (root / "robots" / "robotwin" / "env_server.py").write_text(textwrap.dedent("""\
+    (root / "robots" / "robotwin" / "env_server.py").write_text(textwrap.dedent(f"""\
         # RPent's CLI: --task-name --task-config --seed --max-episode-steps --assets-path --transport --host
         # --port --parent-watch; served here by the fake.
         import os, sys
-        from pyrualean_robot.robots._fake_robotwin import main
+        sys.path.insert(0, {IMPORT_ROOT!r})
+        from fixtures.fake_robotwin import main
         assert os.environ["ROBOTWIN_ASSETS_PATH"] == sys.argv[sys.argv.index("--assets-path") + 1]
         sys.exit(main(["env", *sys.argv[1:]]))
         """))
@@ -306,6 +309,7 @@ def test_without_a_server_the_error_names_what_to_install_and_tasks_need_none(tm
     assert any("RPENT_ROOT" in m for m in missing) and any("ROBOTWIN_ASSETS_PATH" in m for m in missing)
 
 
+@pytest.mark.heavy
 def test_in_a_sandboxed_kernel_cell(tmp_path):
     """The robot's own links (env RPC, LingBot websocket, recorded steps) work from sandboxed agent cells."""
     from jupyter_client.manager import start_new_kernel
@@ -316,7 +320,9 @@ def test_in_a_sandboxed_kernel_cell(tmp_path):
     try:
         outs, rep = run(kc, textwrap.dedent(f"""\
             from pyrualean_robot import make
-            from pyrualean_robot.robots._fake_robotwin import FakeLingBot, FakeRobotwinEnv, serve_env
+            import sys
+            sys.path.insert(0, {IMPORT_ROOT!r})
+            from fixtures.fake_robotwin import FakeLingBot, FakeRobotwinEnv, serve_env
             env = FakeRobotwinEnv(task_name={TASK!r}, task_config={SUITE!r}, seed={SEED})
             server, vla = serve_env(env, transport="socket"), FakeLingBot(env)
             robo = make("robotwin", task={TASK!r}, suite={SUITE!r}, seed={SEED}, workspace={str(tmp_path)!r},
@@ -357,10 +363,10 @@ def test_in_a_sandboxed_kernel_cell(tmp_path):
 def _spawn_fake_env(tmp_path, *extra):
     """RPent's env-server command line, served by the fake in its own process (so a test can kill it)."""
     pkg_root = str(Path(__import__("pyrualean_robot").__file__).resolve().parents[1])
-    proc = subprocess.Popen([sys.executable, "-m", "pyrualean_robot.robots._fake_robotwin", "env", "--task-name", TASK,
+    proc = subprocess.Popen([sys.executable, "-m", "fixtures.fake_robotwin", "env", "--task-name", TASK,
                              "--task-config", SUITE, "--seed", str(SEED), "--assets-path", str(tmp_path), *extra],
                             stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": pkg_root + os.pathsep + os.environ.get("PYTHONPATH", "")})
+                            env={**os.environ, "PYTHONPATH": IMPORT_ROOT + os.pathsep + pkg_root + os.pathsep + os.environ.get("PYTHONPATH", "")})
     line = proc.stdout.readline()
     assert "listening on" in line, line
     return proc, line.split()[-1]

@@ -23,6 +23,7 @@ def test_split_cells():
     assert split_cells(src) == ["x = 1\n", "print(x)\n"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("seed", [11, 12])
 def test_reference_solution(task, seed, tmp_path):
