@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/pyrualean/pyrualean/agent"
 )
 
@@ -99,26 +97,22 @@ func TestProviderDoer(t *testing.T) {
 	}
 }
 func TestDropOldImages(t *testing.T) {
-	img := func() openai.ChatMessagePart {
-		return openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: "data:image/png;base64,AA=="}}
+	img := func() Part { return Part{Image: &agent.Image{Name: "cam", PNG: []byte{0}}} }
+	txt := func(s string) Part { return Part{Text: s} }
+	msgs := []Message{
+		{Role: RoleUser, Parts: []Part{txt("prompt"), img(), img()}},
+		{Role: RoleAssistant, Parts: []Part{txt("x")}},
+		{Role: RoleUser, Parts: []Part{txt("call 1"), img(), img()}},
+		{Role: RoleUser, Parts: []Part{txt("call 2"), img(), img()}},
 	}
-	txt := func(s string) openai.ChatMessagePart {
-		return openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: s}
-	}
-	msgs := []openai.ChatCompletionMessage{
-		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("prompt"), img(), img()}},
-		{Role: "assistant", Content: "x"},
-		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("call 1"), img(), img()}},
-		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("call 2"), img(), img()}},
-	}
-	msgs = dropOldImages(msgs, 3)
+	dropOldImages(msgs, 3)
 	if n := countImages(msgs); n != 3 {
 		t.Fatalf("%d images kept", n)
 	}
-	if p := msgs[0].MultiContent; len(p) != 2 || p[1].Text != droppedImageNote {
+	if p := msgs[0].Parts; len(p) != 2 || p[1].Text != droppedImageNote {
 		t.Errorf("first message parts %+v", p)
 	}
-	if p := msgs[2].MultiContent; len(p) != 3 || p[1].Text != droppedImageNote || p[2].Type != openai.ChatMessagePartTypeImageURL {
+	if p := msgs[2].Parts; len(p) != 3 || p[1].Text != droppedImageNote || p[2].Image == nil {
 		t.Errorf("call 1 parts %+v", p)
 	}
 }

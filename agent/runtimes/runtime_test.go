@@ -11,7 +11,8 @@ import (
 )
 
 func TestTable(t *testing.T) {
-	for _, name := range []string{"openai", "local", "codex", "claude", "replay", "scripted"} {
+	t.Setenv("ANTHROPIC_MODEL", "")
+	for _, name := range []string{"openai", "anthropic", "local", "codex", "claude", "replay", "scripted"} {
 		if _, err := Lookup(name); err != nil {
 			t.Errorf("Lookup(%q): %v", name, err)
 		}
@@ -19,7 +20,7 @@ func TestTable(t *testing.T) {
 	if e, _ := Lookup("scripted"); e.Name != "replay" {
 		t.Errorf("scripted is %q, want the replay entry", e.Name)
 	}
-	if _, err := Lookup("codexx"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "openai, local, codex, claude, replay") {
+	if _, err := Lookup("codexx"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "openai, anthropic, local, codex, claude, replay") {
 		t.Errorf("unknown runtime: %v", err)
 	}
 	script := filepath.Join(t.TempDir(), "cells.py")
@@ -37,6 +38,10 @@ func TestTable(t *testing.T) {
 		{"openai", Settings{OpenAI: OpenAIOptions{Temperature: &temp}}, "--openai-temperature", ""},
 		{"openai", Settings{OpenAI: OpenAIOptions{MaxImages: -1}}, "--openai-max-images", ""},
 		{"local", Settings{Model: "gpt-4o"}, "pyrualean models", ""},
+		{"anthropic", Settings{Model: "claude-x"}, "", "claude-x"},
+		{"anthropic", Settings{}, "--model", ""},
+		{"anthropic", Settings{Model: "claude-x", BaseURL: "api.anthropic.com"}, "--base-url", ""},
+		{"anthropic", Settings{Model: "claude-x", OpenAI: OpenAIOptions{ToolChoice: "maybe"}}, "--openai-tool-choice", ""},
 		{"replay", Settings{}, "--from", ""},
 		{"replay", Settings{From: script, Arm: spec.ArmCells}, "", "replay"},
 		{"replay", Settings{From: script, Arm: spec.ArmTools}, "--arm cells", ""},
