@@ -203,37 +203,46 @@ func (st *claudeStream) turn(id string, startedAt string) *agent.Turn {
 	return t
 }
 
+// claudeEvent is one line of Claude Code's stream-json output (the fields read here).
+type claudeEvent struct {
+	Type       string `json:"type"`
+	Subtype    string `json:"subtype"`
+	SessionID  string `json:"session_id"`
+	Timestamp  string `json:"timestamp"`
+	MCPServers []struct {
+		Name   string `json:"name"`
+		Status string `json:"status"`
+	} `json:"mcp_servers"`
+	Event   *claudeStreamEvent `json:"event"`
+	Message *claudeMessage     `json:"message"`
+}
+
+// claudeStreamEvent is a raw API event (--include-partial-messages).
+type claudeStreamEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID    string          `json:"id"`
+		Usage *AnthropicUsage `json:"usage"`
+	} `json:"message"`
+	Usage *struct {
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+// claudeMessage is an assistant message as Claude Code repeats it.
+type claudeMessage struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		Name string `json:"name"`
+	} `json:"content"`
+	Usage *AnthropicUsage `json:"usage"`
+}
+
 func (st *claudeStream) line(b []byte) {
-	var ev struct {
-		Type       string `json:"type"`
-		Subtype    string `json:"subtype"`
-		SessionID  string `json:"session_id"`
-		Timestamp  string `json:"timestamp"`
-		MCPServers []struct {
-			Name   string `json:"name"`
-			Status string `json:"status"`
-		} `json:"mcp_servers"`
-		Event *struct {
-			Type    string `json:"type"`
-			Message *struct {
-				ID    string          `json:"id"`
-				Usage *AnthropicUsage `json:"usage"`
-			} `json:"message"`
-			Usage *struct {
-				OutputTokens int `json:"output_tokens"`
-			} `json:"usage"`
-		} `json:"event"`
-		Message *struct {
-			ID      string `json:"id"`
-			Model   string `json:"model"`
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-				Name string `json:"name"`
-			} `json:"content"`
-			Usage *AnthropicUsage `json:"usage"`
-		} `json:"message"`
-	}
+	var ev claudeEvent
 	if json.Unmarshal(b, &ev) != nil {
 		return
 	}
@@ -248,53 +257,11 @@ func (st *claudeStream) line(b []byte) {
 			}
 		}
 	case "stream_event":
-		if ev.Event == nil {
-			return
-		}
-		switch ev.Event.Type {
-		case "message_start":
-			if m := ev.Event.Message; m != nil && m.ID != "" {
-				st.current = m.ID
-				t := st.turn(m.ID, "")
-				if m.Usage != nil {
-					t.Usage = m.Usage.Usage(1)
-				}
-			}
-		case "message_delta":
-			if t := st.byID[st.current]; t != nil {
-				if ev.Event.Usage != nil {
-					t.Usage.OutputTokens = ev.Event.Usage.OutputTokens
-				}
-				t.LatencyS = round3(st.now().Sub(st.inputAt).Seconds())
-			}
-		}
+		st.streamEvent(ev.Event)
 	case "user":
 		st.inputAt = st.now()
 	case "assistant":
-		if ev.Message == nil {
-			return
-		}
-		_, seen := st.byID[ev.Message.ID]
-		t := st.turn(ev.Message.ID, ev.Timestamp)
-		if ev.Message.Model == "<synthetic>" {
-			// Claude Code's own message about a failed API call: a failed request, no usage.
-			seen, t.Usage = true, agent.Usage{Calls: 1}
-			for _, c := range ev.Message.Content {
-				t.Error += c.Text
-			}
-			return
-		}
-		if !seen && ev.Message.Usage != nil {
-			t.Usage = ev.Message.Usage.Usage(1)
-		}
-		for _, c := range ev.Message.Content {
-			switch c.Type {
-			case "tool_use":
-				t.ToolCalls = append(t.ToolCalls, agent.StripToolPrefix(c.Name))
-			case "text":
-				t.Content += c.Text
-			}
-		}
+		st.assistant(ev.Message, ev.Timestamp)
 	case "result":
 		var r claudeResult
 		if json.Unmarshal(b, &r) == nil {
@@ -302,6 +269,59 @@ func (st *claudeStream) line(b []byte) {
 			if r.Usage != nil {
 				st.totals = r.Usage.Usage(len(st.order))
 			}
+		}
+	}
+}
+
+// streamEvent takes a response's usage: its input at message_start, its final output tokens and
+// latency at message_delta.
+func (st *claudeStream) streamEvent(ev *claudeStreamEvent) {
+	if ev == nil {
+		return
+	}
+	switch ev.Type {
+	case "message_start":
+		if m := ev.Message; m != nil && m.ID != "" {
+			st.current = m.ID
+			t := st.turn(m.ID, "")
+			if m.Usage != nil {
+				t.Usage = m.Usage.Usage(1)
+			}
+		}
+	case "message_delta":
+		if t := st.byID[st.current]; t != nil {
+			if ev.Usage != nil {
+				t.Usage.OutputTokens = ev.Usage.OutputTokens
+			}
+			t.LatencyS = round3(st.now().Sub(st.inputAt).Seconds())
+		}
+	}
+}
+
+// assistant takes a message's tool calls and text (and its usage, when no stream event gave it).
+func (st *claudeStream) assistant(m *claudeMessage, timestamp string) {
+	if m == nil {
+		return
+	}
+	_, seen := st.byID[m.ID]
+	t := st.turn(m.ID, timestamp)
+	if m.Model == "<synthetic>" {
+		// Claude Code's own message about a failed API call: a failed request, no usage.
+		t.Usage = agent.Usage{Calls: 1}
+		for _, c := range m.Content {
+			t.Error += c.Text
+		}
+		return
+	}
+	if !seen && m.Usage != nil {
+		t.Usage = m.Usage.Usage(1)
+	}
+	for _, c := range m.Content {
+		switch c.Type {
+		case "tool_use":
+			t.ToolCalls = append(t.ToolCalls, agent.StripToolPrefix(c.Name))
+		case "text":
+			t.Content += c.Text
 		}
 	}
 }
