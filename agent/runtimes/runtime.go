@@ -26,6 +26,7 @@
 //   - generate.go: one single-shot request for a program (`pyrualean generate`), with any Chat.
 //   - cli.go: the Codex CLI and Claude Code (package agent/cli), which run their own loops.
 //   - scripted.go: fixed actions from a trace or a script, no model (`--runtime replay`).
+//   - spec.go: a spec's policy to a runtime name (Resolve) and its Settings (SettingsFor).
 //
 // Adding a model backend: a file with a type implementing Chat and a constructor
 // func(Settings) (Runtime, error) returning &chatRuntime{chat, loopSettings(s, model)}; one row in Table.
