@@ -3,7 +3,6 @@ package runtimes
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,7 +163,7 @@ func partBlocks(parts []Part) []any {
 		switch {
 		case p.Image != nil:
 			blocks = append(blocks, map[string]any{"type": "image", "source": map[string]any{
-				"type": "base64", "media_type": "image/png", "data": base64.StdEncoding.EncodeToString(p.Image.PNG)}})
+				"type": "base64", "media_type": "image/png", "data": p.Base64()}})
 		case p.Text != "":
 			blocks = append(blocks, map[string]any{"type": "text", "text": p.Text})
 		}

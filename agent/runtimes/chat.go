@@ -2,8 +2,10 @@ package runtimes
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"sync"
 
 	"github.com/pyrualean/pyrualean/agent"
 )
@@ -50,6 +52,24 @@ type Message struct {
 type Part struct {
 	Text  string
 	Image *agent.Image
+	b64   *encoded // the image's base64, made once: the history is sent again on every call
+}
+
+type encoded struct {
+	once sync.Once
+	s    string
+}
+
+// imagePart is a part holding im.
+func imagePart(im *agent.Image) Part { return Part{Image: im, b64: &encoded{}} }
+
+// Base64 is the part's image in base64 (standard encoding), as both APIs send it.
+func (p Part) Base64() string {
+	if p.b64 == nil {
+		return base64.StdEncoding.EncodeToString(p.Image.PNG)
+	}
+	p.b64.once.Do(func() { p.b64.s = base64.StdEncoding.EncodeToString(p.Image.PNG) })
+	return p.b64.s
 }
 
 // Text is the message's text parts joined.

@@ -20,7 +20,7 @@ func textParts(s string) []Part {
 func imageParts(images []agent.Image) []Part {
 	parts := make([]Part, 0, len(images))
 	for i := range images {
-		parts = append(parts, Part{Image: &images[i]})
+		parts = append(parts, imagePart(&images[i]))
 	}
 	return parts
 }
@@ -38,7 +38,7 @@ func firstUserMessage(p agent.Prompt, textOnly bool) Message {
 	}
 	parts := textParts(p.Text)
 	for i, im := range p.Images {
-		parts = append(parts, Part{Text: "Task card image: " + im.Name}, Part{Image: &p.Images[i]})
+		parts = append(parts, Part{Text: "Task card image: " + im.Name}, imagePart(&p.Images[i]))
 	}
 	return Message{Role: RoleUser, Parts: parts}
 }

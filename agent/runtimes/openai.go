@@ -2,7 +2,6 @@ package runtimes
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -178,7 +177,7 @@ func openaiParts(parts []Part) []openai.ChatMessagePart {
 			continue
 		}
 		out = append(out, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{
-			URL: "data:image/png;base64," + base64.StdEncoding.EncodeToString(p.Image.PNG), Detail: openai.ImageURLDetailAuto,
+			URL: "data:image/png;base64," + p.Base64(), Detail: openai.ImageURLDetailAuto,
 		}})
 	}
 	return out

@@ -3,6 +3,7 @@ package runtimes
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/pyrualean/pyrualean/agent"
 )
@@ -115,4 +118,31 @@ func TestDropOldImages(t *testing.T) {
 	if p := msgs[2].Parts; len(p) != 3 || p[1].Text != droppedImageNote || p[2].Image == nil {
 		t.Errorf("call 1 parts %+v", p)
 	}
+}
+
+// BenchmarkOpenAIRequest measures what the neutral history adds per LLM call: lowering a long
+// history (40 tool turns, 20 images of 64 KB) to go-openai messages, beside the JSON encoding of the
+// request that every call made before the split too (the anchor).
+func BenchmarkOpenAIRequest(b *testing.B) {
+	png := make([]byte, 64<<10)
+	msgs := []Message{{Role: RoleUser, Parts: textParts(strings.Repeat("prompt ", 2000))}}
+	for i := range 40 {
+		id := fmt.Sprintf("call_%d", i)
+		msgs = append(msgs, Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: id, Name: "python", Arguments: `{"code":"robo.move_to([0.1,0.2,0.3])"}`}}},
+			Message{Role: RoleTool, ToolCallID: id, Parts: textParts(strings.Repeat("feedback ", 100))})
+		if i%2 == 0 {
+			msgs = append(msgs, Message{Role: RoleUser, Parts: []Part{{Text: "Images from " + id}, imagePart(&agent.Image{Name: "cam", PNG: png})}})
+		}
+	}
+	lowered := openaiMessages(msgs)
+	b.Run("lower", func(b *testing.B) {
+		for b.Loop() {
+			openaiMessages(msgs)
+		}
+	})
+	b.Run("anchor-encode", func(b *testing.B) {
+		for b.Loop() {
+			json.Marshal(openai.ChatCompletionRequest{Model: "m", Messages: lowered})
+		}
+	})
 }
