@@ -234,5 +234,15 @@ func openaiConfig(s Settings, model string) (OpenAIConfig, error) {
 	}, nil
 }
 
-// OpenAIConfigFor is the endpoint config the openai runtime would run with under settings.
-func OpenAIConfigFor(s Settings) (OpenAIConfig, error) { return openaiConfig(s, defaultModel(s)) }
+// OpenAIConfigFor is the config the openai runtime would run with under settings: its endpoint and
+// its loop (RunOpenAI and GenerateProgram take it whole).
+func OpenAIConfigFor(s Settings) (OpenAIConfig, error) {
+	c, err := openaiConfig(s, defaultModel(s))
+	if err != nil {
+		return c, err
+	}
+	l := loopSettings(s, c.Model)
+	c.Prices, c.ImagesInToolMessages, c.MaxImages, c.TextOnly = l.Prices, l.ImagesInToolMessages, l.MaxImages, l.TextOnly
+	c.MaxLLMCalls, c.RecordTokens, c.Logger = l.MaxLLMCalls, l.RecordTokens, l.Logger
+	return c, nil
+}

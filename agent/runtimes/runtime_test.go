@@ -73,3 +73,14 @@ func TestDefault(t *testing.T) {
 		t.Errorf("$PYRUALEAN_RUNTIME: %s", d)
 	}
 }
+
+// TestOpenAIConfigFor: the config handed to RunOpenAI and GenerateProgram carries the loop's
+// settings too (prices, images, the LLM-call ceiling), not only the endpoint.
+func TestOpenAIConfigFor(t *testing.T) {
+	c, err := OpenAIConfigFor(Settings{Model: "m", BaseURL: "http://h/v1", MaxTurns: 5, RecordTokens: true,
+		OpenAI: OpenAIOptions{TextOnly: true, MaxImages: 3, ImagesInTool: true}})
+	if err != nil || c.BaseURL != "http://h/v1" || c.Model != "m" || c.MaxLLMCalls != 15 || !c.TextOnly || c.MaxImages != 3 ||
+		!c.ImagesInToolMessages || !c.RecordTokens {
+		t.Errorf("%+v %v", c, err)
+	}
+}
