@@ -145,6 +145,9 @@ func TestLocalRecordTokens(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	r := startLocal(t, ctx, t.TempDir(), Settings{RecordTokens: true, OpenAI: OpenAIOptions{MaxTokens: 48}})
+	// Deadlines are TestLocalTurnCutAtDeadline's subject: here a machine busier than at Start's
+	// calibration must not cut a reply whose tokens the test reads (1 token/s: hours).
+	r.speed = speed{prompt: 1, gen: 1}
 	for _, codeBlock := range []string{"python", ""} {
 		r.cfg.ExtraBody["code_block_tool"] = codeBlock
 		r.chat = NewOpenAIChat(r.cfg)
