@@ -33,6 +33,7 @@ func TestLocalDeadline(t *testing.T) {
 // startLocal is the local runtime on the test model, on a port and with a slot folder of its own.
 func startLocal(t *testing.T, ctx context.Context, slotDir string, s Settings) *localRuntime {
 	t.Helper()
+	skipShort(t)
 	s.Model = llm.TestModel
 	rt, err := newLocal(s)
 	if err != nil {

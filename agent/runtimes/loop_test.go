@@ -29,6 +29,7 @@ type episodeRun struct {
 // otherwise) and finishes it.
 func playTask(t *testing.T, rt Runtime, task string, change func(*spec.Episode)) episodeRun {
 	t.Helper()
+	skipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	s := spectest.Tabletop(t, func(s *spec.Episode) {
@@ -52,9 +53,17 @@ func playTask(t *testing.T, rt Runtime, task string, change func(*spec.Episode))
 	return episodeRun{res: res, err: runErr, dir: s.Out}
 }
 
+// skipShort skips a test that boots real episodes or a model server under the fast tier (go test -short).
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a real episode (kernel, MuJoCo) or model server: not in the fast tier")
+	}
+}
+
 // solution is the task's reference solution as python calls (robotapi/solutions/tabletop).
 func solution(t *testing.T, task string) []Action {
 	t.Helper()
+	skipShort(t)
 	root, err := agent.FindRoot()
 	if err != nil {
 		t.Fatal(err)
