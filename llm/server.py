@@ -416,13 +416,18 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                                                               "type": "invalid_request_error"}}).encode(),
                                    "application/json")
                         return
-            collect = False  # a non-streaming chat request goes upstream streamed (see _await)
+            collect = ""  # a non-streaming chat request goes upstream streamed (see _await), unless it asks for logprobs
             if body and self.command == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
                 try:
                     req = json.loads(body)
-                    if isinstance(req, dict) and not req.get("stream"):
+                    if isinstance(req, dict) and not req.get("stream") and req.get("logprobs"):
+                        # A request for logprobs (--record-tokens) goes unstreamed: llama.cpp's stream leaves
+                        # out the logprobs of n-gram draft tokens and of the end-of-turn token, and refuses
+                        # them next to tools. The price: a client that hangs up does not stop its generation.
+                        collect = "json"
+                    elif isinstance(req, dict) and not req.get("stream"):
                         req["stream"], req["stream_options"] = True, {"include_usage": True}
-                        body, collect = json.dumps(req).encode(), True
+                        body, collect = json.dumps(req).encode(), "stream"
                 except ValueError:
                     pass
             headers = {k: v for k, v in self.headers.items()
@@ -466,7 +471,7 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                 self._send(resp.status, resp.read(), ctype)
             conn.close()
 
-        def _ask(self, body: bytes | None, headers: dict[str, str], collect: bool) -> tuple[http.client.HTTPConnection, Any]:
+        def _ask(self, body: bytes | None, headers: dict[str, str], collect: str) -> tuple[http.client.HTTPConnection, Any]:
             """Send the request upstream; the connection and what _await makes of the answer."""
             conn = http.client.HTTPConnection(*upstream, timeout=3600)
             try:
@@ -476,8 +481,9 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                 conn.close()
                 raise
 
-        def _await(self, conn: http.client.HTTPConnection, collect: bool) -> Any:
-            """llama.cpp's answer: the assembled reply (collect, a 200 event stream), else the response;
+        def _await(self, conn: http.client.HTTPConnection, collect: str) -> Any:
+            """llama.cpp's answer: the reply as a dict (collect "stream": assembled from a 200 event
+            stream; "json": a 200 JSON body), else the response;
             None once the client has hung up while it was computing.
 
             A client that gives up (its deadline, a cancelled episode) must not leave a generation
@@ -491,8 +497,14 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
             def wait() -> None:
                 try:
                     resp = conn.getresponse()
-                    if collect and resp.status == 200 and "text/event-stream" in resp.getheader("Content-Type", ""):
+                    ctype = resp.getheader("Content-Type", "")
+                    if collect == "stream" and resp.status == 200 and "text/event-stream" in ctype:
                         box["out"] = assemble_stream(resp)
+                    elif collect == "json" and resp.status == 200 and "application/json" in ctype:
+                        try:
+                            box["out"] = json.load(resp)
+                        except ValueError as e:
+                            raise OSError(f"llama.cpp reply is not JSON: {e}") from e
                     else:
                         box["out"] = resp
                 except BaseException as e:  # noqa: BLE001 (handed to the caller's thread)

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,97 +73,67 @@ func claudeInput(p agent.Prompt) []byte {
 // RunClaude drives ep with Claude Code in print mode until it ends, finish was called (it then gets
 // FinishGrace to wrap up), the budget runs out (an error wrapping agent.ErrBudgetExceeded) or ctx ends.
 func RunClaude(ctx context.Context, ep Driver, cfg Config) error {
-	cfg.defaults()
-	setup, err := prepare(ctx, ep, cfg, "claude", ClaudeEvents, ClaudeStderr, ClaudeHome)
-	if err != nil {
-		return err
-	}
-	bin, key, home, dir, info := setup.bin, setup.key, setup.home, ep.Dir(), setup.info
-	r, cleanup, err := startRun(ctx, dir, ep, cfg, "claude", ClaudeEvents, ClaudeStderr)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	bctx, s := r.ctx, r.session
+	return runCLI(ctx, ep, cfg, claudeCLI{})
+}
 
+// claudeCLI is Claude Code's part of runCLI.
+type claudeCLI struct{}
+
+func (claudeCLI) files() cliFiles { return cliFiles{"claude", ClaudeEvents, ClaudeStderr, ClaudeHome} }
+
+func (claudeCLI) prepare(Driver, Config, cliSetup) (func(), error) { return nil, nil }
+
+func (claudeCLI) newStream() cliStream { return newClaudeStream(time.Now()) }
+
+func (claudeCLI) command(ep Driver, cfg Config, s cliSetup, r *run) (*exec.Cmd, io.Reader) {
 	toolTimeoutMS := 3600_000
 	if cfg.Budget > 0 {
 		toolTimeoutMS = int(cfg.Budget.Milliseconds()) + 60_000
 	}
-	env := []string{"CLAUDE_CONFIG_DIR=" + home,
-		"ANTHROPIC_API_KEY=" + key,
+	env := []string{"CLAUDE_CONFIG_DIR=" + s.home,
+		"ANTHROPIC_API_KEY=" + s.key,
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1",
 		"DISABLE_ERROR_REPORTING=1", "MCP_TIMEOUT=60000", "MCP_TOOL_TIMEOUT=" + strconv.Itoa(toolTimeoutMS),
 		"MAX_MCP_OUTPUT_TOKENS=100000", "CLAUDE_CODE_MAX_RETRIES=" + strconv.Itoa(cfg.retries())}
 	if cfg.BaseURL != "" {
 		env = append(env, "ANTHROPIC_BASE_URL="+strings.TrimRight(cfg.BaseURL, "/"))
 	}
-	env = append(env, cfg.Env...)
+	cmd := exec.Command(s.bin, claudeArgs(cfg, r.session.http.URL, ep.Toolkit().Tools())...)
+	cmd.Dir = r.workspace
+	cmd.Env = baseEnv(append(env, cfg.Env...)...)
+	return cmd, bytes.NewReader(claudeInput(ep.Prompt()))
+}
 
-	turnBase := 0
-	for attempt := 1; ; attempt++ {
-		ep.SetPlannerAttempts(attempt)
-		st := newClaudeStream(time.Now())
-		cmd := exec.Command(bin, claudeArgs(cfg, s.http.URL, ep.Toolkit().Tools())...)
-		cmd.Dir = r.workspace
-		cmd.Env = baseEnv(env...)
-		done := make(chan struct{})
-		code, killed, runErr := runProcess(bctx, runSpec{
-			cmd: cmd, stdin: bytes.NewReader(claudeInput(ep.Prompt())), events: r.events, stderr: r.stderr,
-			onLine: st.line, grace: cfg.KillGrace, stopEarly: finishWatch(s, cfg.FinishGrace, done),
-		})
-		close(done)
-		info.ExitCode, info.Killed, info.SessionID, info.Attempts = code, killed, st.sessionID, attempt
-		info.ToolCalls, info.Cancelled = s.toolCalls()
-		publish(ep, info)
-		turns := st.turns()
-		for i, t := range turns {
-			t.Turn = turnBase + i + 1
-			if err := ep.RecordTurn(t); err != nil {
-				return err
-			}
-		}
-		turnBase += len(turns)
-		if st.result != nil {
-			info.CostUSD = st.result.TotalCostUSD
-			publish(ep, info)
-			ep.SetUsageTotals(st.totals, st.result.TotalCostUSD)
-			if st.result.Result != "" {
-				_ = os.WriteFile(filepath.Join(dir, LastMessage), []byte(st.result.Result+"\n"), 0o644)
-			}
-		}
-		if st.mcpStatus != "" && st.mcpStatus != "connected" {
-			cfg.Logger.Warn("claude did not connect to the MCP server", "status", st.mcpStatus)
-		}
-		switch {
-		case runErr != nil:
-			return runErr
-		}
-		if err, ok := endReason(bctx, killed, ep.Finished()); ok {
-			return err
-		}
-		var why string
-		switch {
-		case st.result == nil:
-			why = fmt.Sprintf("claude ended without a result (exit %s): %s", exitString(code), tail(filepath.Join(dir, ClaudeStderr), 400))
-		case st.result.Subtype == "error_max_turns":
-			return nil // the turn ceiling: the episode ends unsolved, like an exhausted call budget
-		case st.result.IsError:
-			why = "claude: " + st.result.Result
-			if st.result.Subtype != "success" {
-				why = fmt.Sprintf("claude %s: %s", st.result.Subtype, st.result.Result)
-			}
-		default:
-			return nil
-		}
-		if info.ToolCalls > 0 || attempt >= cfg.PlannerAttempts {
-			return fmt.Errorf("%w: %s", agent.ErrPlanner, why)
-		}
-		cfg.Logger.Warn("claude failed before its first tool call; retrying", "attempt", attempt, "err", why)
-		if err := sleepCtx(bctx, cfg.PlannerRetryWait); err != nil {
-			return err
+func (st *claudeStream) session() string { return st.sessionID }
+
+// settle hands over the result line's totals and cost (authoritative: they count what the stream
+// may not show) and keeps the final message.
+func (st *claudeStream) settle(ep Driver, info *Info, cfg Config) {
+	if st.result != nil {
+		info.CostUSD = st.result.TotalCostUSD
+		ep.SetUsageTotals(st.totals, st.result.TotalCostUSD)
+		if st.result.Result != "" {
+			_ = os.WriteFile(filepath.Join(ep.Dir(), LastMessage), []byte(st.result.Result+"\n"), 0o644)
 		}
 	}
+	if st.mcpStatus != "" && st.mcpStatus != "connected" {
+		cfg.Logger.Warn("claude did not connect to the MCP server", "status", st.mcpStatus)
+	}
+}
+
+func (st *claudeStream) failed(code *int, stderr func() string) string {
+	r := st.result
+	switch {
+	case r == nil:
+		return fmt.Sprintf("claude ended without a result (exit %s): %s", exitString(code), stderr())
+	case r.Subtype == "error_max_turns":
+		return "" // the turn ceiling: the episode ends unsolved, like an exhausted call budget
+	case r.IsError && r.Subtype != "success":
+		return fmt.Sprintf("claude %s: %s", r.Subtype, r.Result)
+	case r.IsError:
+		return "claude: " + r.Result
+	}
+	return ""
 }
 
 func exitString(code *int) string {
@@ -186,15 +157,17 @@ type claudeStream struct {
 }
 
 type claudeResult struct {
-	Subtype      string       `json:"subtype"`
-	IsError      bool         `json:"is_error"`
-	Result       string       `json:"result"`
-	NumTurns     int          `json:"num_turns"`
-	TotalCostUSD *float64     `json:"total_cost_usd"`
-	Usage        *claudeUsage `json:"usage"`
+	Subtype      string          `json:"subtype"`
+	IsError      bool            `json:"is_error"`
+	Result       string          `json:"result"`
+	NumTurns     int             `json:"num_turns"`
+	TotalCostUSD *float64        `json:"total_cost_usd"`
+	Usage        *AnthropicUsage `json:"usage"`
 }
 
-type claudeUsage struct {
+// AnthropicUsage is the usage object of an Anthropic Messages API reply (Claude Code's stream
+// repeats it; the anthropic runtime reads it from the API).
+type AnthropicUsage struct {
 	InputTokens              int `json:"input_tokens"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
@@ -204,8 +177,8 @@ type claudeUsage struct {
 	} `json:"output_tokens_details"`
 }
 
-// usage converts Anthropic counts: our input includes cache reads and writes (the original's §10).
-func (u claudeUsage) usage(calls int) agent.Usage {
+// Usage converts Anthropic counts: our input includes cache reads and writes (the original's §10).
+func (u AnthropicUsage) Usage(calls int) agent.Usage {
 	return agent.Usage{Calls: calls,
 		InputTokens:  u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
 		CachedTokens: u.CacheReadInputTokens, OutputTokens: u.OutputTokens,
@@ -230,37 +203,46 @@ func (st *claudeStream) turn(id string, startedAt string) *agent.Turn {
 	return t
 }
 
+// claudeEvent is one line of Claude Code's stream-json output (the fields read here).
+type claudeEvent struct {
+	Type       string `json:"type"`
+	Subtype    string `json:"subtype"`
+	SessionID  string `json:"session_id"`
+	Timestamp  string `json:"timestamp"`
+	MCPServers []struct {
+		Name   string `json:"name"`
+		Status string `json:"status"`
+	} `json:"mcp_servers"`
+	Event   *claudeStreamEvent `json:"event"`
+	Message *claudeMessage     `json:"message"`
+}
+
+// claudeStreamEvent is a raw API event (--include-partial-messages).
+type claudeStreamEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID    string          `json:"id"`
+		Usage *AnthropicUsage `json:"usage"`
+	} `json:"message"`
+	Usage *struct {
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+// claudeMessage is an assistant message as Claude Code repeats it.
+type claudeMessage struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		Name string `json:"name"`
+	} `json:"content"`
+	Usage *AnthropicUsage `json:"usage"`
+}
+
 func (st *claudeStream) line(b []byte) {
-	var ev struct {
-		Type       string `json:"type"`
-		Subtype    string `json:"subtype"`
-		SessionID  string `json:"session_id"`
-		Timestamp  string `json:"timestamp"`
-		MCPServers []struct {
-			Name   string `json:"name"`
-			Status string `json:"status"`
-		} `json:"mcp_servers"`
-		Event *struct {
-			Type    string `json:"type"`
-			Message *struct {
-				ID    string       `json:"id"`
-				Usage *claudeUsage `json:"usage"`
-			} `json:"message"`
-			Usage *struct {
-				OutputTokens int `json:"output_tokens"`
-			} `json:"usage"`
-		} `json:"event"`
-		Message *struct {
-			ID      string `json:"id"`
-			Model   string `json:"model"`
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-				Name string `json:"name"`
-			} `json:"content"`
-			Usage *claudeUsage `json:"usage"`
-		} `json:"message"`
-	}
+	var ev claudeEvent
 	if json.Unmarshal(b, &ev) != nil {
 		return
 	}
@@ -275,60 +257,71 @@ func (st *claudeStream) line(b []byte) {
 			}
 		}
 	case "stream_event":
-		if ev.Event == nil {
-			return
-		}
-		switch ev.Event.Type {
-		case "message_start":
-			if m := ev.Event.Message; m != nil && m.ID != "" {
-				st.current = m.ID
-				t := st.turn(m.ID, "")
-				if m.Usage != nil {
-					t.Usage = m.Usage.usage(1)
-				}
-			}
-		case "message_delta":
-			if t := st.byID[st.current]; t != nil {
-				if ev.Event.Usage != nil {
-					t.Usage.OutputTokens = ev.Event.Usage.OutputTokens
-				}
-				t.LatencyS = round3(st.now().Sub(st.inputAt).Seconds())
-			}
-		}
+		st.streamEvent(ev.Event)
 	case "user":
 		st.inputAt = st.now()
 	case "assistant":
-		if ev.Message == nil {
-			return
-		}
-		_, seen := st.byID[ev.Message.ID]
-		t := st.turn(ev.Message.ID, ev.Timestamp)
-		if ev.Message.Model == "<synthetic>" {
-			// Claude Code's own message about a failed API call: a failed request, no usage.
-			seen, t.Usage = true, agent.Usage{Calls: 1}
-			for _, c := range ev.Message.Content {
-				t.Error += c.Text
-			}
-			return
-		}
-		if !seen && ev.Message.Usage != nil {
-			t.Usage = ev.Message.Usage.usage(1)
-		}
-		for _, c := range ev.Message.Content {
-			switch c.Type {
-			case "tool_use":
-				t.ToolCalls = append(t.ToolCalls, agent.StripToolPrefix(c.Name))
-			case "text":
-				t.Content += c.Text
-			}
-		}
+		st.assistant(ev.Message, ev.Timestamp)
 	case "result":
 		var r claudeResult
 		if json.Unmarshal(b, &r) == nil {
 			st.result = &r
 			if r.Usage != nil {
-				st.totals = r.Usage.usage(len(st.order))
+				st.totals = r.Usage.Usage(len(st.order))
 			}
+		}
+	}
+}
+
+// streamEvent takes a response's usage: its input at message_start, its final output tokens and
+// latency at message_delta.
+func (st *claudeStream) streamEvent(ev *claudeStreamEvent) {
+	if ev == nil {
+		return
+	}
+	switch ev.Type {
+	case "message_start":
+		if m := ev.Message; m != nil && m.ID != "" {
+			st.current = m.ID
+			t := st.turn(m.ID, "")
+			if m.Usage != nil {
+				t.Usage = m.Usage.Usage(1)
+			}
+		}
+	case "message_delta":
+		if t := st.byID[st.current]; t != nil {
+			if ev.Usage != nil {
+				t.Usage.OutputTokens = ev.Usage.OutputTokens
+			}
+			t.LatencyS = round3(st.now().Sub(st.inputAt).Seconds())
+		}
+	}
+}
+
+// assistant takes a message's tool calls and text (and its usage, when no stream event gave it).
+func (st *claudeStream) assistant(m *claudeMessage, timestamp string) {
+	if m == nil {
+		return
+	}
+	_, seen := st.byID[m.ID]
+	t := st.turn(m.ID, timestamp)
+	if m.Model == "<synthetic>" {
+		// Claude Code's own message about a failed API call: a failed request, no usage.
+		t.Usage = agent.Usage{Calls: 1}
+		for _, c := range m.Content {
+			t.Error += c.Text
+		}
+		return
+	}
+	if !seen && m.Usage != nil {
+		t.Usage = m.Usage.Usage(1)
+	}
+	for _, c := range m.Content {
+		switch c.Type {
+		case "tool_use":
+			t.ToolCalls = append(t.ToolCalls, agent.StripToolPrefix(c.Name))
+		case "text":
+			t.Content += c.Text
 		}
 	}
 }

@@ -279,56 +279,10 @@ func runProcess(ctx context.Context, rs runSpec) (exitCode *int, killed string, 
 	}
 	pgid := cmd.Process.Pid
 	done := make(chan struct{}) // closed once the CLI is reaped
-	var killMu sync.Mutex
-	kill := func(reason string) {
-		killMu.Lock()
-		if killed != "" {
-			killMu.Unlock()
-			return
-		}
-		killed = reason
-		killMu.Unlock()
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		go func() {
-			select {
-			case <-time.After(rs.grace):
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			case <-done: // reaped: the group is ended below
-			}
-		}()
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			reason := "cancelled"
-			if isBudget(context.Cause(ctx)) {
-				reason = "budget"
-			}
-			kill(reason)
-		case reason := <-rs.stopEarly:
-			kill(reason)
-		case <-done:
-		}
-	}()
+	g := &group{pgid: pgid, grace: rs.grace, reaped: done}
+	go g.watch(ctx, rs.stopEarly)
 	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		br := bufio.NewReaderSize(pr, 1<<20)
-		for {
-			line, rerr := br.ReadBytes('\n')
-			if len(line) > 0 {
-				if rs.events != nil {
-					rs.events.Write(line)
-				}
-				if rs.onLine != nil {
-					rs.onLine(trimEOL(line))
-				}
-			}
-			if rerr != nil {
-				return
-			}
-		}
-	}()
+	go func() { defer close(read); readLines(pr, rs.events, rs.onLine) }()
 	werr := cmd.Wait()
 	// The CLI is gone. Whatever it started in its group goes too; the last output is read first.
 	select {
@@ -343,17 +297,83 @@ func runProcess(ctx context.Context, rs runSpec) (exitCode *int, killed string, 
 	}
 	pr.Close()
 	<-read
-	killMu.Lock()
-	defer killMu.Unlock()
 	if cmd.ProcessState != nil && cmd.ProcessState.Exited() {
 		c := cmd.ProcessState.ExitCode()
 		exitCode = &c
 	}
 	var exitErr *exec.ExitError
 	if werr != nil && !errors.As(werr, &exitErr) {
-		return exitCode, killed, werr
+		return exitCode, g.reason(), werr
 	}
-	return exitCode, killed, nil
+	return exitCode, g.reason(), nil
+}
+
+// group is a CLI's process group, ended (SIGTERM, then SIGKILL after grace) when its context ends
+// or it is stopped early.
+type group struct {
+	pgid   int
+	grace  time.Duration
+	reaped <-chan struct{}
+	mu     sync.Mutex
+	killed string // why it was ended ("" : it was not)
+}
+
+// watch ends the group when ctx ends (reason "budget" or "cancelled") or a stop reason comes.
+func (g *group) watch(ctx context.Context, stopEarly <-chan string) {
+	select {
+	case <-ctx.Done():
+		reason := "cancelled"
+		if isBudget(context.Cause(ctx)) {
+			reason = "budget"
+		}
+		g.kill(reason)
+	case reason := <-stopEarly:
+		g.kill(reason)
+	case <-g.reaped:
+	}
+}
+
+func (g *group) kill(reason string) {
+	g.mu.Lock()
+	if g.killed != "" {
+		g.mu.Unlock()
+		return
+	}
+	g.killed = reason
+	g.mu.Unlock()
+	_ = syscall.Kill(-g.pgid, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-time.After(g.grace):
+			_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
+		case <-g.reaped: // reaped: the group is ended by runProcess
+		}
+	}()
+}
+
+func (g *group) reason() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.killed
+}
+
+// readLines copies r to events line by line and hands each line, without its end, to onLine.
+func readLines(r io.Reader, events io.Writer, onLine func([]byte)) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			if events != nil {
+				events.Write(line)
+			}
+			if onLine != nil {
+				onLine(trimEOL(line))
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func trimEOL(b []byte) []byte {

@@ -64,6 +64,9 @@ type outcome struct {
 // play runs one episode with runtime against a scripted model.
 func play(t *testing.T, runtime string, mod func(*spec.Episode), steps []scripted.Step, ccfg cli.Config) outcome {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a CLI on a real episode (kernel, MuJoCo): not in the fast tier")
+	}
 	var model *scripted.Server
 	base := ccfg.BaseURL // a test may point the CLI elsewhere
 	if runtime == "codex" {

@@ -119,87 +119,72 @@ func apiKeyEnv(cfg Config, runtime string) string {
 // RunCodex drives ep with `codex exec --json` until Codex ends, finish was called (Codex then gets
 // FinishGrace to wrap up), the budget runs out (an error wrapping agent.ErrBudgetExceeded) or ctx ends. See the package comment.
 func RunCodex(ctx context.Context, ep Driver, cfg Config) error {
-	cfg.defaults()
-	setup, err := prepare(ctx, ep, cfg, "codex", CodexEvents, CodexStderr, CodexHome)
-	if err != nil {
-		return err
-	}
-	bin, key, home, dir, info := setup.bin, setup.key, setup.home, ep.Dir(), setup.info
-	if cfg.Home == "" { // a home of its own in the run folder: keep only what is worth keeping
-		defer pruneCodexHome(home)
-	}
-	images, err := writePromptImages(filepath.Join(dir, CodexHome, "prompt_images"), ep.Prompt().Images)
-	if err != nil {
-		return err
-	}
-	r, cleanup, err := startRun(ctx, dir, ep, cfg, "codex", CodexEvents, CodexStderr)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	bctx, s, workspace := r.ctx, r.session, r.workspace
+	return runCLI(ctx, ep, cfg, &codexCLI{})
+}
 
-	turnBase := 0
-	for attempt := 1; ; attempt++ {
-		ep.SetPlannerAttempts(attempt)
-		st := &codexStream{}
-		cmd := exec.Command(bin, codexArgs(cfg, s.http.URL, workspace, filepath.Join(dir, LastMessage), images)...)
-		cmd.Dir = workspace
-		cmd.Env = baseEnv(append([]string{"CODEX_HOME=" + home, apiKeyEnv(cfg, "codex") + "=" + key}, cfg.Env...)...)
-		done := make(chan struct{})
-		code, killed, runErr := runProcess(bctx, runSpec{
-			cmd: cmd, stdin: strings.NewReader(ep.Prompt().Text), events: r.events, stderr: r.stderr,
-			onLine: st.line, grace: cfg.KillGrace, stopEarly: finishWatch(s, cfg.FinishGrace, done),
-		})
-		close(done)
-		info.ExitCode, info.Killed, info.SessionID, info.Attempts = code, killed, st.threadID, attempt
-		info.ToolCalls, info.Cancelled = s.toolCalls()
-		info.Cancelled = max(info.Cancelled, st.cancelledCalls)
-		publish(ep, info)
-		turns := codexTurns(home, st.threadID)
-		if len(turns) == 0 && st.usage != (agent.Usage{}) {
-			turns = []agent.Turn{{Usage: st.usage}} // no rollout: one summary turn from turn.completed
-		}
-		if st.failure != "" { // the failed request is not in the rollout's usage records
-			turns = append(turns, agent.Turn{Error: st.failure, ToolCalls: []string{}, Usage: agent.Usage{Calls: 1}})
-		}
-		for i, t := range turns {
-			t.Turn = turnBase + i + 1
-			if err := ep.RecordTurn(t); err != nil {
-				return err
-			}
-		}
-		turnBase += len(turns)
-		if info.Cancelled > 0 {
-			cfg.Logger.Warn("codex gave up on MCP tool calls (their cells ran to the end)", "count", info.Cancelled)
-		}
-		switch {
-		case runErr != nil:
-			return runErr
-		}
-		if err, ok := endReason(bctx, killed, ep.Finished()); ok {
-			return err
-		}
-		failed := st.failure != "" || (code != nil && *code != 0)
-		if !failed {
-			return nil
-		}
-		why := st.failure
-		if why == "" {
-			why = fmt.Sprintf("codex exited with status %d: %s", *code, tail(filepath.Join(dir, CodexStderr), 400))
-		}
-		if info.ToolCalls > 0 || attempt >= cfg.PlannerAttempts {
-			return fmt.Errorf("%w: codex: %s", agent.ErrPlanner, why)
-		}
-		cfg.Logger.Warn("codex failed before its first tool call; retrying", "attempt", attempt, "err", why)
-		if err := sleepCtx(bctx, cfg.PlannerRetryWait); err != nil {
-			return err
-		}
+// codexCLI is Codex's part of runCLI.
+type codexCLI struct {
+	home   string   // CODEX_HOME
+	images []string // the prompt's images as files, for --image
+}
+
+func (*codexCLI) files() cliFiles { return cliFiles{"codex", CodexEvents, CodexStderr, CodexHome} }
+
+// prepare writes the prompt's images; a home of Codex's own in the run folder keeps, at the end, only
+// what is worth keeping.
+func (c *codexCLI) prepare(ep Driver, cfg Config, s cliSetup) (done func(), err error) {
+	c.home = s.home
+	if cfg.Home == "" {
+		done = func() { pruneCodexHome(s.home) }
 	}
+	c.images, err = writePromptImages(filepath.Join(ep.Dir(), CodexHome, "prompt_images"), ep.Prompt().Images)
+	return done, err
+}
+
+func (c *codexCLI) newStream() cliStream { return &codexStream{home: c.home} }
+
+func (c *codexCLI) command(ep Driver, cfg Config, s cliSetup, r *run) (*exec.Cmd, io.Reader) {
+	cmd := exec.Command(s.bin, codexArgs(cfg, r.session.http.URL, r.workspace, filepath.Join(ep.Dir(), LastMessage), c.images)...)
+	cmd.Dir = r.workspace
+	cmd.Env = baseEnv(append([]string{"CODEX_HOME=" + s.home, apiKeyEnv(cfg, "codex") + "=" + s.key}, cfg.Env...)...)
+	return cmd, strings.NewReader(ep.Prompt().Text)
+}
+
+func (st *codexStream) session() string { return st.threadID }
+
+// turns are read from the attempt's rollout (one per model response); without one, a summary turn
+// from turn.completed; and a failed request, which the rollout's usage records leave out.
+func (st *codexStream) turns() []agent.Turn {
+	turns := codexTurns(st.home, st.threadID)
+	if len(turns) == 0 && st.usage != (agent.Usage{}) {
+		turns = []agent.Turn{{Usage: st.usage}}
+	}
+	if st.failure != "" {
+		turns = append(turns, agent.Turn{Error: st.failure, ToolCalls: []string{}, Usage: agent.Usage{Calls: 1}})
+	}
+	return turns
+}
+
+func (st *codexStream) settle(_ Driver, info *Info, cfg Config) {
+	info.Cancelled = max(info.Cancelled, st.cancelledCalls)
+	if info.Cancelled > 0 {
+		cfg.Logger.Warn("codex gave up on MCP tool calls (their cells ran to the end)", "count", info.Cancelled)
+	}
+}
+
+func (st *codexStream) failed(code *int, stderr func() string) string {
+	switch {
+	case st.failure != "":
+		return "codex: " + st.failure
+	case code != nil && *code != 0:
+		return fmt.Sprintf("codex: codex exited with status %d: %s", *code, stderr())
+	}
+	return ""
 }
 
 // codexStream follows `codex exec --json` events.
 type codexStream struct {
+	home           string // CODEX_HOME, where the rollout is
 	threadID       string
 	usage          agent.Usage // sum of turn.completed usage
 	failure        string      // turn.failed / error event message

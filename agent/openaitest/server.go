@@ -1,8 +1,8 @@
 // Package openaitest is a scripted OpenAI-compatible chat completions server for tests and token
 // benchmarks. It speaks the real wire format over real HTTP (tool_calls, usage with
 // prompt_tokens_details.cached_tokens and completion_tokens_details.reasoning_tokens, reasoning text,
-// error bodies) and replays a script of replies, recording every request it received, so the code
-// under test is the production client end to end.
+// error bodies, token logprobs when asked) and replays a script of replies, recording every request
+// it received, so the code under test is the production client end to end.
 package openaitest
 
 import (
@@ -285,12 +285,57 @@ func (s *Server) completion(body map[string]any, reply Reply) map[string]any {
 		usage["completion_tokens_details"] = map[string]any{"reasoning_tokens": reasoningTokens}
 	}
 	model, _ := body["model"].(string)
-	return map[string]any{
+	choice := map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}
+	out := map[string]any{
 		"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": time.Now().Unix(),
-		"model": model, "system_fingerprint": "openaitest",
-		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
-		"usage":   usage,
+		"model": model, "system_fingerprint": "openaitest", "choices": []any{choice}, "usage": usage,
 	}
+	addTokens(body, reply, prompt, choice, out)
+	return out
+}
+
+// addTokens answers the token-level fields a request asks for: logprobs (OpenAI's logprobs.content,
+// over the reply's text and its calls' names and arguments as a vLLM server generates them) and
+// vLLM's return_token_ids (choice token_ids, prompt_token_ids). A token is up to 4 bytes of the
+// text; its id and logprob are derived from it, so they are the same on every run.
+func addTokens(body map[string]any, reply Reply, promptTokens int, choice, out map[string]any) {
+	text := reply.Content
+	for _, tc := range reply.ToolCalls {
+		text += tc.Name + tc.Arguments
+	}
+	var content []any
+	var ids []int
+	for i := 0; i < len(text); i += 4 {
+		tok := text[i:min(i+4, len(text))]
+		id := TokenID(tok)
+		ids = append(ids, id)
+		var b []int
+		for _, c := range []byte(tok) {
+			b = append(b, int(c))
+		}
+		content = append(content, map[string]any{"token": tok, "logprob": -float64(id%97) / 100,
+			"bytes": b, "top_logprobs": []any{}})
+	}
+	if body["logprobs"] == true {
+		choice["logprobs"] = map[string]any{"content": content}
+	}
+	if body["return_token_ids"] == true {
+		choice["token_ids"] = ids
+		prompt := make([]int, promptTokens)
+		for i := range prompt {
+			prompt[i] = i + 1
+		}
+		out["prompt_token_ids"] = prompt
+	}
+}
+
+// TokenID is the id the server gives a token.
+func TokenID(tok string) int {
+	h := 0
+	for _, c := range []byte(tok) {
+		h = (h*31 + int(c)) % 49999
+	}
+	return h + 1
 }
 
 func (s *Server) count(text string) int {

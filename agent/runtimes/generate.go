@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	openai "github.com/sashabaranov/go-openai"
+	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
 )
@@ -20,30 +19,33 @@ const generateNote = "\n# How to answer\n\nThis is a single-shot request: you ca
 // ErrNoProgram is returned when the model's reply holds no python code block.
 var ErrNoProgram = errors.New("the reply holds no fenced python code block")
 
-// GenerateProgram asks the model once for a program (the episode's prompt plus generateNote), records
-// the LLM call like any turn, and returns the largest fenced python block of the reply, also written
-// to <run folder>/policy.py.
+// GenerateProgram asks the model behind cfg once for a program: Generate with the openai Chat.
 func GenerateProgram(ctx context.Context, ep *agent.Episode, cfg OpenAIConfig) (string, error) {
-	cfg.defaults()
-	lc := newLLMClient(cfg)
+	return Generate(ctx, ep, NewOpenAIChat(cfg), cfg.loop())
+}
+
+// Generate asks chat once for a program (the episode's prompt plus generateNote), records the LLM
+// call like any turn, and returns the largest fenced python block of the reply, also written to
+// <run folder>/policy.py.
+func Generate(ctx context.Context, ep agent.Driver, chat Chat, cfg LoopConfig) (string, error) {
 	p := ep.Prompt()
 	p.Text += generateNote
 	if cfg.TextOnly {
 		p.Images = nil
 	}
 	ep.SetPlannerAttempts(1)
-	msg, rec, err := lc.complete(ctx, []openai.ChatCompletionMessage{firstUserMessage(p)}, nil)
-	rec.Turn = 1
+	start := time.Now()
+	reply, err := chat.Reply(ctx, ChatRequest{Messages: []Message{firstUserMessage(p, false)}})
+	rec := turnRecord(1, start, reply, err, cfg.price())
 	if err != nil {
 		rec.Usage.Calls = 1
-		rec.Error = err.Error()
 		_ = ep.RecordTurn(rec)
 		return "", fmt.Errorf("%w: %w", agent.ErrPlanner, err)
 	}
 	if err := ep.RecordTurn(rec); err != nil {
 		return "", err
 	}
-	code := agent.LargestPythonBlock(msg.Content)
+	code := agent.LargestPythonBlock(reply.Text)
 	if code == "" {
 		return "", ErrNoProgram
 	}

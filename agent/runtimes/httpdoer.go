@@ -30,6 +30,38 @@ type providerDoer struct {
 	logger     *slog.Logger
 }
 
+// httpPolicy is how the doer retries; zero fields take the defaults.
+type httpPolicy struct {
+	attempts            int           // HTTP attempts per request (default 5)
+	backoff, maxBackoff time.Duration // first retry wait, doubling up to maxBackoff (defaults 2 s, 60 s)
+	perAttempt          time.Duration // one attempt's deadline (default 10 min)
+}
+
+// newProviderDoer is a doer over client (nil: a client of its own) that merges extra into every body.
+func newProviderDoer(client *http.Client, extra map[string]any, p httpPolicy, logger *slog.Logger) *providerDoer {
+	d := &providerDoer{client: client, extra: extra, attempts: p.attempts, backoff: p.backoff,
+		maxBackoff: p.maxBackoff, perAttempt: p.perAttempt, logger: logger}
+	if d.client == nil {
+		d.client = &http.Client{}
+	}
+	if d.attempts <= 0 {
+		d.attempts = 5
+	}
+	if d.backoff <= 0 {
+		d.backoff = 2 * time.Second
+	}
+	if d.maxBackoff <= 0 {
+		d.maxBackoff = 60 * time.Second
+	}
+	if d.perAttempt <= 0 {
+		d.perAttempt = 10 * time.Minute
+	}
+	if d.logger == nil {
+		d.logger = slog.Default()
+	}
+	return d
+}
+
 // rawSink collects what one logical request saw on the wire.
 type rawSink struct {
 	Body     []byte // the last response body

@@ -23,7 +23,7 @@ const (
 	LocalTemperature = 0.2
 )
 
-// localRuntime is an embedded llama.cpp server (package llm) in front of the openai runtime. Episodes
+// localRuntime is an embedded llama.cpp server (package llm) behind the openai Chat. Episodes
 // run at the same time share the one server (and its prompt cache). Its turns are bounded: each
 // reply gets max_tokens and a deadline from the speed the server measured, and one past it ends
 // the episode with a planner error instead of a retry. The prompt's shared prefix is computed once:
@@ -32,7 +32,9 @@ const (
 type localRuntime struct {
 	opts     llm.Options
 	srv      *llm.Server
-	openai   openaiRuntime
+	cfg      OpenAIConfig // the endpoint: the server's, once started
+	loop     LoopConfig
+	chat     Chat      // set by Start
 	progress io.Writer // in-flight progress lines; nil: none
 	logger   *slog.Logger
 
@@ -47,7 +49,7 @@ type localRuntime struct {
 type speed struct{ prompt, gen float64 }
 
 // Model is the registry name asked for until Start, then the model the server loaded.
-func (r *localRuntime) Model() string { return r.openai.cfg.Model }
+func (r *localRuntime) Model() string { return r.cfg.Model }
 
 func (r *localRuntime) Start(ctx context.Context) error {
 	srv, err := llm.Start(ctx, r.opts)
@@ -55,7 +57,8 @@ func (r *localRuntime) Start(ctx context.Context) error {
 		return fmt.Errorf("local model: %w", err)
 	}
 	r.srv = srv
-	r.openai.cfg.BaseURL, r.openai.cfg.Model = srv.BaseURL, srv.Model
+	r.cfg.BaseURL, r.cfg.Model = srv.BaseURL, srv.Model
+	r.chat = NewOpenAIChat(r.cfg)
 	sp, err := measureSpeed(ctx, srv)
 	if err != nil {
 		srv.Stop()
@@ -72,13 +75,14 @@ func (r *localRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	}
 	key := r.prefixKey(ep)
 	r.useSlot(ctx, key)
-	cfg := r.openai.cfg
-	cfg.TurnDeadline = r.deadline
-	cfg.OnReply = func(ctx context.Context, t agent.Turn) { r.learn(ctx, key, t) }
+	loop := r.loop
+	loop.Model = r.cfg.Model
+	loop.TurnDeadline = r.deadline
+	loop.OnReply = func(ctx context.Context, t agent.Turn) { r.learn(ctx, key, t) }
 	if r.progress != nil {
-		cfg.Watch = r.watch
+		loop.Watch = r.watch
 	}
-	return RunOpenAI(ctx, ep, cfg)
+	return RunLoop(ctx, ep, r.chat, loop)
 }
 
 func (r *localRuntime) Close() error {
@@ -96,7 +100,7 @@ func (r *localRuntime) deadline(requestChars int) time.Duration {
 	r.mu.Lock()
 	sp := r.speed
 	r.mu.Unlock()
-	maxTokens := r.openai.cfg.MaxTokens
+	maxTokens := r.cfg.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = LocalMaxTokens
 	}
@@ -167,7 +171,7 @@ func (r *localRuntime) useSlot(ctx context.Context, key string) {
 func (r *localRuntime) prefixKey(ep agent.Driver) string {
 	prefix, _, _ := strings.Cut(ep.Prompt().Text, "# Task card")
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%v\x00", r.srv.Path, r.opts.CtxSize, r.openai.cfg.ExtraBody["code_block_tool"])
+	fmt.Fprintf(h, "%s\x00%d\x00%v\x00", r.srv.Path, r.opts.CtxSize, r.cfg.ExtraBody["code_block_tool"])
 	for _, t := range ep.Toolkit().Tools() {
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00", t.Name, t.Description, t.Parameters)
 	}
@@ -242,15 +246,16 @@ func newLocal(s Settings) (Runtime, error) {
 	}
 	// The server is on loopback: a failed request is not a flaky network, and a generation that ran
 	// out its deadline would only run out again.
-	cfg.HTTPAttempts, cfg.PlannerAttempts = 1, 1
-	cfg.FinishGrace = -1
+	cfg.HTTPAttempts = 1
+	loop := loopSettings(s, s.Model)
+	loop.PlannerAttempts, loop.FinishGrace = 1, -1
 	logger := s.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &localRuntime{
-		opts:   llm.Options{Model: s.Model, Logger: s.Logger, Port: s.Local.Port, SlotDir: s.Local.SlotDir},
-		openai: openaiRuntime{cfg: cfg}, progress: s.Progress, logger: logger,
+		opts: llm.Options{Model: s.Model, Logger: s.Logger, Port: s.Local.Port, SlotDir: s.Local.SlotDir},
+		cfg:  cfg, loop: loop, progress: s.Progress, logger: logger,
 		saved: map[string]bool{}, restored: map[string]int{},
 	}, nil
 }

@@ -13,11 +13,10 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/spec"
-	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
 func TestLocalDeadline(t *testing.T) {
-	r := &localRuntime{speed: speed{prompt: 100, gen: 10}, openai: openaiRuntime{cfg: OpenAIConfig{MaxTokens: 200}}}
+	r := &localRuntime{speed: speed{prompt: 100, gen: 10}, cfg: OpenAIConfig{MaxTokens: 200}}
 	for _, tc := range []struct {
 		chars int
 		want  time.Duration
@@ -32,9 +31,11 @@ func TestLocalDeadline(t *testing.T) {
 }
 
 // startLocal is the local runtime on the test model, on a port and with a slot folder of its own.
-func startLocal(t *testing.T, ctx context.Context, slotDir string, o OpenAIOptions) *localRuntime {
+func startLocal(t *testing.T, ctx context.Context, slotDir string, s Settings) *localRuntime {
 	t.Helper()
-	rt, err := newLocal(Settings{Model: llm.TestModel, OpenAI: o})
+	skipShort(t)
+	s.Model = llm.TestModel
+	rt, err := newLocal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +59,8 @@ func startLocal(t *testing.T, ctx context.Context, slotDir string, o OpenAIOptio
 func TestLocalTurnCutAtDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	r := startLocal(t, ctx, t.TempDir(), OpenAIOptions{MaxTokens: 100000, ToolChoice: "auto",
-		ExtraBody: map[string]any{"ignore_eos": true, "code_block_tool": ""}})
+	r := startLocal(t, ctx, t.TempDir(), Settings{OpenAI: OpenAIOptions{MaxTokens: 100000, ToolChoice: "auto",
+		ExtraBody: map[string]any{"ignore_eos": true, "code_block_tool": ""}}})
 	r.speed = speed{prompt: 1e9, gen: 1e9} // so the deadline is its 20 s of slack: far less than 100k tokens take
 	d := &fakeDriver{dir: t.TempDir(), prompt: "Write a very long story about a robot arm."}
 	start := time.Now()
@@ -100,38 +101,22 @@ func TestLocalPromptCache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	slots := t.TempDir()
-	root, err := agent.FindRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	episode := func(r *localRuntime, seed int) agent.Turn {
 		t.Helper()
-		out := filepath.Join(t.TempDir(), "run")
-		s := spectest.Tabletop(t, func(s *spec.Episode) {
-			s.Task, s.Seed, s.Out, s.Images, s.MaxCalls, s.BudgetS, s.PromptProfile = "put_block_in_bowl", seed, out, spec.ImagesNone, 1, 300, spec.ProfileCompact
-			s.Policy = spec.Policy{Runtime: "local", Model: r.Model()}
+		run := playTask(t, r, "put_block_in_bowl", func(s *spec.Episode) {
+			s.Seed, s.Images, s.MaxCalls, s.BudgetS, s.PromptProfile = seed, spec.ImagesNone, 1, 300, spec.ProfileCompact
+			s.Policy.Runtime = "local"
 		})
-		ep, err := agent.StartEpisode(ctx, s, agent.Host{Root: root})
-		if err != nil {
-			t.Fatal(err)
+		if run.res.Prompt.Profile != spec.ProfileCompact {
+			t.Errorf("result.json prompt profile %q", run.res.Prompt.Profile)
 		}
-		pctx, pcancel := ep.Context(ctx)
-		runErr := r.Run(pctx, ep)
-		pcancel()
-		res, err := ep.Finish(context.WithoutCancel(ctx), "", runErr)
-		if err != nil {
-			t.Fatalf("Finish: %v (run: %v)", err, runErr)
-		}
-		if res.Prompt.Profile != spec.ProfileCompact {
-			t.Errorf("result.json prompt profile %q", res.Prompt.Profile)
-		}
-		turns := readTurns(t, filepath.Join(out, res.Files.Turns))
+		turns := readTurns(t, filepath.Join(run.dir, run.res.Files.Turns))
 		if len(turns) == 0 || turns[0].Error != "" {
-			t.Fatalf("seed %d: turns %+v (run %v)", seed, turns, runErr)
+			t.Fatalf("seed %d: turns %+v (run %v)", seed, turns, run.err)
 		}
 		return turns[0]
 	}
-	opts := OpenAIOptions{MaxTokens: 64}
+	opts := Settings{OpenAI: OpenAIOptions{MaxTokens: 64}}
 	r := startLocal(t, ctx, slots, opts)
 	first := episode(r, 0)
 	second := episode(r, 1)
@@ -150,6 +135,51 @@ func TestLocalPromptCache(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(slots, "*.bin")); len(files) != 1 {
 		t.Errorf("slot files %v, want one for the shared prefix", files)
+	}
+}
+
+// TestLocalRecordTokens: with RecordTokens the embedded llama.cpp server's token ids and logprobs
+// reach tokens.jsonl, one line per LLM call: as many tokens as the server counted (n-gram drafts and
+// the end-of-turn token included), each with its id and a logprob <= 0, whether the reply is a code
+// block or a JSON tool call (the server's two ways of making tool calls).
+func TestLocalRecordTokens(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r := startLocal(t, ctx, t.TempDir(), Settings{RecordTokens: true, OpenAI: OpenAIOptions{MaxTokens: 48}})
+	// Deadlines are TestLocalTurnCutAtDeadline's subject: here a machine busier than at Start's
+	// calibration must not cut a reply whose tokens the test reads (1 token/s: hours).
+	r.speed = speed{prompt: 1, gen: 1}
+	for _, codeBlock := range []string{"python", ""} {
+		r.cfg.ExtraBody["code_block_tool"] = codeBlock
+		r.chat = NewOpenAIChat(r.cfg)
+		run := playTask(t, r, "put_block_in_bowl", func(s *spec.Episode) {
+			s.MaxCalls, s.Images, s.PromptProfile, s.BudgetS, s.Policy.Runtime = 2, spec.ImagesNone, spec.ProfileCompact, 480, "local"
+		})
+		arm := "code_block_tool=" + codeBlock
+		var turns []agent.Turn // the replies
+		for _, tr := range readTurns(t, filepath.Join(run.dir, "turns.jsonl")) {
+			if tr.Error == "" {
+				turns = append(turns, tr)
+			}
+		}
+		lines, err := ReadTokens(filepath.Join(run.dir, TokensFile))
+		if err != nil || len(turns) == 0 || len(lines) != len(turns) {
+			t.Fatalf("%s: %d token lines (%v) for %d turns (run %v)", arm, len(lines), err, len(turns), run.err)
+		}
+		for i, l := range lines {
+			n := len(l.Completion)
+			if l.Turn != turns[i].Turn || n == 0 || len(l.CompletionIDs) != n || len(l.CompletionLogprobs) != n || n != turns[i].Usage.OutputTokens {
+				t.Errorf("%s line %d: turn %d, %d tokens, %d ids, %d logprobs; the server counted %d", arm, i, l.Turn, n,
+					len(l.CompletionIDs), len(l.CompletionLogprobs), turns[i].Usage.OutputTokens)
+			}
+			for j, lp := range l.CompletionLogprobs {
+				if lp > 0 || l.CompletionIDs[j] < 0 {
+					t.Errorf("%s line %d token %d: id %d logprob %g", arm, i, j, l.CompletionIDs[j], lp)
+				}
+			}
+		}
+		t.Logf("%s: turn 1 wrote %q (ids %v...): calls %v, finish %s", arm, strings.Join(lines[0].Completion, ""),
+			lines[0].CompletionIDs[:min(5, len(lines[0].CompletionIDs))], turns[0].ToolCalls, turns[0].FinishReason)
 	}
 }
 

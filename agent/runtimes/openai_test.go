@@ -3,6 +3,7 @@ package runtimes
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -99,26 +100,49 @@ func TestProviderDoer(t *testing.T) {
 	}
 }
 func TestDropOldImages(t *testing.T) {
-	img := func() openai.ChatMessagePart {
-		return openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: "data:image/png;base64,AA=="}}
+	img := func() Part { return Part{Image: &agent.Image{Name: "cam", PNG: []byte{0}}} }
+	txt := func(s string) Part { return Part{Text: s} }
+	msgs := []Message{
+		{Role: RoleUser, Parts: []Part{txt("prompt"), img(), img()}},
+		{Role: RoleAssistant, Parts: []Part{txt("x")}},
+		{Role: RoleUser, Parts: []Part{txt("call 1"), img(), img()}},
+		{Role: RoleUser, Parts: []Part{txt("call 2"), img(), img()}},
 	}
-	txt := func(s string) openai.ChatMessagePart {
-		return openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: s}
-	}
-	msgs := []openai.ChatCompletionMessage{
-		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("prompt"), img(), img()}},
-		{Role: "assistant", Content: "x"},
-		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("call 1"), img(), img()}},
-		{Role: "user", MultiContent: []openai.ChatMessagePart{txt("call 2"), img(), img()}},
-	}
-	msgs = dropOldImages(msgs, 3)
+	dropOldImages(msgs, 3)
 	if n := countImages(msgs); n != 3 {
 		t.Fatalf("%d images kept", n)
 	}
-	if p := msgs[0].MultiContent; len(p) != 2 || p[1].Text != droppedImageNote {
+	if p := msgs[0].Parts; len(p) != 2 || p[1].Text != droppedImageNote {
 		t.Errorf("first message parts %+v", p)
 	}
-	if p := msgs[2].MultiContent; len(p) != 3 || p[1].Text != droppedImageNote || p[2].Type != openai.ChatMessagePartTypeImageURL {
+	if p := msgs[2].Parts; len(p) != 3 || p[1].Text != droppedImageNote || p[2].Image == nil {
 		t.Errorf("call 1 parts %+v", p)
 	}
+}
+
+// BenchmarkOpenAIRequest measures what the neutral history adds per LLM call: lowering a long
+// history (40 tool turns, 20 images of 64 KB) to go-openai messages, beside the JSON encoding of the
+// request that every call made before the split too (the anchor).
+func BenchmarkOpenAIRequest(b *testing.B) {
+	png := make([]byte, 64<<10)
+	msgs := []Message{{Role: RoleUser, Parts: textParts(strings.Repeat("prompt ", 2000))}}
+	for i := range 40 {
+		id := fmt.Sprintf("call_%d", i)
+		msgs = append(msgs, Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: id, Name: "python", Arguments: `{"code":"robo.move_to([0.1,0.2,0.3])"}`}}},
+			Message{Role: RoleTool, ToolCallID: id, Parts: textParts(strings.Repeat("feedback ", 100))})
+		if i%2 == 0 {
+			msgs = append(msgs, Message{Role: RoleUser, Parts: []Part{{Text: "Images from " + id}, imagePart(&agent.Image{Name: "cam", PNG: png})}})
+		}
+	}
+	lowered := openaiMessages(msgs)
+	b.Run("lower", func(b *testing.B) {
+		for b.Loop() {
+			openaiMessages(msgs)
+		}
+	})
+	b.Run("anchor-encode", func(b *testing.B) {
+		for b.Loop() {
+			json.Marshal(openai.ChatCompletionRequest{Model: "m", Messages: lowered})
+		}
+	})
 }

@@ -1,5 +1,4 @@
-// Package runtimes drives episodes with a model (smolagents' one Model per backend): each runtime is
-// one file here and one line in the table below. play, mcp and eval look a runtime up by name with
+// Package runtimes drives episodes with a model. play, mcp and eval look a runtime up by name with
 // its Settings, start it once, and run it on as many episodes as they like:
 //
 //	rt, err := runtimes.New("openai", settings) // validates the settings; starts nothing
@@ -7,10 +6,30 @@
 //	defer rt.Close()
 //	res, err := runtimes.Play(ctx, rt, ep)      // drives ep, then ep.Finish
 //
-// openai.go (+ httpdoer.go, openai_reply.go): any OpenAI-compatible chat completions endpoint.
-// local.go: an embedded llama.cpp server (package llm) in front of the openai runtime.
-// cli.go: the Codex CLI and Claude Code (package agent/cli).
-// scripted.go: fixed actions from a trace or a script, no model (`--runtime replay`).
+// The agent loop is written once and the model backends are small (smolagents' Model/agent split):
+//
+//   - loop.go: RunLoop, the loop: turns and the LLM-call ceiling, AwaitTurn before each decision and
+//     what people did as a message, the planner retry before the first tool call (only for errors the
+//     backend marked Retryable), the finish grace, the no-tool-call streak, turn deadlines and watch
+//     hooks, and one agent.Turn per LLM call via Driver.RecordTurn (tokens.go: tokens.jsonl).
+//   - history.go: the backend-neutral conversation the loop keeps (text, images, tool calls and
+//     results): where images go, notes for text-only models, trimming old images.
+//   - chat.go: Chat, what a backend implements: the conversation and tool specs in, one assistant
+//     Reply (text, tool calls with ids, usage, timings, tokens, raw extras) or a classified error out.
+//
+// Backends and runtimes, one file each plus one line in Table:
+//
+//   - openai.go (+ httpdoer.go, openai_reply.go): any OpenAI-compatible chat completions endpoint.
+//   - anthropic.go: the Anthropic Messages API.
+//   - local.go: an embedded llama.cpp server (package llm) behind the openai Chat, with its turn
+//     deadlines, progress and prompt-cache slots.
+//   - generate.go: one single-shot request for a program (`pyrualean generate`), with any Chat.
+//   - cli.go: the Codex CLI and Claude Code (package agent/cli), which run their own loops.
+//   - scripted.go: fixed actions from a trace or a script, no model (`--runtime replay`).
+//   - spec.go: a spec's policy to a runtime name (Resolve) and its Settings (SettingsFor).
+//
+// Adding a model backend: a file with a type implementing Chat and a constructor
+// func(Settings) (Runtime, error) returning &chatRuntime{chat, loopSettings(s, model)}; one row in Table.
 package runtimes
 
 import (
@@ -64,6 +83,9 @@ type Settings struct {
 	Logger     *slog.Logger
 	// Progress gets the local runtime's progress lines while a slow turn runs (play: stderr); nil: none.
 	Progress io.Writer
+	// RecordTokens asks the endpoint for each reply's token ids and logprobs and writes them to
+	// tokens.jsonl in the run folder (openai, local, anthropic where the API gives them).
+	RecordTokens bool
 }
 
 // LocalOptions place the local runtime's server; the zero value is the usual one.
@@ -72,7 +94,8 @@ type LocalOptions struct {
 	SlotDir string // saved prompt caches; "": models/slots
 }
 
-// OpenAIOptions are the openai runtime's request settings (the --openai-* flags).
+// OpenAIOptions are the request settings of the runtimes that make their own model calls (openai,
+// local, anthropic): the --openai-* flags.
 type OpenAIOptions struct {
 	MaxTokens    int            // 0: server default
 	ToolChoice   string         // "", "auto", "required", "none"
@@ -96,6 +119,7 @@ type Entry struct {
 func Table() []Entry {
 	return []Entry{
 		{Name: "openai", Help: "any OpenAI-compatible chat completions endpoint", New: newOpenAI},
+		{Name: "anthropic", Help: "the Anthropic Messages API", New: newAnthropic},
 		{Name: "local", Help: "an embedded llama.cpp model (see pyrualean models)", New: newLocal},
 		{Name: "codex", Help: "the Codex CLI", New: newCodex},
 		{Name: "claude", Help: "Claude Code", New: newClaude},
@@ -175,6 +199,70 @@ type nothingToStart struct{}
 
 func (nothingToStart) Start(context.Context) error { return nil }
 func (nothingToStart) Close() error                { return nil }
+
+// chatRuntime is a Chat driven by the loop: the openai and anthropic entries.
+type chatRuntime struct {
+	nothingToStart
+	chat Chat
+	loop LoopConfig
+}
+
+func (r *chatRuntime) Model() string { return r.loop.Model }
+func (r *chatRuntime) Run(ctx context.Context, ep agent.Driver) error {
+	return RunLoop(ctx, ep, r.chat, r.loop)
+}
+
+// loopSettings is the loop's part of settings, for a runtime whose Chat serves model.
+func loopSettings(s Settings, model string) LoopConfig {
+	maxCalls := 0
+	if s.MaxTurns > 0 {
+		maxCalls = s.MaxTurns + 10
+	}
+	o := s.OpenAI
+	return LoopConfig{Model: model, Prices: s.Prices, ImagesInToolMessages: o.ImagesInTool, MaxImages: o.MaxImages,
+		TextOnly: o.TextOnly, MaxLLMCalls: maxCalls, RecordTokens: s.RecordTokens, Logger: s.Logger}
+}
+
+// checkChatOptions validates the request settings; errors name the flag to fix.
+func checkChatOptions(o OpenAIOptions) error {
+	switch o.ToolChoice {
+	case "", "auto", "required", "none":
+	default:
+		return fmt.Errorf("--openai-tool-choice %q: want one of auto, required, none", o.ToolChoice)
+	}
+	switch {
+	case o.MaxImages < 0:
+		return fmt.Errorf("--openai-max-images %d: must be >= 0", o.MaxImages)
+	case o.MaxTokens < 0:
+		return fmt.Errorf("--openai-max-tokens %d: must be >= 0", o.MaxTokens)
+	case o.Temperature != nil && (*o.Temperature < 0 || *o.Temperature > 2):
+		return fmt.Errorf("--openai-temperature %g: want a number in [0, 2]", *o.Temperature)
+	}
+	return nil
+}
+
+// baseURL is the --base-url flag, else $env, else def; it must be an http(s) URL.
+func baseURL(flag, env, def string) (string, error) {
+	base := flag
+	if base == "" {
+		base = os.Getenv(env)
+	}
+	if base == "" {
+		base = def
+	}
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return "", fmt.Errorf("--base-url %q: want an http(s) URL", base)
+	}
+	return base, nil
+}
+
+// keyEnv is the environment variable holding the API key: --api-key-env, else def.
+func keyEnv(s Settings, def string) string {
+	if s.APIKeyEnv != "" {
+		return s.APIKeyEnv
+	}
+	return def
+}
 
 // model is s.Model, else $PYRUALEAN_MODEL, else the original's default model.
 func defaultModel(s Settings) string {

@@ -11,7 +11,8 @@ import (
 )
 
 func TestTable(t *testing.T) {
-	for _, name := range []string{"openai", "local", "codex", "claude", "replay", "scripted"} {
+	t.Setenv("ANTHROPIC_MODEL", "")
+	for _, name := range []string{"openai", "anthropic", "local", "codex", "claude", "replay", "scripted"} {
 		if _, err := Lookup(name); err != nil {
 			t.Errorf("Lookup(%q): %v", name, err)
 		}
@@ -19,7 +20,7 @@ func TestTable(t *testing.T) {
 	if e, _ := Lookup("scripted"); e.Name != "replay" {
 		t.Errorf("scripted is %q, want the replay entry", e.Name)
 	}
-	if _, err := Lookup("codexx"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "openai, local, codex, claude, replay") {
+	if _, err := Lookup("codexx"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "openai, anthropic, local, codex, claude, replay") {
 		t.Errorf("unknown runtime: %v", err)
 	}
 	script := filepath.Join(t.TempDir(), "cells.py")
@@ -37,6 +38,10 @@ func TestTable(t *testing.T) {
 		{"openai", Settings{OpenAI: OpenAIOptions{Temperature: &temp}}, "--openai-temperature", ""},
 		{"openai", Settings{OpenAI: OpenAIOptions{MaxImages: -1}}, "--openai-max-images", ""},
 		{"local", Settings{Model: "gpt-4o"}, "pyrualean models", ""},
+		{"anthropic", Settings{Model: "claude-x"}, "", "claude-x"},
+		{"anthropic", Settings{}, "--model", ""},
+		{"anthropic", Settings{Model: "claude-x", BaseURL: "api.anthropic.com"}, "--base-url", ""},
+		{"anthropic", Settings{Model: "claude-x", OpenAI: OpenAIOptions{ToolChoice: "maybe"}}, "--openai-tool-choice", ""},
 		{"replay", Settings{}, "--from", ""},
 		{"replay", Settings{From: script, Arm: spec.ArmCells}, "", "replay"},
 		{"replay", Settings{From: script, Arm: spec.ArmTools}, "--arm cells", ""},
@@ -66,5 +71,16 @@ func TestDefault(t *testing.T) {
 	t.Setenv("PYRUALEAN_RUNTIME", "codex")
 	if d := Default("http://127.0.0.1:1/v1"); d != "codex" {
 		t.Errorf("$PYRUALEAN_RUNTIME: %s", d)
+	}
+}
+
+// TestOpenAIConfigFor: the config handed to RunOpenAI and GenerateProgram carries the loop's
+// settings too (prices, images, the LLM-call ceiling), not only the endpoint.
+func TestOpenAIConfigFor(t *testing.T) {
+	c, err := OpenAIConfigFor(Settings{Model: "m", BaseURL: "http://h/v1", MaxTurns: 5, RecordTokens: true,
+		OpenAI: OpenAIOptions{TextOnly: true, MaxImages: 3, ImagesInTool: true}})
+	if err != nil || c.BaseURL != "http://h/v1" || c.Model != "m" || c.MaxLLMCalls != 15 || !c.TextOnly || c.MaxImages != 3 ||
+		!c.ImagesInToolMessages || !c.RecordTokens {
+		t.Errorf("%+v %v", c, err)
 	}
 }

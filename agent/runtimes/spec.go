@@ -70,7 +70,7 @@ func SettingsFor(s spec.Episode, w Wiring) Settings {
 		MaxTurns: s.MaxCalls, Budget: s.Budget(), Prices: p.PriceTable(), CodexHome: os.Getenv("PYRUALEAN_CODEX_HOME"),
 		OpenAI: OpenAIOptions{MaxTokens: o.MaxTokens, ToolChoice: o.ToolChoice, Temperature: o.Temperature, ExtraBody: o.ExtraBody,
 			ImagesInTool: o.ImagesInTool, MaxImages: o.MaxImages, TextOnly: o.TextOnly},
-		HTTPClient: w.HTTPClient, Logger: w.Logger, Progress: w.Progress,
+		HTTPClient: w.HTTPClient, Logger: w.Logger, Progress: w.Progress, RecordTokens: p.RecordTokens,
 	}
 }
 
