@@ -273,9 +273,7 @@ class LiberoRobot(Robot):
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:
-        super().check_options(options)
-        if options.get("libero_type") not in (None, "standard", "pro"):
-            raise ValueError(f"libero_type={options['libero_type']!r}: want standard or pro")
+        super().check_options(options)  # libero_type depends on the suite: __init__ checks it
         v = options.get("sam3_endpoint")
         if isinstance(v, str) and not v.startswith(("http://", "https://")):
             raise ValueError(f"sam3_endpoint={v!r}: want http://host:port")
