@@ -75,6 +75,7 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 	default:
 		b.tk = &cellsToolkit{e: e}
 	}
+	b.tk = &recordingToolkit{inner: b.tk, e: e} // exchanges.jsonl: every driver's calls and results
 	info := b.prompt.Info()
 	info.Profile = s.PromptProfile
 	e.book.update(func(r *Result) {

@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/pyrualean/pyrualean/spec"
+
 // ResultSchema names result.json's format: the original's episode fields plus ours (runtime, costs,
 // human cells, trace paths, pid while running).
 const ResultSchema = "pyrualean-episode-v2"
@@ -15,6 +17,7 @@ type Result struct {
 	Suite              string            `json:"suite"`
 	Task               string            `json:"task"`
 	Seed               int               `json:"seed"`
+	Sample             *spec.Sample      `json:"sample,omitempty"`        // its place in a group of rollouts (eval --samples)
 	RobotOptions       map[string]string `json:"robot_options,omitempty"` // the robot's own make() options (--robot-opt)
 	TaskLanguage       string            `json:"task_language"`
 	Model              string            `json:"model"`
