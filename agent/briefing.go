@@ -75,7 +75,9 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 	default:
 		b.tk = &cellsToolkit{e: e}
 	}
-	b.tk = &recordingToolkit{inner: b.tk, e: e} // exchanges.jsonl: every driver's calls and results
+	if b.tk, err = newRecordingToolkit(b.tk, e); err != nil { // exchanges.jsonl: every driver's calls and results
+		return err
+	}
 	info := b.prompt.Info()
 	info.Profile = s.PromptProfile
 	e.book.update(func(r *Result) {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/pyrualean/pyrualean/atomicfile"
 )
 
 // ExchangesFile is the run-folder log of the agent's tool calls and exactly what each gave back (the
@@ -19,6 +21,8 @@ import (
 const (
 	ExchangesFile     = "exchanges.jsonl"
 	ExchangeImagesDir = "exchange_images"
+	// ToolsFile holds the episode's tools as the model is offered them (OpenAI function tools).
+	ToolsFile = "tools.json"
 )
 
 // Exchange is one line of exchanges.jsonl: one tool call and its result.
@@ -74,6 +78,29 @@ type recordingToolkit struct {
 	e     *Episode
 	mu    sync.Mutex
 	n     int
+}
+
+// newRecordingToolkit wraps the arm's toolkit and writes tools.json.
+func newRecordingToolkit(inner Toolkit, e *Episode) (*recordingToolkit, error) {
+	b, err := json.MarshalIndent(OpenAITools(inner.Tools()), "", " ")
+	if err == nil {
+		err = atomicfile.Write(e.files.path(ToolsFile), append(b, '\n'))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ToolsFile, err)
+	}
+	return &recordingToolkit{inner: inner, e: e}, nil
+}
+
+// OpenAITools is specs in OpenAI's function-tool form ({"type": "function", "function": {...}}), as
+// chat-completions endpoints, chat templates and tools.json take them.
+func OpenAITools(specs []ToolSpec) []map[string]any {
+	out := make([]map[string]any, 0, len(specs))
+	for _, s := range specs {
+		out = append(out, map[string]any{"type": "function", "function": map[string]any{
+			"name": s.Name, "description": s.Description, "parameters": s.Parameters}})
+	}
+	return out
 }
 
 func (t *recordingToolkit) Tools() []ToolSpec { return t.inner.Tools() }

@@ -22,7 +22,7 @@ func testServer(t *testing.T, change func(*Config)) (*Server, string) {
 	base := spec.New()
 	base.Sealed = spec.SealAuto
 	cfg := Config{Base: base, Out: t.TempDir(), Robots: &robotapi.Registry{}, MaxSessions: 2, IdleTimeout: time.Minute,
-		MaxFrameBytes: 4096, Limits: Limits{MaxTurns: 10, MaxBudgetS: 300, MaxCellTimeoutS: 60}}
+		MaxFrameBytes: 4096, Limits: Limits{MaxTurns: 10, MaxSteps: 12, MaxBudgetS: 300, MaxCellTimeoutS: 60}}
 	if change != nil {
 		change(&cfg)
 	}
@@ -224,6 +224,18 @@ func TestEpisode(t *testing.T) {
 	xs, err := agent.ReadExchanges(filepath.Join(dir, agent.ExchangesFile))
 	if err != nil || len(xs) != 7 || xs[0].Tool != "jump" || !xs[0].IsError || xs[6].Tool != "finish" || !xs[6].Finished {
 		t.Fatalf("exchanges.jsonl: %v %+v", err, xs)
+	}
+
+	// a policy that only makes refused calls ends at the step limit, as a model that stops calling tools
+	f = exchange(t, c, map[string]any{"type": "reset", "data": map[string]any{"task": "stack_blocks", "episode_id": "bad-calls", "images": "none"}})
+	for i := 1; i <= 12; i++ {
+		f = exchange(t, c, map[string]any{"type": "step", "data": map[string]any{"tool": "jump"}})
+		if done := f.Data["done"] == true; done != (i == 12) || f.Type != "observation" {
+			t.Fatalf("refused call %d: %+v", i, f)
+		}
+	}
+	if r := readResult(t, filepath.Join(srv.cfg.Out, "bad-calls")); r.Status != agent.StatusCompleted || r.Reason != "no_finish" {
+		t.Fatalf("step limit: %s %s %+v", r.Status, r.Reason, r.Error)
 	}
 
 	// a second episode in the same session, cut off by the client going away mid-cell

@@ -72,15 +72,6 @@ func images(ims []agent.Image) []Image {
 	return out
 }
 
-// openAITools is the toolkit's tools in OpenAI's function-tool form.
-func openAITools(specs []agent.ToolSpec) []map[string]any {
-	out := make([]map[string]any, 0, len(specs))
-	for _, s := range specs {
-		out = append(out, map[string]any{"type": "function", "function": map[string]any{
-			"name": s.Name, "description": s.Description, "parameters": s.Parameters}})
-	}
-	return out
-}
 
 // protoError is a protocol failure answered with an error frame (not an observation): the client's
 // frame could not be acted on, and OpenEnv's client raises it.

@@ -33,6 +33,10 @@ type Limits struct {
 	MaxTurns        int      // the most calls an episode may allow; 0: no cap
 	MaxBudgetS      float64  // the most wall-clock seconds of policy time; 0: no cap
 	MaxCellTimeoutS float64  // the longest one cell may run; 0: no cap
+	// MaxSteps bounds an episode's steps, refused calls included (they do not count against
+	// max_turns, so a policy that only makes bad calls would otherwise go on until its budget); the
+	// episode ends at the limit as a model that stopped calling tools does in play; 0: no limit.
+	MaxSteps int
 }
 
 // resetKeys are reset data keys that are not settings: OpenEnv's own episode_id names the run folder.

@@ -200,7 +200,7 @@ func (ss *session) reset(data json.RawMessage) (any, error) {
 	ss.log.Info("openenv episode started", "run_dir", sp.Out, "task", sp.Task, "seed", sp.Seed, "arm", sp.Arm)
 	p := ep.Prompt()
 	tk := ep.Toolkit()
-	return StepData{Observation: Observation{Text: p.Text, Images: images(p.Images), Tools: openAITools(tk.Tools()),
+	return StepData{Observation: Observation{Text: p.Text, Images: images(p.Images), Tools: agent.OpenAITools(tk.Tools()),
 		Metadata: ss.meta()}, Reward: nil, Metadata: ss.meta()}, nil
 }
 
@@ -247,6 +247,10 @@ func (ss *session) step(data json.RawMessage) (any, error) {
 	}
 	if res.Finished || l.ep.Finished() {
 		ss.finish(nil)
+		return ss.doneObservation(res), nil
+	}
+	if max := ss.srv.cfg.Limits.MaxSteps; max > 0 && l.steps >= max {
+		ss.finish(fmt.Errorf("%w: the episode reached this server's limit of %d steps", agent.ErrNoToolCall, max))
 		return ss.doneObservation(res), nil
 	}
 	zero := 0.0

@@ -24,7 +24,7 @@ type openenvFlags struct {
 	maxSessions          int
 	idle                 time.Duration
 	maxFrame             int64
-	maxTurns             int
+	maxTurns, maxSteps   int
 	maxBudgetS, maxCellS float64
 	sealed               string
 	allow, set           listFlag
@@ -38,6 +38,7 @@ func addOpenEnvFlags(fs *flag.FlagSet) *openenvFlags {
 	fs.DurationVar(&f.idle, "openenv-idle-timeout", 10*time.Minute, "an OpenEnv session with no frame for this long expires (its episode: interrupted)")
 	fs.Int64Var(&f.maxFrame, "openenv-max-frame-bytes", 1<<20, "largest OpenEnv frame accepted from a client")
 	fs.IntVar(&f.maxTurns, "openenv-max-turns", 50, "the most calls a client's episode may allow (max_turns; 0: no cap)")
+	fs.IntVar(&f.maxSteps, "openenv-max-steps", 200, "steps an OpenEnv episode may take, refused calls included (they are not turns); the episode ends there (0: no limit)")
 	fs.Float64Var(&f.maxBudgetS, "openenv-max-budget-s", 1200, "the most policy seconds a client's episode may have (budget_s; 0: no cap)")
 	fs.Float64Var(&f.maxCellS, "openenv-max-cell-timeout-s", 300, "the longest a client's cell may run (cell_timeout_s; 0: no cap)")
 	fs.StringVar(&f.sealed, "openenv-sealed", spec.SealOn, "on (episodes start sealed or not at all) or auto (unsealed where this machine has no sandbox, recorded sealed: false)")
@@ -52,7 +53,7 @@ func (f *openenvFlags) server(gw *gateway.Server, log *slog.Logger) (*openenv.Se
 		return nil, nil
 	}
 	switch {
-	case f.maxSessions < 1 || f.idle <= 0 || f.maxFrame < 1024 || f.maxTurns < 0 || f.maxBudgetS < 0 || f.maxCellS < 0:
+	case f.maxSessions < 1 || f.idle <= 0 || f.maxFrame < 1024 || f.maxTurns < 0 || f.maxSteps < 0 || f.maxBudgetS < 0 || f.maxCellS < 0:
 		return nil, errors.New("--openenv-max-sessions >= 1, --openenv-idle-timeout > 0, --openenv-max-frame-bytes >= 1024, and the caps >= 0")
 	case f.sealed != spec.SealOn && f.sealed != spec.SealAuto:
 		return nil, fmt.Errorf("--openenv-sealed %q: want on or auto (an OpenEnv episode is never unsealed on purpose)", f.sealed)
@@ -88,7 +89,7 @@ func (f *openenvFlags) server(gw *gateway.Server, log *slog.Logger) (*openenv.Se
 	}
 	return openenv.New(openenv.Config{
 		Base: base, Out: out, Robots: &robotapi.Registry{}, Host: agent.Host{Logger: log},
-		Limits:      openenv.Limits{Settings: allow, MaxTurns: f.maxTurns, MaxBudgetS: f.maxBudgetS, MaxCellTimeoutS: f.maxCellS},
+		Limits:      openenv.Limits{Settings: allow, MaxTurns: f.maxTurns, MaxSteps: f.maxSteps, MaxBudgetS: f.maxBudgetS, MaxCellTimeoutS: f.maxCellS},
 		MaxSessions: f.maxSessions, IdleTimeout: f.idle, MaxFrameBytes: f.maxFrame, CheckOrigin: gw.OriginAllowed,
 		OnEpisode: func(ep *agent.Episode) func() { return listEpisode(gw, ep, log) }, Logger: log,
 	})
