@@ -72,7 +72,6 @@ func images(ims []agent.Image) []Image {
 	return out
 }
 
-
 // protoError is a protocol failure answered with an error frame (not an observation): the client's
 // frame could not be acted on, and OpenEnv's client raises it.
 type protoError struct {
