@@ -6,6 +6,8 @@ policies are built in:
 
 * ``replay``: the cells of a percent-format script (a task's reference solution), each sent as
   ``{"code": ...}`` (the ``python`` call, as OpenEnv's coding environment takes it), then ``finish``.
+* ``trl_env``: the replay again, through :class:`trl_env.PyrualeanEnv` (TRL's ``environment_factory``
+  interface: ``reset``, the ``python`` and ``finish`` tools, ``get_reward``).
 * ``model``: an OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp, the embedded model of
   ``pyrualean models serve``) chooses each tool call from the observations so far (a job's
   ``extra_body`` is merged into each request: ``{"code_block_tool": "python"}`` has the embedded
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import pathlib
 import sys
 import threading
 import urllib.request
@@ -154,6 +157,31 @@ def run_job(url: str, headers: dict[str, str], i: int, job: dict[str, Any], time
                    steps=steps, state=state)
 
 
+def run_trl_env(url: str, token: str, i: int, job: dict[str, Any], together: threading.Barrier | None = None) -> Rollout:
+    """A replay through :class:`trl_env.PyrualeanEnv`, the way TRL's GRPOTrainer drives it."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    from trl_env import PyrualeanEnv
+
+    env = PyrualeanEnv(url, token)
+    try:
+        try:
+            env.reset(**job)
+        finally:
+            if together is not None:
+                together.wait(timeout=600)
+        steps = []
+        for code in solution_cells(job["solution"]):
+            text = env.python(code)
+            steps.append(Step(tool="python", is_error=False, done=env.done, reward=None, text=text[:2000]))
+        text = env.finish("success", "replayed through the TRL environment")
+        steps.append(Step(tool="finish", is_error=False, done=env.done, reward=env.get_reward(), text=text[:2000]))
+        state = env._client.state()
+    finally:
+        env._close()
+    return Rollout(job=i, episode_id=state["episode_id"], run_dir=env.run_dir, reward=env.get_reward(), done=env.done,
+                   steps=steps, state=state)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the jobs concurrently and print one JSON line per rollout; exit 1 if any failed."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -171,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def work(i: int) -> None:
         try:
-            r = run_job(args.url, headers, i, jobs[i], args.timeout_s, together)
+            if jobs[i]["policy"] == "trl_env":
+                r = run_trl_env(args.url, args.token, i, jobs[i], together)
+            else:
+                r = run_job(args.url, headers, i, jobs[i], args.timeout_s, together)
         except Exception as e:  # noqa: BLE001 (reported per job; the others go on)
             r = Rollout(job=i, episode_id="", run_dir="", reward=None, done=False, steps=[], state={}, error=f"{type(e).__name__}: {e}")
         with lock:
