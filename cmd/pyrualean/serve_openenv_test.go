@@ -42,7 +42,8 @@ type rollout struct {
 // TestServeOpenEnvClient runs `serve --openenv` and drives it with OpenEnv's own client from PyPI
 // (GenericEnvClient, openenv/rollout.py): four sessions at once, two replaying reference solutions
 // (one opening with a call of no such tool, one through openenv/trl_env.py, TRL's environment
-// interface) and two acting with the embedded model (llama.cpp serving smollm2-135m). Each must end done, with the reward the episode's success, a valid trace and a
+// interface) and two acting with the embedded model (llama.cpp serving smollm2-135m, its tool calls
+// held to the tools' schemas). Each must end done, with the reward the episode's success, a valid trace and a
 // complete run folder; the gateway lists the four live episodes at once; a client without the token
 // is refused.
 func TestServeOpenEnvClient(t *testing.T) {
@@ -68,7 +69,7 @@ func TestServeOpenEnvClient(t *testing.T) {
 	served := make(chan int, 1)
 	go func() {
 		served <- cmdServe(sctx, []string{"--port", "0", "--token", "tok-openenv-test", "--openenv", "--openenv-out", out,
-			"--openenv-set", "images=none", "--openenv-max-turns", "8", "--openenv-max-steps", "6"}, &stdout, io.Discard)
+			"--openenv-set", "images=none", "--openenv-max-turns", "8", "--openenv-max-steps", "4"}, &stdout, io.Discard)
 	}()
 	defer func() {
 		stop()
@@ -90,16 +91,17 @@ func TestServeOpenEnvClient(t *testing.T) {
 		t.Fatalf("a client without the token: %v %v, want 401", err, resp)
 	}
 
-	// as --runtime local asks the embedded model: ```python blocks, short cells
-	codeBlocks := map[string]any{"code_block_tool": "python", "repeat_penalty": 1.3, "frequency_penalty": 0.5}
+	// JSON tool calls held to the tools' schemas by llama.cpp's grammar (tool_choice required), short
+	// cells: on two loaded cores each call of the 135M model takes a minute or more
+	short := map[string]any{"repeat_penalty": 1.3, "frequency_penalty": 0.5}
 	sol := func(task string) string { return filepath.Join(root, "robotapi/solutions/tabletop", task+".py") }
 	jobs := []map[string]any{
 		{"task": "put_block_in_bowl", "seed": 0, "policy": "replay", "solution": sol("put_block_in_bowl"), "probe": true, "episode_id": "replay-bowl"},
 		{"task": "put_block_on_plate", "seed": 1, "policy": "trl_env", "solution": sol("put_block_on_plate"), "episode_id": "replay-plate"},
-		{"task": "stack_blocks", "seed": 0, "policy": "model", "base_url": model.BaseURL, "model": model.Model, "max_turns": 1, "max_tokens": 96,
-			"prompt_profile": "compact", "episode_id": "model-stack", "sampling_seed": 1, "extra_body": codeBlocks},
-		{"task": "put_block_in_bowl", "seed": 2, "policy": "model", "base_url": model.BaseURL, "model": model.Model, "max_turns": 1, "max_tokens": 96,
-			"prompt_profile": "compact", "episode_id": "model-bowl", "sampling_seed": 2, "extra_body": codeBlocks},
+		{"task": "stack_blocks", "seed": 0, "policy": "model", "base_url": model.BaseURL, "model": model.Model, "max_turns": 2, "max_tokens": 128,
+			"prompt_profile": "compact", "episode_id": "model-stack", "sampling_seed": 1, "extra_body": short},
+		{"task": "put_block_in_bowl", "seed": 2, "policy": "model", "base_url": model.BaseURL, "model": model.Model, "max_turns": 2, "max_tokens": 128,
+			"prompt_profile": "compact", "episode_id": "model-bowl", "sampling_seed": 2, "extra_body": short},
 	}
 	args := []string{filepath.Join(root, "openenv", "rollout.py"), "--url", base, "--token", "tok-openenv-test", "--together", "--timeout-s", "900"}
 	for _, j := range jobs {
