@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pyrualean/pyrualean/suite"
+	"github.com/pyrualean/pyrualean/eval"
 )
 
 // TestEvalSamplesExport: eval --samples 3 runs three rollouts of the instance (ids .../sample-N, the
@@ -27,7 +27,7 @@ func TestEvalSamplesExport(t *testing.T) {
 	if code := cmdEval(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	man, err := suite.ReadManifest(dir)
+	man, err := eval.ReadManifest(dir)
 	if err != nil || len(man.Order) != 3 {
 		t.Fatalf("manifest: %v %v", err, man)
 	}

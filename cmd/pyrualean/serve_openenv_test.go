@@ -69,7 +69,7 @@ func TestServeOpenEnvClient(t *testing.T) {
 	served := make(chan int, 1)
 	go func() {
 		served <- cmdServe(sctx, []string{"--port", "0", "--token", "tok-openenv-test", "--openenv", "--openenv-out", out,
-			"--openenv-set", "images=none", "--openenv-max-turns", "8", "--openenv-max-steps", "4"}, &stdout, io.Discard)
+			"--openenv-set", "images=none", "--openenv-max-turns", "8", "--openenv-max-steps", "5"}, &stdout, io.Discard)
 	}()
 	defer func() {
 		stop()
