@@ -67,6 +67,14 @@ func TestEvalSamplesExport(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || len(sum.PassAtK) != 1 || sum.PassAtK[0].K != 3 || sum.PassAtK[0].PassK.Value != 1 {
 		t.Fatalf("summarize --json pass_at_k: %v %s", err, stdout.String())
 	}
+	html := filepath.Join(t.TempDir(), "report.html")
+	if code := cmdReport(context.Background(), []string{"--html", html, "--traces=false", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("report exit %d: %s", code, stderr.String())
+	}
+	if page, err := os.ReadFile(html); err != nil || !strings.Contains(string(page), "Group rollouts: pyrualean:cells") ||
+		!strings.Contains(string(page), "pass@3") || !strings.Contains(string(page), "3/3") {
+		t.Errorf("the report lacks the group rollouts: %v", err)
+	}
 	out := filepath.Join(t.TempDir(), "export.jsonl")
 	stdout.Reset()
 	if code := cmdRollouts(context.Background(), []string{"export", dir, "--format", "chat", "--out", out}, &stdout, &stderr); code != 0 ||
