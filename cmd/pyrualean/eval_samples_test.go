@@ -59,8 +59,8 @@ func TestEvalSamplesExport(t *testing.T) {
 	}
 	var sum struct {
 		PassAtK []struct {
-			K         int `json:"k"`
-			Instances int `json:"instances"`
+			K         int                     `json:"k"`
+			Instances int                     `json:"instances"`
 			PassK     struct{ Value float64 } `json:"pass_at_k"`
 		} `json:"pass_at_k"`
 	}
