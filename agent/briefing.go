@@ -71,11 +71,15 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 	}
 	switch s.Arm {
 	case spec.ArmTools:
-		b.tk = recordingToolkit{&toolsToolkit{e: e}, e.book}
+		b.tk = &toolsToolkit{e: e}
 	case spec.ArmProgram:
-		b.tk = recordingToolkit{&programToolkit{e: e}, e.book}
+		b.tk = &programToolkit{e: e}
 	default:
-		b.tk = recordingToolkit{&cellsToolkit{e: e}, e.book}
+		b.tk = &cellsToolkit{e: e}
+	}
+	// every driver's calls: exchanges.jsonl (each call and its result), tool_turns.json (a row each)
+	if b.tk, err = newRecordingToolkit(b.tk, e); err != nil {
+		return err
 	}
 	info := b.prompt.Info()
 	info.Profile = s.PromptProfile

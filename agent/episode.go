@@ -208,7 +208,7 @@ func baseResult(s spec.Episode, created time.Time) Result {
 	host, _ := os.Hostname()
 	r := Result{
 		Schema: ResultSchema, System: "pyrualean", Arm: s.Arm, Backend: s.Robot, Robot: s.Robot,
-		Suite: s.Suite, Task: s.Task, Seed: s.Seed, Model: s.Policy.Model, Runtime: s.Policy.Runtime,
+		Suite: s.Suite, Task: s.Task, Seed: s.Seed, Sample: s.Sample, Model: s.Policy.Model, Runtime: s.Policy.Runtime,
 		ReasoningEffort: s.Policy.Reasoning, Images: s.Images, Feedback: s.Feedback, Primitives: s.Primitives,
 		Status: StatusRunning, TimeoutS: s.BudgetS, CellTimeoutS: s.CellTimeoutS, MaxEpisodeSteps: s.MaxEnvSteps,
 		Host:  HostInfo{Name: host, CUDADevice: s.CUDADevice, PrimitiveSet: s.Primitives, RPentRoot: os.Getenv("RPENT_ROOT")},

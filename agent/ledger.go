@@ -168,6 +168,13 @@ func (l *ledger) spendBudget() (first bool) {
 	return first
 }
 
+// llmTurns is the number of LLM calls recorded so far (lines of turns.jsonl).
+func (l *ledger) llmTurns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.res.Generation.Turns
+}
+
 // callsMade is the number of agent calls counted so far.
 func (l *ledger) callsMade() int {
 	l.mu.Lock()

@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // ResultSchema names result.json's format: the original's episode fields plus ours (runtime, costs,
@@ -20,6 +22,7 @@ type Result struct {
 	Suite              string            `json:"suite"`
 	Task               string            `json:"task"`
 	Seed               int               `json:"seed"`
+	Sample             *spec.Sample      `json:"sample,omitempty"`        // its place in a group of rollouts (eval --samples)
 	RobotOptions       map[string]string `json:"robot_options,omitempty"` // the robot's own make() options (--robot-opt)
 	TaskLanguage       string            `json:"task_language"`
 	Model              string            `json:"model"`

@@ -9,13 +9,14 @@ import (
 	"sync"
 )
 
-// runFolder is an episode's folder: result.json (ledger.go saves it), the append-only turns.jsonl and
-// calls.jsonl, tool_turns.json (toolturns.go), and the robot's workspace. Everything is written as the
-// episode goes, so a killed process leaves every finished cell on disk.
+// runFolder is an episode's folder: result.json (ledger.go saves it), the append-only turns.jsonl,
+// calls.jsonl and exchanges.jsonl (exchanges.go), tool_turns.json (toolturns.go), and the robot's
+// workspace. Everything is written as the episode goes, so a killed process leaves every finished
+// cell on disk.
 type runFolder struct {
-	dir, workspace string
-	turns, calls   *jsonlWriter
-	toolTurns      *toolTurns
+	dir, workspace          string
+	turns, calls, exchanges *jsonlWriter
+	toolTurns               *toolTurns
 }
 
 func openRunFolder(dir string) (*runFolder, error) {
@@ -31,6 +32,11 @@ func openRunFolder(dir string) (*runFolder, error) {
 		f.turns.Close()
 		return nil, fmt.Errorf("calls.jsonl: %w", err)
 	}
+	if f.exchanges, err = openJSONL(filepath.Join(dir, ExchangesFile)); err != nil {
+		f.turns.Close()
+		f.calls.Close()
+		return nil, fmt.Errorf("%s: %w", ExchangesFile, err)
+	}
 	return f, nil
 }
 
@@ -39,6 +45,7 @@ func (f *runFolder) path(name string) string { return filepath.Join(f.dir, name)
 func (f *runFolder) close() {
 	f.turns.Close()
 	f.calls.Close()
+	f.exchanges.Close()
 }
 
 // jsonlWriter appends one JSON object per line; each line is one write(2), so a killed process leaves

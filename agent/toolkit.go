@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"time"
 )
 
 // Toolkit is one live episode's tools: the cells arm (python, finish) or the tools arm (primitives, finish).
@@ -80,23 +79,3 @@ const (
 
 // MaxTextChars caps one tool result's text (the original's MAX_TEXT_CHARS).
 const MaxTextChars = 20_000
-
-// recordingToolkit writes the tool_turns.json row of every call a toolkit answers without running a
-// cell (finish, a refusal, an unknown tool, a spent budget): the original counts every call.
-type recordingToolkit struct {
-	Toolkit
-	book *ledger
-}
-
-func (t recordingToolkit) Call(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	start := time.Now()
-	res, err := t.Toolkit.Call(ctx, name, args)
-	if err == nil && !res.recorded {
-		status := "ok"
-		if res.IsError {
-			status = "error"
-		}
-		_ = t.book.toolTurn(toolTurn(StripToolPrefix(name), status, time.Since(start), nil))
-	}
-	return res, err
-}

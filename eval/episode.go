@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pyrualean/pyrualean/spec"
@@ -29,6 +31,10 @@ type Episode struct {
 	// RobotOptions are the row's robot options (--robot-opt); part of the id's settings tag.
 	RobotOptions map[string]string `json:"robot_options,omitempty"`
 	Solution     string            `json:"solution,omitempty"` // the task's reference solution (repo-relative)
+	// Sample is the episode's index in its group of Samples rollouts of the same instance (eval
+	// --samples K > 1; both 0 otherwise, and the id has no sample part, as before samples existed).
+	Sample  int `json:"sample,omitempty"`
+	Samples int `json:"samples,omitempty"`
 	// Spec is the episode itself (built from the row by Expand): what an executor runs, with the run
 	// folder and the replayed script's path set where it runs (Job.Dir, the node's repository).
 	Spec spec.Episode `json:"spec"`
@@ -77,7 +83,31 @@ func (e Episode) makeID() string {
 			tagged["robot-opt:"+k] = v
 		}
 	}
-	return strings.Join([]string{slug(e.Robot), slug(suite), slug(e.Task), fmt.Sprint(e.Seed), e.Arm, slug(model), SettingsTag(tagged)}, "/")
+	id := strings.Join([]string{slug(e.Robot), slug(suite), slug(e.Task), fmt.Sprint(e.Seed), e.Arm, slug(model), SettingsTag(tagged)}, "/")
+	if e.Samples > 1 {
+		id += "/" + SamplePrefix + strconv.Itoa(e.Sample)
+	}
+	return id
+}
+
+// SamplePrefix starts an id's last part when the episode is one of a group's samples: .../sample-3.
+const SamplePrefix = "sample-"
+
+// Instance is the id of the episode's group of samples: the id without the sample part (the group id
+// of pyrualean rollouts export). An episode without samples is a group of one.
+func (e Episode) Instance() string {
+	if e.Samples > 1 {
+		return e.ID[:strings.LastIndex(e.ID, "/")]
+	}
+	return e.ID
+}
+
+// SamplingSeed is the sampling seed of the episode's sample: distinct within its group, the same on
+// every run of the suite (a resumed sample asks the endpoint for the same seed).
+func (e Episode) SamplingSeed() int64 {
+	h := fnv.New64a()
+	h.Write([]byte(e.Instance()))
+	return int64((h.Sum64()>>33)+uint64(e.Sample)) & (1<<31 - 1)
 }
 
 // Dir is the episode's run folder under the eval folder.

@@ -3,6 +3,7 @@ package eval
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -40,6 +41,9 @@ type Row struct {
 	Models       []string          `toml:"models" yaml:"models" json:"models,omitempty"`
 	Settings     map[string]string `toml:"settings" yaml:"settings" json:"settings,omitempty"`
 	RobotOptions map[string]string `toml:"robot_options" yaml:"robot_options" json:"robot_options,omitempty"`
+	// Samples is K, the rollouts of each (task, seed) instance (eval --samples): a group that pass@K and
+	// a group-normalised advantage are computed over; 0 or 1: one episode per instance, as before.
+	Samples int `toml:"samples" yaml:"samples" json:"samples,omitempty"`
 }
 
 // Label names the row in errors: its name, else its position.
@@ -213,21 +217,30 @@ func Expand(ctx context.Context, m Matrix, robots []robotapi.RobotInfo, list Tas
 		if len(models) == 0 {
 			models = []string{""}
 		}
+		if r.Samples < 0 {
+			return nil, fmt.Errorf("%s: samples %d: want K >= 1", label, r.Samples)
+		}
+		samples := max(r.Samples, 1)
 		for _, t := range tasks {
 			for _, seed := range seeds {
 				for _, model := range models {
-					for _, arm := range arms {
-						e := Episode{Row: i, Robot: r.Robot, Suite: r.Suite, Task: t.Name, Family: t.Family, Seed: seed,
-							Arm: arm, Runtime: r.Runtime, Model: model, Settings: r.Settings, RobotOptions: r.RobotOptions, Solution: t.Solution}
-						e.ID = e.makeID()
-						if e.Spec, err = e.spec(); err != nil {
-							return nil, fmt.Errorf("%s: %w", label, err)
+					for k := range samples {
+						for _, arm := range arms {
+							e := Episode{Row: i, Robot: r.Robot, Suite: r.Suite, Task: t.Name, Family: t.Family, Seed: seed,
+								Arm: arm, Runtime: r.Runtime, Model: model, Settings: r.Settings, RobotOptions: r.RobotOptions, Solution: t.Solution}
+							if samples > 1 {
+								e.Sample, e.Samples = k, samples
+							}
+							e.ID = e.makeID()
+							if e.Spec, err = e.spec(); err != nil {
+								return nil, fmt.Errorf("%s: %w", label, err)
+							}
+							if prev, dup := seen[e.ID]; dup {
+								return nil, fmt.Errorf("%s: episode %s is also in %s", label, e.ID, prev)
+							}
+							seen[e.ID] = label
+							eps = append(eps, e)
 						}
-						if prev, dup := seen[e.ID]; dup {
-							return nil, fmt.Errorf("%s: episode %s is also in %s", label, e.ID, prev)
-						}
-						seen[e.ID] = label
-						eps = append(eps, e)
 					}
 				}
 			}
@@ -261,6 +274,19 @@ func (e Episode) spec() (spec.Episode, error) {
 	}
 	s.Robot, s.Suite, s.Task, s.Seed, s.Arm = e.Robot, e.Suite, e.Task, e.Seed, e.Arm
 	s.Policy.Runtime, s.Policy.Model = e.Runtime, e.Model
+	if e.Samples > 1 {
+		if _, set := s.Policy.OpenAI.ExtraBody["seed"]; set {
+			return s, errors.New(`samples > 1 and openai-extra-body sets "seed": the samples' own sampling seeds would be overridden`)
+		}
+		s.Sample = &spec.Sample{Index: e.Sample, Of: e.Samples, Seed: e.SamplingSeed()}
+		// The endpoint gets it as the request's seed: OpenAI-compatible servers (vLLM, SGLang,
+		// llama.cpp, OpenAI) take `seed` in the body; runtimes without a body (CLIs) ignore it.
+		s.Policy.OpenAI.ExtraBody = maps.Clone(s.Policy.OpenAI.ExtraBody)
+		if s.Policy.OpenAI.ExtraBody == nil {
+			s.Policy.OpenAI.ExtraBody = map[string]any{}
+		}
+		s.Policy.OpenAI.ExtraBody["seed"] = s.Sample.Seed
+	}
 	if e.Runtime == "replay" {
 		root, err := robotapi.Root()
 		if err != nil {

@@ -41,7 +41,7 @@ func (e Episode) Group() string {
 // Setup is what one paper table holds across benchmarks: one runtime-model and settings.
 func (e Episode) Setup() string {
 	parts := strings.Split(e.ID, "/")
-	return strings.Join(parts[5:], "/")
+	return strings.Join(parts[5:7], "/") // without a sample part: a group's samples share a setup
 }
 
 // ArmStats is one arm's success rate, counted as the original counts (agent/runs count.go): every

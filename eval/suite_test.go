@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,6 +95,48 @@ func TestExpandIDs(t *testing.T) {
 	m.Rows = append(m.Rows, m.Rows[0])
 	if _, err := Expand(context.Background(), m, []robotapi.RobotInfo{{Name: "tabletop"}}, list); err == nil {
 		t.Error("a repeated row was accepted")
+	}
+}
+
+// TestExpandSamples: K samples of an instance are K episodes whose ids end in sample-N (K = 1 keeps
+// the ids as they were), with distinct sampling seeds that resume alike and reach the endpoint as
+// the request's seed; a group's samples share their setup, pair with their twins, and are refused
+// when a row's own extra body would override their seeds.
+func TestExpandSamples(t *testing.T) {
+	robots := []robotapi.RobotInfo{{Name: "tabletop"}}
+	row := Row{Robot: "tabletop", Tasks: "a", Seeds: "0", Arms: []string{"cells", "tools"}, Runtime: "openai", Models: []string{"m"}}
+	one, err := Expand(context.Background(), Matrix{Rows: []Row{row}}, robots, list)
+	if err != nil || len(one) != 2 || one[0].ID != "tabletop/default/a/0/cells/openai-m/default" || one[0].Spec.Sample != nil {
+		t.Fatalf("K=1: %v %+v", err, one)
+	}
+	row.Samples = 3
+	eps, err := Expand(context.Background(), Matrix{Rows: []Row{row}}, robots, list)
+	if err != nil || len(eps) != 6 {
+		t.Fatalf("K=3: %v %d episodes", err, len(eps))
+	}
+	seeds := map[int64]bool{}
+	for i, e := range eps {
+		k := i / 2
+		want := fmt.Sprintf("tabletop/default/a/0/%s/openai-m/default/sample-%d", e.Arm, k)
+		sm := e.Spec.Sample
+		if e.ID != want || e.Instance() != "tabletop/default/a/0/"+e.Arm+"/openai-m/default" || sm == nil || sm.Index != k || sm.Of != 3 ||
+			e.Spec.Policy.OpenAI.ExtraBody["seed"] != sm.Seed || e.Setup() != "openai-m/default" {
+			t.Fatalf("episode %d: %s %+v %v", i, e.ID, sm, e.Spec.Policy.OpenAI.ExtraBody)
+		}
+		if e.Arm == "cells" {
+			seeds[sm.Seed] = true
+			if tw := eps[i+1]; tw.Twin() != e.ID || tw.PairKey() != e.PairKey() {
+				t.Fatalf("twins: %s %s", e.ID, tw.ID)
+			}
+		}
+	}
+	again, _ := Expand(context.Background(), Matrix{Rows: []Row{row}}, robots, list)
+	if len(seeds) != 3 || again[4].Spec.Sample.Seed != eps[4].Spec.Sample.Seed {
+		t.Fatalf("sampling seeds %v not distinct or not stable", seeds)
+	}
+	row.Settings = map[string]string{"openai-extra-body": `{"seed": 1}`}
+	if _, err := Expand(context.Background(), Matrix{Rows: []Row{row}}, robots, list); err == nil || !strings.Contains(err.Error(), "seed") {
+		t.Fatalf("a row's own seed was accepted: %v", err)
 	}
 }
 

@@ -171,6 +171,13 @@ func New(cfg Config) *Server {
 // Token is the token clients must present ("" when authentication is off).
 func (s *Server) Token() string { return s.token }
 
+// Handle serves pattern (a method pattern, as in routes) with h behind the gateway's own checks: Host,
+// CORS, base URL and token (serve --openenv mounts OpenEnv's /ws here).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// OriginAllowed is the gateway's WebSocket origin check, for a handler mounted with Handle.
+func (s *Server) OriginAllowed(r *http.Request) bool { return s.originAllowed(r) }
+
 // BaseURL is the normalised path prefix ("/" or "/x/").
 func (s *Server) BaseURL() string { return s.cfg.BaseURL }
 

@@ -85,6 +85,7 @@ type page struct {
 	Manifest  *eval.Manifest
 	Results   eval.Results
 	Summary   string
+	PassAtK   []runs.PassAtK // group rollouts (eval --samples K > 1)
 	Tables    []tableView
 	Groups    []groupView
 	Episodes  []episodeRow
@@ -131,6 +132,7 @@ func Write(ctx context.Context, o Options) error {
 	var sum strings.Builder
 	eval.WriteResults(&sum, recs, res)
 	pg.Summary = sum.String()
+	pg.PassAtK = res.Summary.PassAtK
 	for _, t := range res.Tables {
 		g := runs.TableGrid(t.Table, runs.FormatMarkdown)
 		pg.Tables = append(pg.Tables, tableView{Setup: t.Setup, Grid: g, Notes: noteViews(g.Notes), Final: t.NotFinal.Final()})
@@ -186,6 +188,12 @@ func templateFuncs() template.FuncMap {
 			return fmt.Sprintf("%.0f%% [%.0f, %.0f]", 100*iv.Value, 100*iv.Lo, 100*iv.Hi)
 		},
 		"ratio": func(iv *eval.Interval) string { return iv.String() },
+		"pct1": func(iv *runs.Interval) string {
+			if iv == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f%% [%.1f, %.1f]", 100*iv.Value, 100*iv.Lo, 100*iv.Hi)
+		},
 		"cost": func(c *float64) string {
 			if c == nil {
 				return "unknown"

@@ -70,9 +70,21 @@ type Episode struct {
 	Out          string  `json:"out,omitempty"` // the run folder (absolute after Validate)
 
 	Policy Policy `json:"policy"`
+	// Sample is the episode's place in a group of rollouts of one instance (eval --samples K > 1);
+	// nil: a lone episode.
+	Sample *Sample `json:"sample,omitempty"`
 
 	envErrs []error     // a default from the environment that is not a value (New); Validate reports it
 	given   [][2]string // flags given and not applied yet (Flags, ApplyFlags)
+}
+
+// Sample is one rollout of a group: the K rollouts of the same instance (robot, task, seed, arm, policy,
+// settings) that pass@K and a group-normalised advantage are computed over.
+type Sample struct {
+	Index int `json:"index"` // 0-based, < Of
+	Of    int `json:"of"`    // K, the group's size
+	// Seed is the sampling seed, sent to the endpoint as the request's `seed` (distinct in a group).
+	Seed int64 `json:"seed"`
 }
 
 // Policy is what decides the episode's actions: a runtime (a model backend, an agent CLI or the

@@ -113,6 +113,9 @@ func (e *Episode) checkValues() error {
 			return fmt.Errorf("--%s: must be >= 0", c.name)
 		}
 	}
+	if sm := e.Sample; sm != nil && (sm.Of < 2 || sm.Index < 0 || sm.Index >= sm.Of) {
+		return fmt.Errorf("sample %d of %d: want 0 <= index < of, of >= 2", sm.Index, sm.Of)
+	}
 	return nil
 }
 

@@ -64,6 +64,11 @@ type Row struct {
 	HumanCalls    int `json:"human_calls"`
 	HumanStateful int `json:"human_stateful_calls"`
 	HumanSteps    int `json:"human_env_steps"`
+	// Sample and Samples place a group rollout (eval --samples K): its index and K; Samples 0 for a lone
+	// episode. Group names its instance apart from the other instances of the same system (passk.go).
+	Sample  int    `json:"sample,omitempty"`
+	Samples int    `json:"samples,omitempty"`
+	Group   string `json:"group,omitempty"`
 }
 
 // LoadError names a run folder that could not be read.
@@ -207,6 +212,14 @@ func LoadRun(dir string) (Row, error) {
 	if row.Cost != nil {
 		row.CostSource = CostRecorded
 	}
+	if sm := res.Sample; sm != nil && sm.Of > 1 {
+		row.Sample, row.Samples = sm.Index, sm.Of
+		// In an eval suite a group's samples are .../SETTINGS/sample-N: the settings tell instances apart.
+		row.Group = fmt.Sprintf("%s/%s/%d", row.Robot, row.Task, row.Seed)
+		if strings.HasPrefix(filepath.Base(dir), "sample-") {
+			row.Group += "/" + filepath.Base(filepath.Dir(dir))
+		}
+	}
 	return row, nil
 }
 
@@ -241,8 +254,14 @@ func TaskKey(suite, task string) string {
 	return suite + ":" + task
 }
 
-// InstanceKey is what pairs two systems' episodes: the same robot, suite:task and seed.
-func InstanceKey(r Row) string { return fmt.Sprintf("%s/%s/%d", r.Robot, r.Task, r.Seed) }
+// InstanceKey is what pairs two systems' episodes: the same robot, suite:task and seed, and the same
+// sample of a group (eval --samples: sample k of one arm pairs with sample k of the other).
+func InstanceKey(r Row) string {
+	if r.Samples > 1 {
+		return fmt.Sprintf("%s/%s/%d#%d", r.Robot, r.Task, r.Seed, r.Sample)
+	}
+	return fmt.Sprintf("%s/%s/%d", r.Robot, r.Task, r.Seed)
+}
 
 // Benchmark is the row's benchmark in the paper's table: its robot, and its suite when it has one.
 func Benchmark(r Row) string {

@@ -49,6 +49,8 @@ type Summary struct {
 	HumanCalls         int `json:"human_calls"`
 	HumanStatefulCalls int `json:"human_stateful_calls"`
 	HumanEnvSteps      int `json:"human_env_steps"`
+	// PassAtK is the group rollouts' success (eval --samples K > 1), per system and model (passk.go).
+	PassAtK []PassAtK `json:"pass_at_k,omitempty"`
 }
 
 // Means are averages over a subset of episodes (the solved ones, or the jointly solved ones).
@@ -137,6 +139,7 @@ func Summarize(rows []Row) Summary {
 	if len(solved) > 0 {
 		s.PerSolved = means(solved)
 	}
+	s.PassAtK = PassAtKOf(rows)
 	return s
 }
 
@@ -213,6 +216,7 @@ func WriteSummaryTable(w io.Writer, rows []Row, s Summary) {
 		fmt.Fprintf(w, "per own solved episode (%d): llm_calls %.1f  in_tok %.0f  out_tok %.0f  turns %.1f  wall_s %.1f  cost %s\n",
 			p.Episodes, p.LLMCalls, p.InputTokens, p.OutputToks, p.Turns, p.WallS, fmtCost(p.CostUSD, -1))
 	}
+	WritePassAtK(w, s.PassAtK)
 }
 
 // writeSealing prints the sealed, perception and people lines of the summary.

@@ -16,14 +16,15 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"suite":   benchSuite,
 		"ray":     benchRay,
 		"local":   benchLocal,
+		"openenv": benchOpenEnv,
 	}
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: pyrualean bench kernel|robot|tokens|gateway|suite|ray|local [--json]")
+		fmt.Fprintln(stderr, "usage: pyrualean bench kernel|robot|tokens|gateway|suite|ray|local|openenv [--json]")
 		return 2
 	}
 	b, ok := benches[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "pyrualean bench: unknown benchmark %q (kernel, robot, tokens, gateway, suite, ray, local)\n", args[0])
+		fmt.Fprintf(stderr, "pyrualean bench: unknown benchmark %q (kernel, robot, tokens, gateway, suite, ray, local, openenv)\n", args[0])
 		return 2
 	}
 	return b(ctx, args[1:], stdout, stderr)

@@ -50,7 +50,7 @@ func (f *settingFlag) IsBoolFlag() bool { return f.s.Bool }
 // evalFlags are eval's own flags plus every play setting.
 type evalFlags struct {
 	matrix, robot, suiteName, tasks, seeds, arms, runtime, models, out, status string
-	jobs, bootAhead, maxConns, retries                                         int
+	jobs, bootAhead, maxConns, retries, samples                                int
 	backoffS                                                                   float64
 	asJSON, verbose                                                            bool
 	settings                                                                   map[string]string
@@ -70,6 +70,7 @@ func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
 	fs.StringVar(&f.runtime, "runtime", "", "as in play: "+strings.Join(runtimes.Names(), ", ")+" (replay replays each task's reference solution)")
 	fs.StringVar(&f.models, "model", "", "model(s), comma-separated (as in play)")
 	fs.StringVar(&f.out, "out", "", "eval folder (default runs/suite-<hash of the matrix>: the same command resumes)")
+	fs.IntVar(&f.samples, "samples", 1, "rollouts of each (task, seed) instance, each with its own sampling seed (sent as the request's seed): a group for pass@K and training (a matrix row's samples = K wins)")
 	fs.IntVar(&f.jobs, "jobs", defaultJobs(), "episodes acting at once (default from cores and memory)")
 	fs.IntVar(&f.bootAhead, "boot-ahead", 1, "more episodes that may boot (kernel, robot) while --jobs act, then wait their turn; 0: boot only when a slot is free")
 	fs.IntVar(&f.maxConns, "max-connections", 8, "requests in flight per LLM endpoint, over all episodes (0: no limit)")
@@ -131,6 +132,11 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 		if m, err = eval.ReadMatrix(f.matrix); err != nil {
 			return nil, err
 		}
+		for i := range m.Rows {
+			if m.Rows[i].Samples == 0 && f.samples > 1 {
+				m.Rows[i].Samples = f.samples
+			}
+		}
 		if len(f.settings) > 0 {
 			for i := range m.Rows {
 				s := maps.Clone(f.settings)
@@ -140,6 +146,9 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 		}
 	} else {
 		r := eval.Row{Robot: f.robot, Suite: f.suiteName, Tasks: f.tasks, Seeds: f.seeds, Runtime: f.runtime, Settings: f.settings}
+		if f.samples > 1 { // K = 1 leaves the matrix (its hash: the default folder) as before samples existed
+			r.Samples = f.samples
+		}
 		r.Arms = splitList(f.arms)
 		r.Models = splitList(f.models)
 		m.Rows = []eval.Row{r}
@@ -283,8 +292,8 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	switch {
-	case f.jobs < 1:
-		fmt.Fprintf(stderr, "pyrualean eval: --jobs %d: must be >= 1\n", f.jobs)
+	case f.jobs < 1 || f.samples < 1:
+		fmt.Fprintf(stderr, "pyrualean eval: --jobs %d, --samples %d: must be >= 1\n", f.jobs, f.samples)
 		return exitUsage
 	case f.maxConns < 0 || f.retries < 0 || f.backoffS < 0 || f.bootAhead < 0:
 		fmt.Fprintln(stderr, "pyrualean eval: --max-connections, --retries, --retry-backoff-s and --boot-ahead must be >= 0")

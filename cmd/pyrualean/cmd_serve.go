@@ -49,6 +49,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	maxMsg := fs.Int64("max-message-bytes", 32<<20, "largest WebSocket message accepted from a client")
 	defaultKernel := fs.String("default-kernel", "", "default kernelspec (default: pyrualean, else python3)")
 	verbose := fs.Bool("v", false, "debug logging")
+	oef := addOpenEnvFlags(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -80,15 +81,37 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		CullIdle: time.Duration(*cullIdle * float64(time.Second)), EnvAllow: envAllow, DefaultKernel: *defaultKernel,
 		MaxMessageBytes: *maxMsg, Logger: log,
 	})
+	oe, err := oef.server(srv, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean serve: %v\n", err)
+		srv.Close()
+		return 2
+	}
+	oeCtx, oeStop := context.WithCancel(ctx)
+	oeDone := make(chan struct{})
+	go func() { // when serve stops, the sessions end (their episodes interrupted) and are waited for
+		defer close(oeDone)
+		<-oeCtx.Done()
+		if oe != nil {
+			oe.Close()
+		}
+	}()
+	if oe != nil {
+		srv.Handle("GET /ws", oe)
+	}
 	if err := srv.Prespawn(*prespawn); err != nil {
 		fmt.Fprintf(stderr, "pyrualean serve: %v\n", err)
+		oeStop()
+		<-oeDone
 		srv.Close()
 		return 1
 	}
 	addr := net.JoinHostPort(*ip, strconv.Itoa(*port))
-	err := srv.ListenAndServe(ctx, addr, func(a net.Addr) {
-		printServing(stdout, a, srv)
+	err = srv.ListenAndServe(ctx, addr, func(a net.Addr) {
+		printServing(stdout, a, srv, oe != nil)
 	})
+	oeStop()
+	<-oeDone
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean serve: %v\n", err)
 		return 1
@@ -113,7 +136,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int,
 }
 
 // printServing tells the user where the gateway is and how to point Jupyter at it.
-func printServing(w io.Writer, a net.Addr, srv *gateway.Server) {
+func printServing(w io.Writer, a net.Addr, srv *gateway.Server, openEnv bool) {
 	host, port, _ := net.SplitHostPort(a.String())
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1"
@@ -125,5 +148,8 @@ func printServing(w io.Writer, a net.Addr, srv *gateway.Server) {
 		fmt.Fprintf(w, "  jupyter lab --gateway-url=%s --GatewayClient.auth_token=%s\n", u, t)
 	} else {
 		fmt.Fprintf(w, "  jupyter lab --gateway-url=%s\n", u)
+	}
+	if openEnv {
+		fmt.Fprintf(w, "openenv: %s/ws (GenericEnvClient(base_url=%q, headers={\"Authorization\": \"token <token>\"}))\n", "ws"+strings.TrimPrefix(u, "http"), u)
 	}
 }
