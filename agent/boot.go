@@ -80,7 +80,7 @@ func (b booter) boot(ctx context.Context) error {
 		return err
 	}
 	if e.served != nil {
-		e.judge = serverJudge{srv: e.served.srv, refused: e.book.noteRefused}
+		e.judge = serverJudge{srv: e.served.srv, refused: func(r []string) { noteRefused(e.book, r) }}
 	} else {
 		e.judge = kernelJudge{kern: e.kern}
 	}

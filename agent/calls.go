@@ -109,7 +109,7 @@ func (cl caller) respond(c agentCall, i int, timeout time.Duration, out cellOutp
 	run := cellRun{Index: i, Outputs: res.Outputs, Status: res.Status, Elapsed: out.elapsed, Report: report,
 		TimedOut: res.TimedOut, Restarted: res.Restarted, TimeoutS: timeout.Seconds(), Between: out.share.between,
 		Omitted: res.Omitted, Incomplete: res.OutputsIncomplete, File: c.file,
-		Labels: e.book.label(res.ExecutionCount, fmt.Sprintf("<cell %d>", i))}
+		Labels: e.names.add(res.ExecutionCount, fmt.Sprintf("<cell %d>", i))}
 	if run.File == "" && c.tool == ToolRunProgram {
 		run.File = fmt.Sprintf("program_%02d.py", i)
 	}

@@ -79,6 +79,7 @@ type Episode struct {
 	people *people
 	gate   *gate
 	clock  policyClock
+	names  cellNames // cells by execution count, for tracebacks
 
 	calls caller  // calls.go: one agent call, gate to feedback
 	steps stepper // cellstep.go: one execute, start to verdict

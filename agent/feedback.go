@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
@@ -483,4 +485,24 @@ func buildToolFeedback(run cellRun, tool, images string, people []personNote) To
 		fb.Images = append(fb.Images, im.Name)
 	}
 	return ToolResult{Text: encodeFeedback(fb), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}
+}
+
+// cellNames names the episode's cells by execution count, as tracebacks should (relabelCells): the
+// agent's "<cell 3>", a person's "<a person's cell 1>".
+type cellNames struct {
+	mu    sync.Mutex
+	names map[int]string
+}
+
+// add names the cell that ran with execution count n (nil: none) and returns every name so far.
+func (c *cellNames) add(n *int, name string) map[int]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.names == nil {
+		c.names = map[int]string{}
+	}
+	if n != nil {
+		c.names[*n] = name
+	}
+	return maps.Clone(c.names)
 }

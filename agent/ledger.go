@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -31,7 +30,6 @@ type ledger struct {
 	meta      notebooks.EpisodeMeta
 	trace     *notebooks.Trace // set once the trace exists (boot)
 	linger    time.Time        // the kernel is kept after the end until then (play --serve-linger)
-	labels    map[int]string   // cells by execution count, as tracebacks name them (relabelCells)
 }
 
 func newLedger(res Result, files *runFolder) *ledger { return &ledger{res: res, files: files} }
@@ -159,15 +157,6 @@ func (l *ledger) admitCall(tool string, maxCalls int) callAdmission {
 	return callAdmission{index: l.calls}
 }
 
-// spendBudget marks the call budget spent by another limit (the program arm's max programs).
-func (l *ledger) spendBudget() (first bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	first = !l.budgetOut
-	l.budgetOut = true
-	return first
-}
-
 // llmTurns is the number of LLM calls recorded so far (lines of turns.jsonl).
 func (l *ledger) llmTurns() int {
 	l.mu.Lock()
@@ -267,19 +256,6 @@ func (l *ledger) toolTurn(row ToolTurn) error {
 	n, err := l.files.toolTurns.add(row)
 	l.update(func(r *Result) { r.ToolTurns = n })
 	return err
-}
-
-// label names the cell that ran with execution count n (nil: no count) and returns all names so far.
-func (l *ledger) label(n *int, name string) map[int]string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.labels == nil {
-		l.labels = map[int]string{}
-	}
-	if n != nil {
-		l.labels[*n] = name
-	}
-	return maps.Clone(l.labels)
 }
 
 // chargePeople counts a person's calls and steps in result.json's human_* totals.

@@ -146,7 +146,7 @@ func (p *people) record(pc *personCell, share agentShare) {
 		return
 	}
 	outs := pc.out.Final()
-	e.book.label(pc.count, fmt.Sprintf("<a person's cell %d>", pc.n))
+	e.names.add(pc.count, fmt.Sprintf("<a person's cell %d>", pc.n))
 	tags := []string{notebooks.TagHuman}
 	if raised(outs) {
 		tags = append(tags, notebooks.TagRaisesException)

@@ -117,7 +117,7 @@ func (b booter) awaitRobot(ctx context.Context) error {
 }
 
 // noteRefused keeps the agent's raw RPCs the robot server refused in result.json's seal record.
-func (l *ledger) noteRefused(refused []string) {
+func noteRefused(l *ledger, refused []string) {
 	l.update(func(r *Result) {
 		if r.Seal == nil {
 			return
