@@ -45,8 +45,10 @@ type Turn struct {
 	ToolCalls    []string `json:"tool_calls"`
 	Content      string   `json:"content,omitempty"`
 	Reasoning    string   `json:"reasoning,omitempty"`
-	Error        string   `json:"error,omitempty"`
-	Images       int      `json:"images_sent"`
+	// ReasoningEffort is the effort the request asked for ("" : none was sent).
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	Error           string `json:"error,omitempty"`
+	Images          int    `json:"images_sent"`
 	// Timings are the server's own account of the reply (llama.cpp), when it gives one.
 	Timings *ServerTimings `json:"timings,omitempty"`
 }

@@ -222,9 +222,16 @@ func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
 	})
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, func(c *runtimes.OpenAIConfig) {
 		c.Temperature = &temp
-		c.ExtraBody = map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": false}}
+		c.ExtraBody = map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": false}, "reasoning_effort": "high"}
 		c.Prices = cfg.Policy.Prices
 	}), nil)
+	// The reasoning effort is sent with every request and recorded per LLM call.
+	if turns, err := agent.ReadTurns(filepath.Join(cfg.Out, "turns.jsonl")); err != nil || len(turns) != 3 || turns[0].ReasoningEffort != "high" {
+		t.Errorf("turns.jsonl: %+v (%v); want 3 turns with effort high", turns, err)
+	}
+	if srv.Requests()[0].Body["reasoning_effort"] != "high" {
+		t.Errorf("request body lacks reasoning_effort: %v", srv.Requests()[0].Body)
+	}
 
 	if res.Status != agent.StatusCompleted || res.EnvironmentSuccess == nil || !*res.EnvironmentSuccess {
 		t.Fatalf("status %s success %v, want completed/true (error %+v)", res.Status, res.EnvironmentSuccess, res.Error)

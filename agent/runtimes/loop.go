@@ -243,7 +243,7 @@ func (l *loop) complete(ctx context.Context, turn int) (Reply, agent.Turn, error
 // turnRecord is one LLM call's line of turns.jsonl.
 func turnRecord(turn int, start time.Time, r Reply, err error, price *prices.Price) agent.Turn {
 	t := agent.Turn{Turn: turn, StartedAt: start.UTC().Format(time.RFC3339Nano), LatencyS: round3(time.Since(start).Seconds()),
-		Attempts: r.Attempts, ToolCalls: []string{}}
+		Attempts: r.Attempts, ToolCalls: []string{}, ReasoningEffort: r.Effort}
 	if err != nil {
 		t.Error = err.Error()
 		return t
