@@ -2,6 +2,8 @@ package runtimes
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/cli"
@@ -34,14 +36,31 @@ func cliConfig(s Settings, model string) cli.Config {
 		Budget: s.Budget, MaxTurns: s.MaxTurns, Home: s.CodexHome, Logger: s.Logger}
 }
 
-func checkClaude(Settings) error { return nil }
+// needKey refuses, before anything boots, a CLI runtime that could not reach its model: no key in its
+// variable and no endpoint of the user's own. The error names the fixes.
+func needKey(s Settings, runtime, keyEnv string) error {
+	if s.APIKeyEnv != "" {
+		keyEnv = s.APIKeyEnv
+	}
+	if os.Getenv(keyEnv) != "" || s.BaseURL != "" {
+		return nil
+	}
+	return fmt.Errorf("--runtime %s needs the model's API key: $%s is empty (set it, or name another variable with --api-key-env, "+
+		"or give --base-url of your own endpoint; for an embedded model offline, --runtime local)", runtime, keyEnv)
+}
 
 // newCodex: Codex gets $PYRUALEAN_MODEL or the original's model when none is named.
 func newCodex(s Settings) (Runtime, error) {
+	if err := needKey(s, "codex", "OPENAI_API_KEY"); err != nil {
+		return nil, err
+	}
 	return &cliRuntime{name: "codex", cfg: cliConfig(s, defaultModel(s))}, nil
 }
 
 // newClaude: Claude Code picks its own default model when none is named.
 func newClaude(s Settings) (Runtime, error) {
+	if err := needKey(s, "claude", "ANTHROPIC_API_KEY"); err != nil {
+		return nil, err
+	}
 	return &cliRuntime{name: "claude", cfg: cliConfig(s, s.Model)}, nil
 }

@@ -11,6 +11,8 @@ import (
 )
 
 func TestTable(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test-key") // the CLI runtimes refuse to start without their key
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
 	t.Setenv("ANTHROPIC_MODEL", "")
 	for _, name := range []string{"openai", "anthropic", "local", "codex", "claude", "replay", "scripted"} {
 		if _, err := Lookup(name); err != nil {
@@ -60,6 +62,8 @@ func TestTable(t *testing.T) {
 }
 
 func TestDefault(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test-key") // the CLI runtimes refuse to start without their key
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
 	t.Setenv("PYRUALEAN_RUNTIME", "")
 	t.Setenv("OPENAI_BASE_URL", "")
 	if d := Default(""); d != "local" {
@@ -77,10 +81,26 @@ func TestDefault(t *testing.T) {
 // TestOpenAIConfigFor: the config handed to RunOpenAI and GenerateProgram carries the loop's
 // settings too (prices, images, the LLM-call ceiling), not only the endpoint.
 func TestOpenAIConfigFor(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test-key") // the CLI runtimes refuse to start without their key
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
 	c, err := OpenAIConfigFor(Settings{Model: "m", BaseURL: "http://h/v1", MaxTurns: 5, RecordTokens: true,
 		OpenAI: OpenAIOptions{TextOnly: true, MaxImages: 3, ImagesInTool: true}})
 	if err != nil || c.BaseURL != "http://h/v1" || c.Model != "m" || c.MaxLLMCalls != 15 || !c.TextOnly || c.MaxImages != 3 ||
 		!c.ImagesInToolMessages || !c.RecordTokens {
 		t.Errorf("%+v %v", c, err)
+	}
+}
+
+// A CLI runtime without its model's key is refused before anything boots, naming the fixes.
+func TestCLIRuntimesNeedTheirKey(t *testing.T) {
+	for name, env := range map[string]string{"codex": "OPENAI_API_KEY", "claude": "ANTHROPIC_API_KEY"} {
+		t.Setenv(env, "")
+		_, err := New(name, Settings{})
+		if err == nil || !strings.Contains(err.Error(), "$"+env+" is empty") || !strings.Contains(err.Error(), "--base-url") {
+			t.Errorf("%s without a key: %v", name, err)
+		}
+		if _, err := New(name, Settings{BaseURL: "http://127.0.0.1:1/v1"}); err != nil {
+			t.Errorf("%s with an endpoint of its own: %v", name, err)
+		}
 	}
 }

@@ -74,6 +74,8 @@ func TestPlayBadFlags(t *testing.T) {
 // TestPlayRuntimeDefault: with no --runtime, an endpoint (--base-url or $OPENAI_BASE_URL) means the
 // openai runtime and none means the embedded local model; a runtime named explicitly is kept as is.
 func TestPlayRuntimeDefault(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test-key") // the CLI runtimes refuse to start without their key
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
 	root, err := robotapi.Root()
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,8 @@ func TestPlayEnvironmentSettings(t *testing.T) {
 // TestPlayCodexSeedDefaults: Codex runs with the original's reasoning effort (xhigh) unless --reasoning
 // says otherwise, recorded in result.json; other runtimes send none unless asked.
 func TestPlayCodexSeedDefaults(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test-key") // the CLI runtimes refuse to start without their key
+	t.Setenv("ANTHROPIC_API_KEY", "test-key")
 	t.Setenv("OPENAI_BASE_URL", "")
 	t.Setenv("PYRUALEAN_RUNTIME", "")
 	for _, c := range []struct {
