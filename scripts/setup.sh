@@ -85,7 +85,7 @@ if not live:
 PY
 
 # Node packages for browser tests and agent CLIs: one locked package.json per folder.
-for d in e2e agent/cli/node; do
+for d in e2e agent/agentcli/node; do
   if [[ -f $d/package-lock.json ]]; then
     lock=$(sha256sum "$d/package-lock.json" | cut -d' ' -f1)
     if [[ ! -f $d/node_modules/.pyrualean-lock || $(cat "$d/node_modules/.pyrualean-lock") != "$lock" ]]; then

@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/pyrualean/pyrualean/agent/cli"
+	"github.com/pyrualean/pyrualean/agent/agentcli"
 )
 
 // anthropicChat is the Chat of the Anthropic Messages API (POST /v1/messages, not streamed), over the
@@ -176,9 +176,9 @@ var errNoMessage = errors.New("anthropic: the reply holds no message")
 // parseAnthropic reads a Messages API reply into r.
 func parseAnthropic(raw []byte, r Reply) (Reply, error) {
 	var msg struct {
-		Content    []json.RawMessage  `json:"content"`
-		StopReason string             `json:"stop_reason"`
-		Usage      cli.AnthropicUsage `json:"usage"`
+		Content    []json.RawMessage       `json:"content"`
+		StopReason string                  `json:"stop_reason"`
+		Usage      agentcli.AnthropicUsage `json:"usage"`
 	}
 	if err := json.Unmarshal(raw, &msg); err != nil || msg.Content == nil {
 		return r, Retryable(fmt.Errorf("%w: %s", errNoMessage, truncateBytes(raw, 300)))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/agent/cli/scripted"
+	"github.com/pyrualean/pyrualean/agent/agentcli/scripted"
 )
 
 // newAnthropicTest is the anthropic runtime pointed at a scripted Messages API server (the one

@@ -6,14 +6,14 @@ import (
 	"os"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/agent/cli"
+	"github.com/pyrualean/pyrualean/agent/agentcli"
 )
 
 // cliRuntime drives episodes with an agent CLI (package agent/cli) served the episode's tools over MCP.
 type cliRuntime struct {
 	nothingToStart
 	name string // codex | claude
-	cfg  cli.Config
+	cfg  agentcli.Config
 }
 
 // Model is the model asked for, else the CLI's name (it picks its own default).
@@ -26,13 +26,13 @@ func (r *cliRuntime) Model() string {
 
 func (r *cliRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	if r.name == "claude" {
-		return cli.RunClaude(ctx, ep, r.cfg)
+		return agentcli.RunClaude(ctx, ep, r.cfg)
 	}
-	return cli.RunCodex(ctx, ep, r.cfg)
+	return agentcli.RunCodex(ctx, ep, r.cfg)
 }
 
-func cliConfig(s Settings, model string) cli.Config {
-	return cli.Config{Model: model, ReasoningEffort: s.Reasoning, BaseURL: s.BaseURL, APIKeyEnv: s.APIKeyEnv,
+func cliConfig(s Settings, model string) agentcli.Config {
+	return agentcli.Config{Model: model, ReasoningEffort: s.Reasoning, BaseURL: s.BaseURL, APIKeyEnv: s.APIKeyEnv,
 		Budget: s.Budget, MaxTurns: s.MaxTurns, Home: s.CodexHome, Logger: s.Logger}
 }
 

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/pyrualean/pyrualean/agent/cli"
+	"github.com/pyrualean/pyrualean/agent/agentcli"
 	"github.com/pyrualean/pyrualean/llm"
 	"github.com/pyrualean/pyrualean/spec"
 )
@@ -31,7 +31,7 @@ func Resolve(p *spec.Policy) error {
 	}
 	p.Runtime = entry.Name
 	if p.Runtime == "codex" && p.Reasoning == "" {
-		p.Reasoning = cli.CodexReasoningDefault
+		p.Reasoning = agentcli.CodexReasoningDefault
 	}
 	return nil
 }

@@ -18,8 +18,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/agent/cli"
-	"github.com/pyrualean/pyrualean/agent/cli/scripted"
+	"github.com/pyrualean/pyrualean/agent/agentcli"
+	"github.com/pyrualean/pyrualean/agent/agentcli/scripted"
 	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
@@ -250,7 +250,7 @@ func TestCmdMCPUnderCLIs(t *testing.T) {
 	}
 	for _, name := range []string{"codex", "claude"} {
 		t.Run(name, func(t *testing.T) {
-			cliBin, err := cli.FindBin(name)
+			cliBin, err := agentcli.FindBin(name)
 			if err != nil {
 				t.Fatal(err)
 			}

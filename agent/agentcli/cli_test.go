@@ -1,4 +1,4 @@
-package cli_test
+package agentcli_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
-	"github.com/pyrualean/pyrualean/agent/cli"
-	"github.com/pyrualean/pyrualean/agent/cli/scripted"
+	"github.com/pyrualean/pyrualean/agent/agentcli"
+	"github.com/pyrualean/pyrualean/agent/agentcli/scripted"
 	"github.com/pyrualean/pyrualean/spec"
 	"github.com/pyrualean/pyrualean/spec/spectest"
 )
@@ -57,12 +57,12 @@ type outcome struct {
 	runErr       error
 	model        *scripted.Server
 	dir          string
-	info         cli.Info
+	info         agentcli.Info
 	wall         time.Duration
 }
 
 // play runs one episode with runtime against a scripted model.
-func play(t *testing.T, runtime string, mod func(*spec.Episode), steps []scripted.Step, ccfg cli.Config) outcome {
+func play(t *testing.T, runtime string, mod func(*spec.Episode), steps []scripted.Step, ccfg agentcli.Config) outcome {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a CLI on a real episode (kernel, MuJoCo): not in the fast tier")
@@ -108,9 +108,9 @@ func play(t *testing.T, runtime string, mod func(*spec.Episode), steps []scripte
 	}
 	promptImages := len(ep.Prompt().Images)
 	start := time.Now()
-	run := cli.RunCodex
+	run := agentcli.RunCodex
 	if runtime == "claude" {
-		run = cli.RunClaude
+		run = agentcli.RunClaude
 	}
 	runErr := run(ctx, ep, ccfg)
 	wall := time.Since(start)
@@ -119,7 +119,7 @@ func play(t *testing.T, runtime string, mod func(*spec.Episode), steps []scripte
 		t.Fatalf("Finish: %v", err)
 	}
 	o := outcome{promptImages: promptImages, res: res, runErr: runErr, model: model, dir: ecfg.Out, wall: wall}
-	b, err := os.ReadFile(filepath.Join(o.dir, cli.CLIFile))
+	b, err := os.ReadFile(filepath.Join(o.dir, agentcli.CLIFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +148,8 @@ var runtimes = []struct {
 	events    string
 	imageMark string // how an image looks in a request body
 }{
-	{"codex", "0.155.1", cli.CodexEvents, `"type":"input_image"`},
-	{"claude", "(Claude Code)", cli.ClaudeEvents, `"type":"image"`},
+	{"codex", "0.155.1", agentcli.CodexEvents, `"type":"input_image"`},
+	{"claude", "(Claude Code)", agentcli.ClaudeEvents, `"type":"image"`},
 }
 
 // harmless are CLI built-ins that cannot act outside the episode: Codex's MCP resource readers (we
@@ -171,7 +171,7 @@ func TestSolvedEpisode(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 10 }, steps, cli.Config{})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 10 }, steps, agentcli.Config{})
 			if o.runErr != nil {
 				t.Fatalf("run: %v", o.runErr)
 			}
@@ -232,7 +232,7 @@ func TestSolvedEpisode(t *testing.T) {
 			if !strings.Contains(o.info.Version, rt.version) || o.info.ExitCode == nil || *o.info.ExitCode != 0 || o.info.ToolCalls != n-1 {
 				t.Errorf("cli info %+v", o.info)
 			}
-			for _, f := range []string{rt.events, o.info.Stderr, cli.LastMessage, "trace.ipynb", "result.json"} {
+			for _, f := range []string{rt.events, o.info.Stderr, agentcli.LastMessage, "trace.ipynb", "result.json"} {
 				if st, err := os.Stat(filepath.Join(o.dir, f)); err != nil || (f == rt.events && st.Size() == 0) {
 					t.Errorf("run folder file %s: %v", f, err)
 				}
@@ -251,7 +251,7 @@ func TestCallBudgetExhausted(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 1 }, steps, cli.Config{MaxTurns: 1})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 1 }, steps, agentcli.Config{MaxTurns: 1})
 			if o.runErr != nil {
 				t.Fatalf("run: %v", o.runErr)
 			}
@@ -282,7 +282,7 @@ func TestTimeBudgetKill(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			budget := 8 * time.Second
-			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, steps, cli.Config{Budget: budget})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, steps, agentcli.Config{Budget: budget})
 			if !errors.Is(o.runErr, agent.ErrBudgetExceeded) {
 				t.Errorf("run error %v, want one wrapping agent.ErrBudgetExceeded", o.runErr)
 			}
@@ -332,7 +332,7 @@ func TestPlannerFailures(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(rt.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, tc.steps(), cli.Config{Retries: -1})
+				o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, tc.steps(), agentcli.Config{Retries: -1})
 				if o.res.Status != tc.status || o.res.PlannerAttempts != tc.attempts || o.info.Attempts != tc.attempts {
 					t.Errorf("status %s, planner attempts %d (cli %d); want %s and %d", o.res.Status, o.res.PlannerAttempts, o.info.Attempts, tc.status, tc.attempts)
 				}
@@ -358,7 +358,7 @@ func TestCodexCancelledToolCall(t *testing.T) {
 		{Text: "done"},
 	}
 	o := play(t, "codex", func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, steps,
-		cli.Config{ExtraArgs: []string{"-c", "mcp_servers.pyrualean.tool_timeout_sec=3"}})
+		agentcli.Config{ExtraArgs: []string{"-c", "mcp_servers.pyrualean.tool_timeout_sec=3"}})
 	if o.runErr != nil || o.res.Status != agent.StatusCompleted {
 		t.Fatalf("status %s, err %v", o.res.Status, o.runErr)
 	}
@@ -392,7 +392,7 @@ func TestToolsArm(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmTools; s.Images = spec.ImagesOnDemand; s.MaxCalls = 5 }, steps, cli.Config{})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmTools; s.Images = spec.ImagesOnDemand; s.MaxCalls = 5 }, steps, agentcli.Config{})
 			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.res.Finish == nil {
 				t.Fatalf("status %s finish %+v err %v", o.res.Status, o.res.Finish, o.runErr)
 			}
@@ -423,7 +423,7 @@ func TestEndedAfterFinish(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
-			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, steps, cli.Config{FinishGrace: 2 * time.Second})
+			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, steps, agentcli.Config{FinishGrace: 2 * time.Second})
 			if o.runErr != nil || o.res.Status != agent.StatusCompleted || o.info.Killed != "after_finish" {
 				t.Errorf("status %s err %v cli %+v: want completed, killed after_finish", o.res.Status, o.runErr, o.info)
 			}
@@ -441,7 +441,7 @@ func TestUnreachableModel(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			t.Parallel() // the CLIs mostly wait: run codex and claude side by side
 			o := play(t, rt.name, func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5 }, nil,
-				cli.Config{BaseURL: "http://127.0.0.1:1/v1", Retries: -1, PlannerAttempts: 2})
+				agentcli.Config{BaseURL: "http://127.0.0.1:1/v1", Retries: -1, PlannerAttempts: 2})
 			if !errors.Is(o.runErr, agent.ErrPlanner) || o.res.Status != agent.StatusPlannerError || o.info.Attempts != 2 {
 				t.Errorf("status %s err %v attempts %d: want planner_error after 2 attempts", o.res.Status, o.runErr, o.info.Attempts)
 			}
@@ -470,7 +470,7 @@ func TestClaudeReadsOnlyTheWorkspace(t *testing.T) {
 		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "read the guides"}},
 		{Text: "done"},
 	}
-	o := play(t, "claude", func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5; s.Guides = true; s.Out = out }, steps, cli.Config{})
+	o := play(t, "claude", func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 5; s.Guides = true; s.Out = out }, steps, agentcli.Config{})
 	if o.runErr != nil {
 		t.Fatalf("run: %v", o.runErr)
 	}
@@ -519,7 +519,7 @@ func TestCodexHomeGiven(t *testing.T) {
 		{Tool: "finish", Args: map[string]any{"status": "failure", "summary": "home"}},
 		{Text: "done"},
 	}
-	o := play(t, "codex", func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 3 }, steps, cli.Config{Home: home})
+	o := play(t, "codex", func(s *spec.Episode) { s.Arm = spec.ArmCells; s.MaxCalls = 3 }, steps, agentcli.Config{Home: home})
 	if o.runErr != nil || o.res.Finish == nil {
 		t.Fatalf("run: %v finish %+v", o.runErr, o.res.Finish)
 	}
@@ -533,7 +533,7 @@ func TestCodexHomeGiven(t *testing.T) {
 	if len(rollouts) != 1 {
 		t.Errorf("rollouts under the given CODEX_HOME: %v, want 1", rollouts)
 	}
-	if _, err := os.Stat(filepath.Join(o.dir, cli.CodexHome, "sessions")); err == nil {
-		t.Errorf("the session went to the run folder's %s, not the given home", cli.CodexHome)
+	if _, err := os.Stat(filepath.Join(o.dir, agentcli.CodexHome, "sessions")); err == nil {
+		t.Errorf("the session went to the run folder's %s, not the given home", agentcli.CodexHome)
 	}
 }

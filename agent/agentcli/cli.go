@@ -2,7 +2,7 @@
 // (`claude -p --output-format stream-json`). The episode's Toolkit is served to the CLI as an MCP server
 // on 127.0.0.1 (package agent/mcp); the CLI's own event stream is kept in the run folder and parsed for
 // turns, token usage and cost; the wall-clock budget is enforced by ending the CLI's process group.
-package cli
+package agentcli
 
 import (
 	"bufio"
