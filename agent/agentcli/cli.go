@@ -114,7 +114,7 @@ func (c *Config) defaults() {
 var ErrNotInstalled = errors.New("agent CLI not installed")
 
 // FindBin locates a CLI ("codex" or "claude"): $PYRUALEAN_CODEX_BIN / $PYRUALEAN_CLAUDE_CLI, then the
-// project's pinned install (<repo>/agent/cli/node/node_modules/.bin, installed by scripts/setup.sh), then
+// project's pinned install (<repo>/agent/agentcli/node/node_modules/.bin, installed by scripts/setup.sh), then
 // $PATH. The repo is found from the working directory and from the executable's location.
 func FindBin(name string) (string, error) {
 	envName := map[string]string{"codex": "PYRUALEAN_CODEX_BIN", "claude": "PYRUALEAN_CLAUDE_CLI"}[name]
@@ -131,7 +131,7 @@ func FindBin(name string) (string, error) {
 	for _, dir := range starts {
 		for d := dir; ; d = filepath.Dir(d) {
 			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				p := filepath.Join(d, "agent", "cli", "node", "node_modules", ".bin", name)
+				p := filepath.Join(d, "agent", "agentcli", "node", "node_modules", ".bin", name)
 				if _, err := os.Stat(p); err == nil {
 					return p, nil
 				}
