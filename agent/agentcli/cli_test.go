@@ -17,7 +17,7 @@ import (
 	"github.com/pyrualean/pyrualean/spec/spectest"
 )
 
-// These tests run the real CLIs (installed by scripts/setup.sh into agent/cli/node) against real
+// These tests run the real CLIs (installed by scripts/setup.sh into agent/agentcli/node) against real
 // episodes (a pyrualean kernel with the tabletop robot), with only the model scripted: a local server
 // speaking the OpenAI Responses API (Codex) or the Anthropic Messages API (Claude Code).
 
