@@ -24,7 +24,7 @@ type Driver interface {
 	// AwaitTurn comes before each model decision of a runtime that makes the model call itself: it
 	// waits while a person has the episode paused and returns what people did meanwhile, to tell the
 	// model before it decides (people.go).
-	AwaitTurn(ctx context.Context) (HumanUpdate, error)
+	AwaitTurn(ctx context.Context) (PeopleUpdate, error)
 }
 
 // ErrPlanner marks a provider failure that ended an episode (status planner_error).

@@ -252,25 +252,25 @@ func (p *people) end(ctx context.Context) {
 	p.stop()
 }
 
-// HumanUpdate is what people did in the episode's kernel since the model last heard, told to it before
+// PeopleUpdate is what people did in the episode's kernel since the model last heard, told to it before
 // its next decision (AwaitTurn). Empty when nothing happened.
-type HumanUpdate struct {
+type PeopleUpdate struct {
 	Text   string
 	Images []Image
 }
 
 // Empty says there is nothing to tell.
-func (u HumanUpdate) Empty() bool { return u.Text == "" && len(u.Images) == 0 }
+func (u PeopleUpdate) Empty() bool { return u.Text == "" && len(u.Images) == 0 }
 
 // AwaitTurn is called by a runtime before each model decision. It waits while a person has the
 // episode paused (Step lets one decision through), waits for people's cells that are running to end
 // and be accounted, and returns what they did, for the runtime to tell the model before it decides.
-func (e *Episode) AwaitTurn(ctx context.Context) (HumanUpdate, error) {
+func (e *Episode) AwaitTurn(ctx context.Context) (PeopleUpdate, error) {
 	if err := e.gate.awaitTurn(ctx); err != nil {
-		return HumanUpdate{}, err
+		return PeopleUpdate{}, err
 	}
 	if err := e.people.wait(ctx); err != nil {
-		return HumanUpdate{}, err
+		return PeopleUpdate{}, err
 	}
 	return personUpdate(e.people.take(), "since your last decision"), nil
 }
@@ -278,9 +278,9 @@ func (e *Episode) AwaitTurn(ctx context.Context) (HumanUpdate, error) {
 // personUpdate tells the model plainly what people did: their cells, whether they moved the robot
 // (their calls are theirs, not the agent's), the robot's state after them and fresh camera images per
 // the image policy (the newest person's cell's).
-func personUpdate(notes []personNote, when string) HumanUpdate {
+func personUpdate(notes []personNote, when string) PeopleUpdate {
 	if len(notes) == 0 {
-		return HumanUpdate{}
+		return PeopleUpdate{}
 	}
 	steps, moved := 0, false
 	for _, n := range notes {
@@ -315,7 +315,7 @@ func personUpdate(notes []personNote, when string) HumanUpdate {
 	for _, im := range imgs {
 		u.Images = append(u.Images, im.Name)
 	}
-	return HumanUpdate{Text: encodeFeedback(u), Images: imgs}
+	return PeopleUpdate{Text: encodeFeedback(u), Images: imgs}
 }
 
 // raised says whether outputs hold an error (the cell raised).

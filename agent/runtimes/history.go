@@ -44,7 +44,7 @@ func firstUserMessage(p agent.Prompt, textOnly bool) Message {
 }
 
 // humanMessage tells the model what people did in its kernel, with their fresh camera images.
-func humanMessage(u agent.HumanUpdate, textOnly bool) Message {
+func humanMessage(u agent.PeopleUpdate, textOnly bool) Message {
 	if len(u.Images) > 0 && textOnly {
 		return Message{Role: RoleUser, Parts: textParts(u.Text + "\n" + notShown(len(u.Images), "image(s)"))}
 	}

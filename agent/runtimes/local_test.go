@@ -220,8 +220,8 @@ func (d *fakeDriver) SetPlannerAttempts(n int)             { d.attempts = n }
 func (d *fakeDriver) Dir() string                          { return d.dir }
 func (d *fakeDriver) SetCLI(agent.CLIInfo)                 {}
 func (d *fakeDriver) SetUsageTotals(agent.Usage, *float64) {}
-func (d *fakeDriver) AwaitTurn(context.Context) (agent.HumanUpdate, error) {
-	return agent.HumanUpdate{}, nil
+func (d *fakeDriver) AwaitTurn(context.Context) (agent.PeopleUpdate, error) {
+	return agent.PeopleUpdate{}, nil
 }
 
 type fakeToolkit struct{}
