@@ -163,7 +163,7 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 			t.Errorf("run folder lacks %s", f)
 		}
 	}
-	// tool_turns.json: the original's rows, one per python call, beside turns.jsonl.
+	// tool_turns.json: the original's rows, one per tool call (finish too), numbered from 0, beside turns.jsonl.
 	var toolTurns []map[string]any
 	if b, err := os.ReadFile(filepath.Join(out, agent.ToolTurnsFile)); err != nil || json.Unmarshal(b, &toolTurns) != nil || len(toolTurns) != pl.ToolTurns {
 		t.Errorf("tool_turns.json: %d rows (%v), want %d", len(toolTurns), err, pl.ToolTurns)
@@ -173,7 +173,8 @@ func TestPlayReplaySummarizeCompare(t *testing.T) {
 				t.Errorf("tool_turns.json row lacks %q: %v", k, toolTurns[0])
 			}
 		}
-		if last := toolTurns[len(toolTurns)-1]; last["terminated"] != true || last["tool"] != "python" || toolTurns[0]["index"] != 1.0 {
+		if n := len(toolTurns); n < 2 || toolTurns[n-1]["tool"] != "finish" || toolTurns[n-2]["tool"] != "python" || toolTurns[n-2]["terminated"] != true ||
+			toolTurns[0]["index"] != 0.0 || toolTurns[n-1]["index"] != float64(n-1) {
 			t.Errorf("tool_turns.json rows %v", toolTurns)
 		}
 	}

@@ -187,7 +187,7 @@ func TestPlayProgramArm(t *testing.T) {
 	}
 	var line playLine
 	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line); err != nil || line.Arm != "program" || line.Status != "completed" ||
-		line.EnvironmentSuccess == nil || !*line.EnvironmentSuccess || line.ToolTurns != 1 {
+		line.EnvironmentSuccess == nil || !*line.EnvironmentSuccess || line.ToolTurns != 3 {
 		t.Fatalf("play line %q (%v)", stdout, err)
 	}
 	reqs := srv.Requests()

@@ -151,8 +151,8 @@ func TestPlaySeedParityEpisodes(t *testing.T) {
 						t.Errorf("reply %d = %s, want an error with %q", i+1, got, want)
 					}
 				}
-				if res.Finish == nil || res.Finish.Status != "failure" || res.Finish.Summary != "gave up" || res.ToolTurns != 1 {
-					t.Errorf("finish %+v tool turns %d, want the well-formed finish after one python call", res.Finish, res.ToolTurns)
+				if res.Finish == nil || res.Finish.Status != "failure" || res.Finish.Summary != "gave up" || res.ToolTurns != 5 {
+					t.Errorf("finish %+v tool turns %d, want the well-formed finish, every call counted (5)", res.Finish, res.ToolTurns)
 				}
 			}},
 		// #4: an episode error exits 2, as the original (usage errors stay 64): a cell that swallows the
