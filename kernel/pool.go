@@ -127,35 +127,34 @@ func (p *Pool) Close() error {
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
 	var wg sync.WaitGroup
-	shut := func(k *Kernel) {
-		defer wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		k.Shutdown(ctx)
+	shut := func(it poolItem) {
+		if it.k == nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			it.k.Shutdown(ctx)
+		}()
 	}
-	for {
+	// Shut what is ready while the starters finish, then what they left.
+	for starting := true; starting; {
 		select {
 		case it := <-p.ready:
-			if it.k != nil {
-				wg.Add(1)
-				go shut(it.k)
-			}
-			continue
+			shut(it)
 		case <-done:
+			starting = false
 		}
-		break
 	}
-	for {
+	for drained := false; !drained; {
 		select {
 		case it := <-p.ready:
-			if it.k != nil {
-				wg.Add(1)
-				go shut(it.k)
-			}
-			continue
+			shut(it)
 		default:
+			drained = true
 		}
-		break
 	}
 	wg.Wait()
 	return nil

@@ -100,10 +100,7 @@ func benchGatewayWith(ctx context.Context, selfBin string, args []string, stdout
 	}
 	rows := gwRows(results, ns, *load)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"rows": rows})
-		return 0
+		return printJSON(stdout, map[string]any{"rows": rows})
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\tunit\tours\tkernel_gateway\tjupyter_server\tours vs KG\tours vs JS\t")

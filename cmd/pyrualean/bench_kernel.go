@@ -73,19 +73,7 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	lopts := kernel.LaunchOptions{Logger: logger}
 
 	var kernels []*kernel.Kernel
-	defer func() {
-		var wg sync.WaitGroup
-		for _, k := range kernels {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				k.Shutdown(sctx)
-			}()
-		}
-		wg.Wait()
-	}()
+	defer func() { shutdownAll(kernels) }()
 	launch := func() (*kernel.Kernel, error) {
 		k, err := kernel.Launch(ctx, spec, lopts)
 		if err == nil {
@@ -207,10 +195,7 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(out)
-		return 0
+		return printJSON(stdout, out)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "pool take (warm kernel ready): %.3f ms\n", poolMs)
@@ -323,17 +308,7 @@ func benchPoolTake(ctx context.Context, spec kernel.Spec, lopts kernel.LaunchOpt
 		taken = append(taken, k)
 	}
 	p.Close() // stop refills before shutting the taken ones
-	var wg sync.WaitGroup
-	for _, k := range taken {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			k.Shutdown(sctx)
-		}()
-	}
-	wg.Wait()
+	shutdownAll(taken)
 	return pct(takes, 50), nil
 }
 
@@ -408,3 +383,18 @@ func pct(xs []float64, p float64) float64 {
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// shutdownAll shuts kernels down at once, each within 10 s.
+func shutdownAll(kernels []*kernel.Kernel) {
+	var wg sync.WaitGroup
+	for _, k := range kernels {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			k.Shutdown(sctx)
+		}()
+	}
+	wg.Wait()
+}

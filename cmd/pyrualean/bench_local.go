@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -139,10 +138,7 @@ func benchLocal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(map[string]any{"model": *model, "task": *task, "phases": phases})
-		return 0
+		return printJSON(stdout, map[string]any{"model": *model, "task": *task, "phases": phases})
 	}
 	fmt.Fprintf(stdout, "bench local: %s, first turn of %s (compact prompt, tabletop), this machine\n", *model, *task)
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)

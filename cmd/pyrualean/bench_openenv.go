@@ -55,10 +55,7 @@ func benchOpenEnv(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		_ = enc.Encode(b)
-		return 0
+		return printJSON(stdout, b)
 	}
 	fmt.Fprintf(stdout, "cell %q, %d reps each, interleaved, same task and seed (put_block_in_bowl/0), sealed where available\n", b.Cell, b.Reps)
 	fmt.Fprintf(stdout, "  direct (play's toolkit call):     median %.2f ms\n", b.DirectMed)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,9 +55,7 @@ func benchTokens(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
+		return printJSON(stdout, rep)
 	} else {
 		tokenbench.WriteTable(stdout, rep)
 	}

@@ -429,10 +429,7 @@ func evalStatus(dir string, asJSON bool, stdout, stderr io.Writer) int {
 	recs := eval.LoadRecords(dir, man)
 	st := eval.StatusOf(man, recs)
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(st)
-		return 0
+		return printJSON(stdout, st)
 	}
 	eval.WriteStatus(stdout, st)
 	return 0

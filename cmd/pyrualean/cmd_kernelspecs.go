@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -37,10 +36,7 @@ func cmdKernelspecs(ctx context.Context, args []string, stdout, stderr io.Writer
 		for _, s := range specs {
 			rows = append(rows, row{s.Name, s.Language, s.DisplayName, s.ResourceDir, s.InterruptMode})
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rows)
-		return 0
+		return printJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tLANGUAGE\tPATH")

@@ -63,12 +63,7 @@ func cmdModels(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			Packages: len(m.Packages), Note: m.Note})
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		if err := enc.Encode(rows); err != nil {
-			return 1
-		}
-		return 0
+		return printJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tINSTALLED\tSIZE\tLICENCE\tPATH")

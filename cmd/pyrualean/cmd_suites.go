@@ -59,12 +59,7 @@ func cmdSuites(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", " ")
-		if err := enc.Encode(rows); err != nil {
-			return 1
-		}
-		return 0
+		return printJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROBOT\tSUITE\tTASKS\tRUNS HERE")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,13 +37,7 @@ func cmdTasks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if tasks == nil {
 			tasks = []robotapi.Task{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(tasks); err != nil {
-			fmt.Fprintf(stderr, "pyrualean tasks: %v\n", err)
-			return 1
-		}
-		return 0
+		return printJSON(stdout, tasks)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tFAMILY\tINSTRUCTION\tSOLUTION")
