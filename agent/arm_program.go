@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -121,31 +120,35 @@ func programCell(src string) string {
 }
 
 // readWorkspaceFile reads a program the model wrote into its workspace (relative to it, or absolute
-// inside it); anything outside the workspace is refused.
+// inside it). The file is opened beneath the workspace (os.Root): a link out of it, a path it cannot
+// resolve (a loop, a chain past PATH_MAX) or anything but a regular file of at most MaxWorkspaceRead
+// bytes is refused, with the reason, and nothing of it is read.
 func (t *programToolkit) readWorkspaceFile(p string) (string, error) {
-	ws, err := filepath.Abs(t.e.files.workspace)
+	rel, err := workspaceRel(t.e.files.workspace, p)
 	if err != nil {
 		return "", err
 	}
-	full := p
-	if !filepath.IsAbs(full) {
-		full = filepath.Join(ws, p)
-	}
-	full = filepath.Clean(full)
-	if real, err := filepath.EvalSymlinks(full); err == nil {
-		full = real
-	}
-	if realWS, err := filepath.EvalSymlinks(ws); err == nil {
-		ws = realWS
-	}
-	if rel, err := filepath.Rel(ws, full); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("path %q is outside the workspace", p)
-	}
-	b, err := os.ReadFile(full)
+	b, err := t.e.files.readWorkspace(rel, MaxWorkspaceRead)
 	if err != nil {
-		return "", fmt.Errorf("cannot read %q: %v", p, err)
+		return "", fmt.Errorf("refused to read %q: it must be a regular file beneath the workspace, reached without leaving it: %w", p, err)
 	}
 	return string(b), nil
+}
+
+// workspaceRel turns a path the agent gave (relative to the workspace, or absolute inside it) into one
+// relative to the workspace, lexically: links are resolved only by the os.Root that opens it.
+func workspaceRel(ws, p string) (string, error) {
+	if p == "" || strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("path %q is not a file name", p)
+	}
+	if !filepath.IsAbs(p) {
+		return filepath.Clean(p), nil
+	}
+	rel, err := filepath.Rel(filepath.Clean(ws), filepath.Clean(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("path %q is outside the workspace", p)
+	}
+	return rel, nil
 }
 
 // Program statuses (the original's run_policy).

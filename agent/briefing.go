@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
@@ -66,7 +65,7 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 		MaxEnvSteps: card.MaxEnvSteps, APIReference: apiText, Knowledge: card.Knowledge,
 		TaskCard: RenderCard(card), TaskLanguage: card.TaskLanguage, GuideFiles: guides, Cameras: card.Cameras, MotionCameras: card.MotionCameras,
 	})
-	if err := atomicfile.Write(e.files.path("prompt.txt"), []byte(b.prompt.Text)); err != nil {
+	if err := e.files.writeFile("prompt.txt", []byte(b.prompt.Text)); err != nil {
 		return err
 	}
 	switch s.Arm {
@@ -101,7 +100,7 @@ func installGuides(ctx context.Context, e *Episode) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	names, sums, err := copyGuides(found, e.files.workspace)
+	names, sums, err := copyGuides(found, e.files)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +153,7 @@ func writeCard(f *runFolder, card Card, cardJSON []byte) ([]Image, error) {
 		if m, ok := pretty.(map[string]any); ok {
 			delete(m, "images") // stored as files in card/
 		}
-		if err := atomicfile.WriteJSON(f.path("card.json"), pretty); err != nil {
+		if err := f.writeJSON("card.json", pretty); err != nil {
 			return nil, err
 		}
 	}
@@ -162,12 +161,11 @@ func writeCard(f *runFolder, card Card, cardJSON []byte) ([]Image, error) {
 	if err != nil || len(imgs) == 0 {
 		return imgs, err
 	}
-	dir := f.path("card")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := f.root.MkdirAll("card", 0o755); err != nil {
 		return nil, err
 	}
 	for _, im := range imgs {
-		if err := atomicfile.Write(filepath.Join(dir, im.Name), im.PNG); err != nil {
+		if err := f.writeFile(filepath.Join("card", im.Name), im.PNG); err != nil {
 			return nil, err
 		}
 	}
@@ -261,17 +259,17 @@ func gatherGuides(ctx context.Context, root, robot string) (guides []guide, sour
 
 // copyGuides writes the guides into workspace/guides and returns their names and sha256s (result.json
 // records exactly which text the agent could read): the prompt says where they are, as the original's
-// does, instead of inlining them.
-func copyGuides(guides []guide, workspace string) ([]string, map[string]string, error) {
-	dst := filepath.Join(workspace, "guides")
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return nil, nil, err
+// does, instead of inlining them. A reused --out's workspace is the agent's: the guides are written
+// beneath it (a link it planted there is replaced or refused, never written through).
+func copyGuides(guides []guide, f *runFolder) ([]string, map[string]string, error) {
+	if err := f.ws.MkdirAll("guides", 0o755); err != nil {
+		return nil, nil, fmt.Errorf("guides: %w", err)
 	}
 	names := make([]string, 0, len(guides))
 	sums := map[string]string{}
 	for _, g := range guides {
-		if err := atomicfile.Write(filepath.Join(dst, g.name), []byte(g.text)); err != nil {
-			return nil, nil, err
+		if err := f.writeWorkspace(filepath.Join("guides", g.name), []byte(g.text)); err != nil {
+			return nil, nil, fmt.Errorf("guides: %w", err)
 		}
 		names = append(names, g.name)
 		sum := sha256.Sum256([]byte(g.text))

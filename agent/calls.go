@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
-	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
 
@@ -96,7 +94,7 @@ func (cl caller) saveSource(i int, c agentCall) {
 	if c.tool == ToolRunProgram {
 		file = fmt.Sprintf("program_%02d.py", i)
 	}
-	if err := atomicfile.Write(filepath.Join(e.files.workspace, file), []byte(c.source)); err != nil {
+	if err := e.files.writeWorkspace(file, []byte(c.source)); err != nil {
 		e.log.Warn("cannot save cell source", "err", err)
 	}
 }

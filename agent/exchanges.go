@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/pyrualean/pyrualean/atomicfile"
 )
 
 // ExchangesFile is the run-folder log of the agent's tool calls and exactly what each gave back (the
@@ -87,7 +85,7 @@ type recordingToolkit struct {
 func newRecordingToolkit(inner Toolkit, e *Episode) (*recordingToolkit, error) {
 	b, err := json.MarshalIndent(OpenAITools(inner.Tools()), "", " ")
 	if err == nil {
-		err = atomicfile.Write(e.files.path(ToolsFile), append(b, '\n'))
+		err = e.files.writeFile(ToolsFile, append(b, '\n'))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ToolsFile, err)
@@ -139,9 +137,9 @@ func (t *recordingToolkit) record(llmTurn int, name string, args json.RawMessage
 	}
 	for i, im := range res.Images {
 		file := filepath.Join(ExchangeImagesDir, fmt.Sprintf("%03d_%d_%s", n, i, safeFileName(im.Name)))
-		err := os.MkdirAll(t.e.files.path(ExchangeImagesDir), 0o755)
+		err := t.e.files.root.MkdirAll(ExchangeImagesDir, 0o755)
 		if err == nil {
-			err = os.WriteFile(t.e.files.path(file), im.PNG, 0o644)
+			err = t.e.files.writeFile(file, im.PNG)
 		}
 		if err != nil {
 			t.e.log.Warn(ExchangesFile+": image not kept", "image", im.Name, "err", err)

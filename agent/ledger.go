@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 )
@@ -56,7 +55,7 @@ func copyResult(r Result) Result {
 
 // save writes result.json from the current state.
 func (l *ledger) save() error {
-	return atomicfile.WriteJSON(l.files.path("result.json"), l.result())
+	return l.files.writeJSON("result.json", l.result())
 }
 
 // setMeta changes the trace's episode metadata and writes it to the trace.
