@@ -262,6 +262,11 @@ func gatherGuides(ctx context.Context, root, robot string) (guides []guide, sour
 // does, instead of inlining them. A reused --out's workspace is the agent's: the guides are written
 // beneath it (a link it planted there is replaced or refused, never written through).
 func copyGuides(guides []guide, f *runFolder) ([]string, map[string]string, error) {
+	if fi, err := f.ws.Lstat("guides"); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if err := f.ws.Remove("guides"); err != nil { // the link, not what it points at
+			return nil, nil, fmt.Errorf("guides: %w", err)
+		}
+	}
 	if err := f.ws.MkdirAll("guides", 0o755); err != nil {
 		return nil, nil, fmt.Errorf("guides: %w", err)
 	}

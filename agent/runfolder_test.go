@@ -142,10 +142,21 @@ func TestRunFolderPlantedLinks(t *testing.T) {
 		}
 	}
 
-	// --guides into the planted workspace: refused (guides is a link out), nothing written outside.
-	_, _, err = copyGuides([]guide{{"hybrid_guide.md", "GUIDE"}}, f)
-	if err == nil {
-		t.Errorf("copyGuides wrote through a planted link")
+	// --guides into the planted workspace: the link named guides is replaced by the guides' folder,
+	// nothing is written through it.
+	if _, _, err := copyGuides([]guide{{"hybrid_guide.md", "GUIDE"}}, f); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "workspace", "guides", "hybrid_guide.md")); err != nil || string(b) != "GUIDE" {
+		t.Errorf("guides: %q, %v", b, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(out, "workspace", "guides")); err != nil || !fi.IsDir() {
+		t.Errorf("workspace/guides is not a folder: %v %v", fi, err)
+	}
+	// A link planted inside the guides folder, pointing out, is replaced too.
+	os.Symlink(filepath.Join(outside, "g.md"), filepath.Join(out, "workspace", "guides", "g.md"))
+	if _, _, err := copyGuides([]guide{{"g.md", "G2"}}, f); err != nil {
+		t.Fatal(err)
 	}
 	// Saving a cell over a planted link replaces the link, never writes through it.
 	if err := f.writeWorkspace("abs.py", []byte("print(1)")); err != nil {
