@@ -1,7 +1,7 @@
 // Opens a suite's HTML report (pyrualean report) in Debian's headless Chromium with the network cut
 // off: the page must load with no request leaving file://, its plots must render (inline SVG with
-// drawn bars), and every trace link must open a rendered trace. (nbconvert's trace pages ask a CDN
-// for require.js and MathJax; refused, they still show every cell.)
+// drawn bars), and every trace link must open a rendered trace. (The trace pages ask the network
+// for nothing: render_traces.py drops their scripts and adds a CSP.)
 //
 // Environment: REPORT (path of the report), CHROMIUM (default /usr/bin/chromium). Prints one JSON
 // line with what it saw; exit 0 when every check passed.

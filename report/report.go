@@ -1,5 +1,5 @@
 // Package report writes a suite's HTML report: one self-contained page (inline CSS and SVG plots, no
-// scripts, nothing fetched) with the paper's table, the results per group, the plots, a table of
+// scripts, nothing fetched, under a CSP that says so) with the paper's table, the results per group, the plots, a table of
 // episodes linking each trace rendered as HTML, and the suite's settings.
 package report
 
@@ -28,6 +28,17 @@ import (
 
 //go:embed report.html.tmpl
 var pageTemplate string
+
+//go:embed render_traces.py
+var renderScript string
+
+// CSP is the Content-Security-Policy of every page the report writes (the report and each rendered
+// trace): no script runs and nothing is fetched; images only from data: URIs, styles only inline.
+// A trace's outputs are the agent's, so its pages must not run or load anything the agent put there.
+const CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+// cspMeta is the tag that carries CSP in a page's head.
+const cspMeta = `<meta http-equiv="Content-Security-Policy" content="` + CSP + `">`
 
 // Options say what to write.
 type Options struct {
@@ -90,6 +101,7 @@ type page struct {
 	Groups    []groupView
 	Episodes  []episodeRow
 	Matrix    []string
+	CSP       template.HTMLAttr
 }
 
 // Title names a suite's report: the matrix's name, else the eval folder's.
@@ -167,6 +179,7 @@ func Write(ctx context.Context, o Options) error {
 		}
 		pg.Episodes = append(pg.Episodes, row)
 	}
+	pg.CSP = template.HTMLAttr(`content="` + CSP + `"`)
 	t, err := template.New("report").Funcs(templateFuncs()).Parse(pageTemplate)
 	if err != nil {
 		return err
@@ -257,7 +270,7 @@ func renderTraces(ctx context.Context, o Options, recs []eval.Record) (map[strin
 		if err != nil {
 			continue
 		}
-		if h, err := os.Stat(filepath.Join(dir, "trace.html")); err == nil && h.ModTime().After(nb.ModTime()) {
+		if h, err := os.Stat(filepath.Join(dir, "trace.html")); err == nil && h.ModTime().After(nb.ModTime()) && sealedPage(filepath.Join(dir, "trace.html")) {
 			done[dir] = true
 			continue
 		}
@@ -274,20 +287,44 @@ func renderTraces(ctx context.Context, o Options, recs []eval.Record) (map[strin
 		}
 		python = robotapi.Python(root)
 	}
-	// Without --output-dir each notebook's HTML lands beside it (they are all named trace.ipynb).
-	cmd := exec.CommandContext(ctx, python, append([]string{"-m", "nbconvert", "--to", "html"}, todo...)...)
+	// One process renders them all, each beside its notebook, from a sanitised copy (render_traces.py).
+	script, err := os.CreateTemp("", "pyrualean-render-*.py")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(script.Name())
+	if _, err := script.WriteString(renderScript); err != nil {
+		script.Close()
+		return nil, err
+	}
+	script.Close()
+	cmd := exec.CommandContext(ctx, python, append([]string{script.Name(), CSP}, todo...)...)
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	for _, p := range todo {
-		if _, serr := os.Stat(strings.TrimSuffix(p, ".ipynb") + ".html"); serr == nil {
+		// Only a page that carries the CSP is linked; an older trace.html (unsanitised) is not.
+		if sealedPage(strings.TrimSuffix(p, ".ipynb") + ".html") {
 			done[filepath.Dir(p)] = true
 		}
 	}
 	if err != nil && len(done) == 0 {
-		return nil, fmt.Errorf("nbconvert: %v: %s", err, lastLine(stderr.String()))
+		return nil, fmt.Errorf("render traces: %v: %s", err, lastLine(stderr.String()))
 	}
 	return done, nil
+}
+
+// sealedPage says whether the HTML page at path opens with the report's CSP (rendered by
+// render_traces.py, not an older unsanitised nbconvert page).
+func sealedPage(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, _ := io.ReadFull(f, head)
+	return bytes.Contains(head[:n], []byte(cspMeta))
 }
 
 func lastLine(s string) string {
