@@ -44,6 +44,9 @@ type Options struct {
 	CellTimeout   time.Duration // default 10 minutes
 	Tolerances    notebooks.Tolerances
 	Logger        *slog.Logger
+	// Sealed is SealAuto (default, as play's), SealOn or SealOff: whether the trace's code runs in the OS
+	// sandbox with its robot in a robot server. The choice is in the report and the replayed notebook.
+	Sealed string
 	// OnCell, when set, is told about each cell as soon as it is compared.
 	OnCell func(CellReport)
 }
@@ -74,6 +77,7 @@ type Report struct {
 	OutcomeDiffers   bool
 	Partial          bool // --until stopped before the last cell
 	ReplayedNotebook string
+	Seal             SealRecord // how the trace's code ran (sealed or not, and why)
 }
 
 // Reproduced reports whether every replayed cell matched and the outcome (when compared) is the same.
@@ -127,9 +131,23 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 		}
 		defer os.RemoveAll(dir)
 	}
-	k, err := kernel.Launch(ctx, spec, kernel.LaunchOptions{Dir: dir, Logger: log})
+	mode := opts.Sealed
+	switch mode {
+	case "":
+		mode = SealAuto
+	case SealAuto, SealOn, SealOff:
+	default:
+		return nil, fmt.Errorf("replay: sealed %q: want auto, on or off", mode)
+	}
+	sealed, spec, lo, sealRec, err := sealKernel(ctx, mode, spec, dir, trace, log)
+	rep.Seal = sealRec
 	if err != nil {
-		return nil, fmt.Errorf("replay: start kernel: %w", err)
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	defer sealed.close(log) // after the kernel's shutdown (deferred below, run first)
+	k, err := kernel.Launch(ctx, spec, lo)
+	if err != nil {
+		return rep, fmt.Errorf("replay: start kernel: %w", err)
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -146,7 +164,7 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 		ep = map[string]any{}
 	}
 	out.Metadata[notebooks.MetaKey] = ep
-	replayMeta := map[string]any{"of": path, "status": "running"}
+	replayMeta := map[string]any{"of": path, "status": "running", "seal": sealRec.recordMap()}
 	ep["replay"] = replayMeta
 	save := func() error {
 		if opts.Out == "" {
@@ -213,7 +231,7 @@ func Run(ctx context.Context, path string, opts Options) (*Report, error) {
 		}
 	}
 
-	rep.outcome(ctx, client, trace)
+	rep.outcome(ctx, client, sealed, trace)
 	replayMeta["status"] = "done"
 	replayMeta["reproduced"] = rep.Reproduced()
 	if rep.FirstDivergent != nil {
@@ -259,7 +277,8 @@ func (r *Report) addCell(c CellReport, on func(CellReport)) {
 }
 
 // outcome asks the replayed robot for its report and compares success with the recorded one.
-func (r *Report) outcome(ctx context.Context, c *kernel.Client, trace *notebooks.Notebook) {
+// Sealed, the robot server answers (the kernel's word could be the trace's code's).
+func (r *Report) outcome(ctx context.Context, c *kernel.Client, sealed *sealedKernel, trace *notebooks.Notebook) {
 	r.RecordedSuccess = notebooks.ParseEpisodeMeta(trace.Metadata).Success
 	if r.Partial {
 		r.OutcomeNote = "partial replay: outcome not compared"
@@ -269,14 +288,10 @@ func (r *Report) outcome(ctx context.Context, c *kernel.Client, trace *notebooks
 		r.OutcomeNote = "the trace records no metadata.pyrualean.success"
 		return
 	}
-	res, err := c.Execute(ctx, "", kernel.ExecuteOptions{Silent: true, NoHistory: true,
-		UserExpressions: map[string]string{"outcome": OutcomeExpression}, Timeout: time.Minute})
-	if err != nil {
-		r.OutcomeNote = "could not ask the robot: " + err.Error()
-		r.OutcomeDiffers = true
-		return
+	report, err := kernelOutcome(ctx, c)
+	if sealed != nil {
+		report, err = sealed.outcome(ctx)
 	}
-	report, err := robotapi.DecodeCellReport(res.UserExpressions, "outcome")
 	if err != nil {
 		r.OutcomeNote = "robot report unavailable: " + err.Error()
 		r.OutcomeDiffers = true
@@ -293,6 +308,16 @@ func (r *Report) outcome(ctx context.Context, c *kernel.Client, trace *notebooks
 		r.OutcomeDiffers = true
 		r.OutcomeNote = fmt.Sprintf("success %v, recorded %v", *report.Success, *r.RecordedSuccess)
 	}
+}
+
+// kernelOutcome asks the kernel's robot for its report (unsealed replays).
+func kernelOutcome(ctx context.Context, c *kernel.Client) (*robotapi.CellReport, error) {
+	res, err := c.Execute(ctx, "", kernel.ExecuteOptions{Silent: true, NoHistory: true,
+		UserExpressions: map[string]string{"outcome": OutcomeExpression}, Timeout: time.Minute})
+	if err != nil {
+		return nil, fmt.Errorf("could not ask the robot: %w", err)
+	}
+	return robotapi.DecodeCellReport(res.UserExpressions, "outcome")
 }
 
 // JSON is the report as one JSON object (for scripts and dashboards).
@@ -313,9 +338,11 @@ func (r *Report) JSON() ([]byte, error) {
 		Outcome        outcome      `json:"outcome"`
 		Cells          []CellReport `json:"cells"`
 		Replayed       string       `json:"replayed_notebook,omitempty"`
+		Sealed         bool         `json:"sealed"`
+		Seal           SealRecord   `json:"seal"`
 	}{r.Trace, r.Reproduced(), r.Partial, r.FirstDivergent,
 		outcome{r.OutcomeCompared, r.OutcomeCompared && !r.OutcomeDiffers, r.RecordedSuccess, r.ReplayedSuccess, r.ReplayedDone, r.OutcomeNote},
-		r.Cells, r.ReplayedNotebook}
+		r.Cells, r.ReplayedNotebook, r.Seal.Sealed, r.Seal}
 	return json.Marshal(v)
 }
 
@@ -377,6 +404,7 @@ func (r *Report) Verdict() string {
 	default:
 		fmt.Fprintf(&b, "not compared (%s)", r.OutcomeNote)
 	}
+	b.WriteString("\n" + r.Seal.Line())
 	if r.Reproduced() {
 		b.WriteString("\nREPRODUCED")
 	} else {

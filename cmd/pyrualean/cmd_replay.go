@@ -26,8 +26,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	imgTol := fs.Float64("img-tol", 0.01, "allowed mean absolute pixel difference of images (0..1)")
 	verbose := fs.Bool("v", false, "log kernel activity to stderr")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of text")
+	sealed := fs.String("sealed", replay.SealAuto, "run the trace's code sealed, as play does: auto (where this machine can), on (or fail), off (unsandboxed, recorded)")
 	usage := func() {
-		fmt.Fprintln(stderr, "usage: pyrualean replay TRACE.ipynb [--out NEW.ipynb] [--until N] [--kernel NAME] [--timeout D] [--num-tol X] [--img-tol X] [--json]")
+		fmt.Fprintln(stderr, "usage: pyrualean replay TRACE.ipynb [--out NEW.ipynb] [--until N] [--kernel NAME] [--timeout D] [--num-tol X] [--img-tol X] [--sealed auto|on|off] [--json]")
 	}
 	// Flags may come before or after the trace path.
 	var paths []string
@@ -52,6 +53,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		usage()
 		return 2
 	}
+	if *sealed != replay.SealAuto && *sealed != replay.SealOn && *sealed != replay.SealOff {
+		fmt.Fprintf(stderr, "pyrualean replay: --sealed %q: want auto, on or off\n", *sealed)
+		return 2
+	}
 	if *numTol < 0 || *imgTol < 0 || *imgTol > 1 {
 		fmt.Fprintln(stderr, "pyrualean replay: tolerances must be non-negative (--img-tol at most 1)")
 		return 2
@@ -61,7 +66,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
 	opts := replay.Options{
-		Until: *until, Out: *out, KernelName: *kernelName, CellTimeout: *timeout, Logger: logger,
+		Until: *until, Out: *out, KernelName: *kernelName, CellTimeout: *timeout, Logger: logger, Sealed: *sealed,
 		Tolerances: notebooks.Tolerances{Number: *numTol, Image: *imgTol},
 	}
 	if !*asJSON {
