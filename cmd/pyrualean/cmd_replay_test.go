@@ -78,6 +78,11 @@ func TestCmdReplay(t *testing.T) {
 		{"until before the edit", []string{"--until", "1", bad}, 0, "partial replay"},
 		{"json", []string{"--json", bad}, 1, `"first_divergent":{"index":2,`},
 		{"aborted cell", []string{aborted}, 0, "skipped  recorded as aborted"},
+		// Sealed by default: this trace makes no robot, so auto runs it unsealed and says why; on refuses.
+		{"sealed auto, recorded", []string{good}, 0, "sealed: NO (--sealed auto: the trace has no setup cell calling make("},
+		{"sealed on refuses", []string{"--sealed", "on", good}, 1, "cannot seal the kernel: the trace has no setup cell"},
+		{"sealed off, recorded", []string{"--json", "--sealed", "off", good}, 0, `"sealed":false,"seal":{"mode":"off","judge":"kernel"`},
+		{"bad sealed", []string{"--sealed", "maybe", good}, 2, `--sealed "maybe": want auto, on or off`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
