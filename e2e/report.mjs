@@ -71,6 +71,6 @@ try {
   await browser.close();
 }
 console.log(JSON.stringify(seen));
-const ok = seen.errors.length === 0 && seen.reportBlocked === 0 && seen.plots > 0 && seen.drawnPlots === seen.plots &&
+const ok = seen.errors.length === 0 && seen.blocked.length === 0 && seen.plots > 0 && seen.drawnPlots === seen.plots &&
   seen.links > 0 && seen.tracesOpened === seen.links;
 process.exit(ok ? 0 : 1);

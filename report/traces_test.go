@@ -195,6 +195,13 @@ func TestTraceAgentHTMLInChromium(t *testing.T) {
 	if tr.DataImages != 1 || !strings.Contains(tr.Text, "PLAIN-REPR") || !strings.Contains(tr.Text, "STREAM-TEXT") {
 		t.Errorf("the rendered trace lost its inert outputs: %d images, text %.500q", tr.DataImages, tr.Text)
 	}
+	// The report as a reader opens it (e2e/report.mjs): nothing leaves file://, the trace link opens.
+	rm := exec.CommandContext(ctx, "node", "report.mjs")
+	rm.Dir = filepath.Join(root, "e2e")
+	rm.Env = append(os.Environ(), "REPORT="+out)
+	if b, err := rm.CombinedOutput(); err != nil {
+		t.Errorf("report.mjs: %v\n%s", err, b)
+	}
 	if c := seen[2]; len(c.Pwned) < 3 {
 		t.Errorf("control: nbconvert's own page ran only %v of the payloads (the check cannot fail)", c.Pwned)
 	} else {
