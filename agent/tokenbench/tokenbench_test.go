@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 )
 
 func TestOneTask(t *testing.T) {
+	nbtest.Heavy(t, "two replayed episodes in real kernels")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Options{Tasks: []string{"stack_blocks"}, Out: t.TempDir()})
