@@ -68,6 +68,7 @@ type Options struct {
 	TempDir string   // Ray's --temp-dir (sessions, logs, sockets); required
 	Env     []string // the cluster's environment (default os.Environ()); nodes run episodes with it
 	Log     *os.File // ray start's output (default: discarded)
+	NodeIP  string   // the head's address (default 127.0.0.1; a test network's for a second node)
 }
 
 // Cluster is a running one-node cluster.
@@ -97,7 +98,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	c := &Cluster{Address: fmt.Sprintf("http://127.0.0.1:%d", DashboardPort), opts: o,
 		env: append(slices.Clone(env), clusterEnv+"="+o.TempDir, "RAY_USAGE_STATS_ENABLED=0")}
-	cmd := exec.CommandContext(ctx, o.Ray, "start", "--head", "--node-ip-address", "127.0.0.1",
+	if o.NodeIP == "" {
+		o.NodeIP = "127.0.0.1"
+	}
+	cmd := exec.CommandContext(ctx, o.Ray, "start", "--head", "--node-ip-address", o.NodeIP,
 		"--num-cpus", strconv.Itoa(o.CPUs), "--num-gpus", "0", "--port", strconv.Itoa(GCSPort),
 		"--dashboard-host", "127.0.0.1", "--dashboard-port", strconv.Itoa(DashboardPort),
 		"--ray-client-server-port", strconv.Itoa(ClientServerPort), "--include-dashboard", "true",
@@ -164,7 +168,12 @@ func (p Process) String() string { return fmt.Sprintf("%d %s", p.PID, p.Cmdline)
 
 // Processes lists the live (not zombie) processes of the cluster: those whose environment names it.
 func (c *Cluster) Processes() []Process {
-	mark := []byte("\x00" + clusterEnv + "=" + c.opts.TempDir + "\x00")
+	return append(processesMarked(c.opts.TempDir), processesMarked(c.opts.TempDir+"#node2")...)
+}
+
+// processesMarked lists the live processes whose environment says clusterEnv=value.
+func processesMarked(value string) []Process {
+	mark := []byte("\x00" + clusterEnv + "=" + value + "\x00")
 	var out []Process
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
