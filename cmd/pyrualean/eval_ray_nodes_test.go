@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,18 +56,36 @@ func TestEvalRayNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	cl, node, nodes := startTwoNodes(t, ctx)
-	defer cl.Stop(context.Background())
+	stopped := false
+	defer func() {
+		if !stopped {
+			cl.Stop(context.Background())
+		}
+	}()
 
 	// Kill the worker of the first episode to boot its kernel; then, once an episode runs on the
 	// second node with its kernel up, the whole second node.
 	killed := make(chan rayKill, 1)
 	nodeKilled := make(chan rayKill, 1)
 	stop := make(chan struct{})
+	dir := t.TempDir()
+	node2 := ""
+	for id, name := range nodes {
+		if name == "node2" {
+			node2 = id
+		}
+	}
 	go func() {
 		killRayWorker(killed, stop)
-		killNode(node, nodeKilled, stop)
+		skip := 0
+		select {
+		case k := <-killed:
+			skip = k.episode
+			killed <- k
+		default:
+		}
+		killNode(node, dir, node2, skip, nodeKilled, stop)
 	}()
-	dir := t.TempDir()
 	matrix := []string{"--runtime", "replay", "--tasks", "stack_blocks,open_drawer", "--seeds", "0,1", "--arms", "cells,tools", "--images", "none"}
 	var stdout, stderr bytes.Buffer
 	t0 := time.Now()
@@ -129,6 +149,10 @@ func TestEvalRayNodes(t *testing.T) {
 	}
 	if st := m.Episodes[nk.id]; st != nil && nodes[st.Node] != "head" {
 		t.Errorf("%s finished on %s after its node was killed", nk.id, nodes[st.Node])
+	}
+	stopped = true
+	if strays, err := cl.Stop(ctx); err != nil || len(strays) > 0 {
+		t.Errorf("ray stop --force: %v; processes left: %v", err, strays)
 	}
 }
 
@@ -221,24 +245,32 @@ func rayNodes(addr string) map[string]string {
 	return out
 }
 
-// killNode kills the whole second node once one of its episodes has its kernel up, and says which
-// episode it was running (worker: how many processes went).
-func killNode(node *raycluster.Node, killed chan<- rayKill, stop <-chan struct{}) {
-	for {
+// killNode kills the whole second node once it has finished an episode (so episodes land on both
+// nodes) and one of its episodes has its kernel up (not skip, the episode of a worker killed before),
+// and says which episode it was running (worker: how many processes went).
+func killNode(node *raycluster.Node, dir, nodeID string, skip int, killed chan<- rayKill, stop <-chan struct{}) {
+	for finished := false; ; {
 		select {
 		case <-stop:
 			return
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
-		ps := node.Processes()
-		for _, p := range ps {
+		if !finished {
+			m, err := eval.ReadManifest(dir)
+			for _, st := range mapsValues(m, err) {
+				finished = finished || (st.Node == nodeID && st.Status == agent.StatusCompleted)
+			}
+			continue
+		}
+		for _, p := range node.Processes() {
 			args := strings.Fields(p.Cmdline)
 			i := slices.Index(args, "--job")
-			if len(args) < 2 || args[1] != "episode" || i < 0 || i+1 >= len(args) || len(childrenOf(p.PID)) == 0 {
+			if p.PID == skip || len(args) < 2 || args[1] != "episode" || i < 0 || i+1 >= len(args) || len(childrenOf(p.PID)) == 0 {
 				continue
 			}
+			parent := readFile(fmt.Sprintf("/proc/%d/cmdline", parentOf(p.PID)))
 			var job eval.NodeJob
-			if json.Unmarshal(readFile(args[i+1]), &job) != nil || job.Episode.ID == "" {
+			if !bytes.HasPrefix(parent, []byte("ray::")) || json.Unmarshal(readFile(args[i+1]), &job) != nil || job.Episode.ID == "" {
 				continue
 			}
 			gone := node.Kill()
@@ -248,3 +280,9 @@ func killNode(node *raycluster.Node, killed chan<- rayKill, stop <-chan struct{}
 	}
 }
 
+func mapsValues(m *eval.Manifest, err error) []*eval.EpisodeState {
+	if err != nil || m == nil {
+		return nil
+	}
+	return slices.Collect(maps.Values(m.Episodes))
+}

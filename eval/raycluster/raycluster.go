@@ -1,6 +1,8 @@
-// Package raycluster runs a real one-node Ray cluster on this machine, for the Ray engine's tests
-// and benchmark: `ray start --head` on loopback with the dashboard (the Job Submission API), and
-// `ray stop --force` with a check that none of its processes is left.
+// Package raycluster runs a real Ray cluster on this machine, for the Ray engine's tests and
+// benchmark: `ray start --head` on loopback with the dashboard (the Job Submission API), and
+// `ray stop --force` with a check that none of its processes is left. For a second node (nodes.go),
+// NewTestNet joins a network namespace of its own to the head's by a veth pair on a private test /24,
+// and AddNode starts a worker node there, which a test can kill whole.
 //
 // Ray binds the machine's own address besides the ports it is given, and `ray stop` ends every Ray
 // process it can see, so the cluster runs in namespaces of its own: Reexec runs a command in a fresh
