@@ -117,7 +117,7 @@ def run_app(url: str, req: str, col: _Collector, mode: str, read_for: float) -> 
     app, th = start()
     col.done.wait(read_for)
     if mode == "clean":
-        app.close()
+        app.close(timeout=1)  # the run_forever thread may read the server's close frame first
     elif app.sock is not None and app.sock.sock is not None:
         app.sock.sock.shutdown(socket.SHUT_RDWR)
     th.join(10)
@@ -125,7 +125,7 @@ def run_app(url: str, req: str, col: _Collector, mode: str, read_for: float) -> 
         col.phase = 1
         app, th = start()
         col.done.wait(60)
-        app.close()
+        app.close(timeout=1)
         th.join(10)
 
 
