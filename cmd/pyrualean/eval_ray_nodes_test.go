@@ -150,6 +150,20 @@ func TestEvalRayNodes(t *testing.T) {
 	if st := m.Episodes[nk.id]; st != nil && nodes[st.Node] != "head" {
 		t.Errorf("%s finished on %s after its node was killed", nk.id, nodes[st.Node])
 	}
+	// --status says where episodes finished and which were retried.
+	var st bytes.Buffer
+	if code := cmdEval(ctx, []string{"--status", dir}, &st, &bytes.Buffer{}); code != 0 {
+		t.Errorf("--status: exit %d", code)
+	}
+	t.Logf("--status:\n%s", st.String())
+	for id, name := range nodes {
+		if name == "head" && !strings.Contains(st.String(), id[:8]+"=") {
+			t.Errorf("--status does not count the head's episodes")
+		}
+	}
+	if !strings.Contains(st.String(), "retried "+nk.id+": ") {
+		t.Errorf("--status does not name the retried episode %s", nk.id)
+	}
 	stopped = true
 	if strays, err := cl.Stop(ctx); err != nil || len(strays) > 0 {
 		t.Errorf("ray stop --force: %v; processes left: %v", err, strays)
