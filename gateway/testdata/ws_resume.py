@@ -120,13 +120,13 @@ def run_app(url: str, req: str, col: _Collector, mode: str, read_for: float) -> 
         app.close(timeout=1)  # the run_forever thread may read the server's close frame first
     elif app.sock is not None and app.sock.sock is not None:
         app.sock.sock.shutdown(socket.SHUT_RDWR)
-    th.join(10)
+    th.join(2)
     if not col.done.is_set():
         col.phase = 1
         app, th = start()
         col.done.wait(60)
         app.close(timeout=1)
-        th.join(10)
+        th.join(1)  # its thread may linger after close (a daemon: it goes with the process)
 
 
 def main(url: str, style: str, mode: str, read_for: float, lines: int) -> Outcome:
