@@ -57,6 +57,7 @@ type EpisodeState struct {
 	InTok      int     `json:"input_tokens,omitempty"`
 	LLMCalls   int     `json:"llm_calls,omitempty"`
 	CostUSD    float64 `json:"cost_usd,omitempty"`
+	Node       string  `json:"node,omitempty"` // the Ray node id of the attempt that ran it (--engine ray)
 }
 
 // ManifestPath is where a eval folder keeps its manifest.

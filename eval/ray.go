@@ -117,16 +117,17 @@ type OutcomeRecord struct {
 	InTok    int     `json:"input_tokens,omitempty"`
 	LLMCalls int     `json:"llm_calls,omitempty"`
 	CostUSD  float64 `json:"cost_usd,omitempty"`
+	Node     string  `json:"node,omitempty"` // the Ray node id that ran the attempt (set by the driver)
 }
 
 // Record is o as JSON.
 func (o Outcome) Record() OutcomeRecord {
-	return OutcomeRecord{Status: o.Status, Success: o.Success, Error: errText(o.Err), WallS: o.WallS, InTok: o.InTok, LLMCalls: o.LLMCalls, CostUSD: o.CostUSD}
+	return OutcomeRecord{Status: o.Status, Success: o.Success, Error: errText(o.Err), WallS: o.WallS, InTok: o.InTok, LLMCalls: o.LLMCalls, CostUSD: o.CostUSD, Node: o.Node}
 }
 
 // Outcome is r back as an Outcome.
 func (r OutcomeRecord) Outcome() Outcome {
-	o := Outcome{Status: r.Status, Success: r.Success, WallS: r.WallS, InTok: r.InTok, LLMCalls: r.LLMCalls, CostUSD: r.CostUSD}
+	o := Outcome{Status: r.Status, Success: r.Success, WallS: r.WallS, InTok: r.InTok, LLMCalls: r.LLMCalls, CostUSD: r.CostUSD, Node: r.Node}
 	if r.Error != "" {
 		o.Err = errors.New(r.Error)
 	}

@@ -7,8 +7,8 @@ node's ``pyrualean episode`` into a node-local folder and returns the outcome an
 (tar.gz). Everything the Go side learns comes back as protocol lines on this driver's stdout, which
 it follows through the dashboard's log tail::
 
-    @pyrualean-ray {"n": 1, "kind": "start", "id": ..., "attempt": 1, "node": ..., "pid": ...}
-    @pyrualean-ray {"n": 2, "kind": "end", "id": ..., "attempt": 1, "outcome": {...}, "files": "<base64 tar.gz>"}
+    @pyrualean-ray {"n": 1, "kind": "start", "id": ..., "attempt": 1, "node": "<Ray node id>", "pid": ...}
+    @pyrualean-ray {"n": 2, "kind": "end", "id": ..., "attempt": 1, "outcome": {..., "node": ...}, "files": "<base64 tar.gz>"}
     @pyrualean-ray {"n": 3, "kind": "lost", "id": ..., "attempt": 1, "status": "interrupted", "error": ...}
     @pyrualean-ray {"n": 4, "kind": "done"}
 
@@ -236,10 +236,16 @@ def main() -> int:
     @ray.remote(num_returns=2)
     def episode(job: dict[str, Any], plan_env: dict[str, str], command: list[str], submission: str,
                 progress: Any, twin: bytes | None) -> tuple[dict[str, Any], bytes]:
-        ray.get(progress.started.remote(job["id"], ray.util.get_node_ip_address(), os.getpid()))
-        return run_on_node(job, plan_env, command, submission, twin)
+        node = ray.get_runtime_context().get_node_id()
+        ray.get(progress.started.remote(job["id"], node, os.getpid()))
+        outcome, blob = run_on_node(job, plan_env, command, submission, twin)
+        return {**outcome, "node": node}, blob
 
-    progress = Progress.remote()
+    # The progress actor lives on the driver's node: a node lost mid-suite must not take it along.
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    progress = Progress.options(scheduling_strategy=here).remote()
     ids = {j.id for j in plan.jobs}
     attempts: dict[str, int] = {j.id: 0 for j in plan.jobs}  # closed attempts
     open_: dict[str, bool] = {}

@@ -33,6 +33,7 @@ type Outcome struct {
 	InTok    int
 	LLMCalls int
 	CostUSD  float64
+	Node     string // the Ray node that ran it ("" locally)
 }
 
 // Executor runs one episode into j.Dir (which does not exist yet) and reports how it ended. It must
@@ -235,7 +236,7 @@ func (r *Runner) record(j Job, out Outcome, last bool) {
 		st := m.Episodes[j.ID]
 		st.Status, st.Success, st.Error = out.Status, out.Success, errText(out.Err)
 		st.FinishedAt = time.Now().UTC().Format(time.RFC3339)
-		st.WallS, st.InTok, st.LLMCalls, st.CostUSD = out.WallS, out.InTok, out.LLMCalls, out.CostUSD
+		st.WallS, st.InTok, st.LLMCalls, st.CostUSD, st.Node = out.WallS, out.InTok, out.LLMCalls, out.CostUSD, out.Node
 	})
 	r.evMu.Lock()
 	if r.running > 0 {

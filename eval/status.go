@@ -22,6 +22,18 @@ type Status struct {
 	Solved   map[string]int `json:"solved_per_arm"`
 	Ended    map[string]int `json:"finished_per_arm"`
 	Running  []RunningEp    `json:"running"`
+	// Nodes counts the finished episodes per Ray node id (--engine ray; empty locally), and Retried
+	// names the episodes that took more than one attempt, so a lost worker or node shows.
+	Nodes   map[string]int `json:"finished_per_node,omitempty"`
+	Retried []RetriedEp    `json:"retried,omitempty"`
+}
+
+// RetriedEp is an episode that took more than one attempt.
+type RetriedEp struct {
+	ID       string `json:"id"`
+	Attempts int    `json:"attempts"`
+	Status   string `json:"status"`
+	Node     string `json:"node,omitempty"`
 }
 
 // RunningEp is an episode in flight.
@@ -43,6 +55,15 @@ func StatusOf(m *Manifest, recs []Record) Status {
 			st = "interrupted"
 		}
 		s.Statuses[st]++
+		if r.Attempts > 1 {
+			s.Retried = append(s.Retried, RetriedEp{ID: r.ID, Attempts: r.Attempts, Status: st, Node: r.Node})
+		}
+		if !Retryable(r.Status) && r.Node != "" {
+			if s.Nodes == nil {
+				s.Nodes = map[string]int{}
+			}
+			s.Nodes[r.Node]++
+		}
 		if !Retryable(r.Status) {
 			s.Finished++
 			s.Ended[r.Arm]++
@@ -76,9 +97,31 @@ func WriteStatus(w io.Writer, s Status) {
 	for _, a := range slices.Sorted(maps.Keys(s.Ended)) {
 		fmt.Fprintf(w, "%s: solved %d/%d\n", a, s.Solved[a], s.Ended[a])
 	}
+	if len(s.Nodes) > 0 {
+		parts = parts[:0]
+		for _, n := range slices.Sorted(maps.Keys(s.Nodes)) {
+			parts = append(parts, fmt.Sprintf("%s=%d", shortNode(n), s.Nodes[n]))
+		}
+		fmt.Fprintf(w, "finished per Ray node: %s\n", strings.Join(parts, " "))
+	}
+	for _, r := range s.Retried {
+		on := ""
+		if r.Node != "" {
+			on = " on node " + shortNode(r.Node)
+		}
+		fmt.Fprintf(w, "  retried %s: %d attempts, %s%s\n", r.ID, r.Attempts, r.Status, on)
+	}
 	for _, r := range s.Running {
 		fmt.Fprintf(w, "  running %s (attempt %d, %.0fs, %d turns, %d llm calls)\n", r.ID, r.Attempt, r.ElapsedS, r.Turns, r.LLMCalls)
 	}
+}
+
+// shortNode is a Ray node id's first 8 hex digits, as Ray's own tools print it.
+func shortNode(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
 }
 
 func pidAlive(pid int) bool {

@@ -379,7 +379,7 @@ func (mk *managedKernel) trimLocked() {
 		low = min(low, c.seq)
 	}
 	for c := range mk.conns {
-		low = min(low, c.acked.Load())
+		low = min(low, c.surelySeen(now))
 	}
 	mk.ring.dropThrough(low)
 }
@@ -419,10 +419,11 @@ func (mk *managedKernel) attach(c *wsConn) {
 	defer mk.mu.Unlock()
 	cur, known := mk.cursors[c.session]
 	from := cur.seq
+	now := time.Now()
 	for o := range mk.conns {
 		if o.session == c.session {
-			if !known || o.acked.Load() < from {
-				from = o.acked.Load()
+			if seen := o.surelySeen(now); !known || seen < from {
+				from = seen
 			}
 			known = true
 		}
@@ -433,7 +434,7 @@ func (mk *managedKernel) attach(c *wsConn) {
 	if !known {
 		from = mk.ring.last()
 	}
-	c.acked.Store(from)
+	c.start(from)
 	if known {
 		entries, gap := mk.ring.since(c.session, from)
 		if gap {
@@ -493,7 +494,8 @@ func (mk *managedKernel) detach(c *wsConn) {
 		if mk.sessionLiveLocked(c.session) {
 			return
 		}
-		mk.cursors[c.session] = cursor{seq: c.acked.Load(), left: time.Now()}
+		now := time.Now()
+		mk.cursors[c.session] = cursor{seq: c.surelySeen(now), left: now}
 		if len(mk.cursors) > 1024 { // bounded: forget the session furthest behind
 			var worst string
 			lowest := ^uint64(0)

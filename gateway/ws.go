@@ -41,6 +41,7 @@ type wsConn struct {
 
 	out   chan queued
 	acked atomic.Uint64 // last backlog sequence number the client acknowledged (pong) reading
+	trail *ackTrail     // non-nil for a relay: its acknowledgements count only relayHold late (acks.go)
 	// drainBy (unix nanoseconds, 0 = not yet) is when the reader must give up once the writer has
 	// ended: the reader, not the writer, ends the connection, so acknowledgements already in the
 	// socket's receive buffer are still read (a writer that closed the connection on a write error
@@ -55,9 +56,30 @@ type wsConn struct {
 	closeMsg  string
 }
 
-func newWSConn(ws *websocket.Conn, session string, v1 bool, queue int, log *slog.Logger) *wsConn {
-	return &wsConn{ws: ws, session: session, v1: v1, log: log, out: make(chan queued, queue), closing: make(chan struct{}),
+func newWSConn(ws *websocket.Conn, session string, v1, relay bool, queue int, log *slog.Logger) *wsConn {
+	c := &wsConn{ws: ws, session: session, v1: v1, log: log, out: make(chan queued, queue), closing: make(chan struct{}),
 		gone: make(chan struct{}), writerDone: make(chan struct{})}
+	if relay {
+		c.trail = &ackTrail{}
+	}
+	return c
+}
+
+// start sets where the socket starts: it has seen everything up to seq.
+func (c *wsConn) start(seq uint64) {
+	c.acked.Store(seq)
+	if c.trail != nil {
+		c.trail.reset(seq)
+	}
+}
+
+// surelySeen is the last backlog sequence number the client's reader has surely seen, as of now: what
+// it acknowledged, or for a relay what it acknowledged relayHold ago.
+func (c *wsConn) surelySeen(now time.Time) uint64 {
+	if c.trail != nil {
+		return min(c.acked.Load(), c.trail.asOf(now.Add(-relayHold)))
+	}
+	return c.acked.Load()
 }
 
 func (c *wsConn) enqueue(seq uint64, o *outMsg) {
@@ -165,7 +187,13 @@ func (c *wsConn) onPong(data string) {
 	}
 	for {
 		cur := c.acked.Load()
-		if seq <= cur || c.acked.CompareAndSwap(cur, seq) {
+		if seq <= cur {
+			return
+		}
+		if c.acked.CompareAndSwap(cur, seq) {
+			if c.trail != nil {
+				c.trail.record(time.Now(), seq)
+			}
 			return
 		}
 	}

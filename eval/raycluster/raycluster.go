@@ -1,6 +1,8 @@
-// Package raycluster runs a real one-node Ray cluster on this machine, for the Ray engine's tests
-// and benchmark: `ray start --head` on loopback with the dashboard (the Job Submission API), and
-// `ray stop --force` with a check that none of its processes is left.
+// Package raycluster runs a real Ray cluster on this machine, for the Ray engine's tests and
+// benchmark: `ray start --head` on loopback with the dashboard (the Job Submission API), and
+// `ray stop --force` with a check that none of its processes is left. For a second node (nodes.go),
+// NewTestNet joins a network namespace of its own to the head's by a veth pair on a private test /24,
+// and AddNode starts a worker node there, which a test can kill whole.
 //
 // Ray binds the machine's own address besides the ports it is given, and `ray stop` ends every Ray
 // process it can see, so the cluster runs in namespaces of its own: Reexec runs a command in a fresh
@@ -68,6 +70,7 @@ type Options struct {
 	TempDir string   // Ray's --temp-dir (sessions, logs, sockets); required
 	Env     []string // the cluster's environment (default os.Environ()); nodes run episodes with it
 	Log     *os.File // ray start's output (default: discarded)
+	NodeIP  string   // the head's address (default 127.0.0.1; a test network's for a second node)
 }
 
 // Cluster is a running one-node cluster.
@@ -97,7 +100,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	c := &Cluster{Address: fmt.Sprintf("http://127.0.0.1:%d", DashboardPort), opts: o,
 		env: append(slices.Clone(env), clusterEnv+"="+o.TempDir, "RAY_USAGE_STATS_ENABLED=0")}
-	cmd := exec.CommandContext(ctx, o.Ray, "start", "--head", "--node-ip-address", "127.0.0.1",
+	if o.NodeIP == "" {
+		o.NodeIP = "127.0.0.1"
+	}
+	cmd := exec.CommandContext(ctx, o.Ray, "start", "--head", "--node-ip-address", o.NodeIP,
 		"--num-cpus", strconv.Itoa(o.CPUs), "--num-gpus", "0", "--port", strconv.Itoa(GCSPort),
 		"--dashboard-host", "127.0.0.1", "--dashboard-port", strconv.Itoa(DashboardPort),
 		"--ray-client-server-port", strconv.Itoa(ClientServerPort), "--include-dashboard", "true",
@@ -164,7 +170,12 @@ func (p Process) String() string { return fmt.Sprintf("%d %s", p.PID, p.Cmdline)
 
 // Processes lists the live (not zombie) processes of the cluster: those whose environment names it.
 func (c *Cluster) Processes() []Process {
-	mark := []byte("\x00" + clusterEnv + "=" + c.opts.TempDir + "\x00")
+	return append(processesMarked(c.opts.TempDir), processesMarked(c.opts.TempDir+"#node2")...)
+}
+
+// processesMarked lists the live processes whose environment says clusterEnv=value.
+func processesMarked(value string) []Process {
+	mark := []byte("\x00" + clusterEnv + "=" + value + "\x00")
 	var out []Process
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
