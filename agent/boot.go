@@ -81,6 +81,7 @@ func (b booter) boot(ctx context.Context) error {
 	}
 	if e.served != nil {
 		e.judge = serverJudge{srv: e.served.srv, refused: func(r []string) { noteRefused(e.book, r) }}
+		e.exec.tellSpans(e.served.tellSpan(e.log))
 	} else {
 		e.judge = kernelJudge{kern: e.kern}
 	}

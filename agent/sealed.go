@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotserver"
@@ -133,6 +134,19 @@ func noteRefused(l *ledger, refused []string) {
 }
 
 const maxRefusedKept = 200
+
+// tellSpan passes the dispatcher's spans to the robot server (host.span, on the host socket the kernel
+// never sees). A failure is logged: the calls then keep the previous span, and the server's own total
+// still bounds what the ledger counts.
+func (sv *served) tellSpan(log *slog.Logger) func(kind string, cell int) {
+	return func(kind string, cell int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := sv.srv.Call(ctx, "host.span", kind, cell); err != nil {
+			log.Warn("robot server: host.span", "span", kind, "cell", cell, "err", err)
+		}
+	}
+}
 
 // closeServed stops the robot server and removes the sandbox's runtime folder (after the kernel is down).
 func (sv *served) close(log *slog.Logger) {
