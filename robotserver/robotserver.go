@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/seal"
 )
 
 // ErrExited is wrapped by errors of a server that is no longer running.
@@ -72,9 +72,6 @@ type Server struct {
 	StartupDur   time.Duration
 	readyTimeout time.Duration
 }
-
-// secretName matches variables the robot server does not need and must not pass on.
-var secretName = regexp.MustCompile(`(?i)(API_KEY|TOKEN|SECRET|PASSW)`)
 
 // Start launches the robot server and returns once both sockets listen (the robot has booted).
 func Start(ctx context.Context, o Options) (*Server, error) {
@@ -235,7 +232,7 @@ func serverEnv(o Options) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if secretName.MatchString(k) {
+		if seal.SecretName(k) { // the sandbox's rule: the server serves the agent's socket
 			continue
 		}
 		if _, over := o.Env[k]; over {

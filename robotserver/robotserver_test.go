@@ -234,3 +234,33 @@ print('PROXY', robo.move_to([0.5, 0.1, 0.3]).reached)
 	}
 	t.Logf("server threads: %d before the flood, %d during", base, during)
 }
+
+// TestServerEnvDropsSecrets: the robot server's environment follows the sandbox's one secret-name rule
+// (seal.SecretName), so credentials, auth and cookie variables never reach the process that serves the
+// agent's socket; what it needs passes.
+func TestServerEnvDropsSecrets(t *testing.T) {
+	secret := []string{"OPENAI_API_KEY", "PYRUALEAN_TOKEN", "AWS_SECRET_ACCESS_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
+		"HTTP_AUTHORIZATION", "SESSION_COOKIE", "DB_PASSWORD", "GPG_PASSPHRASE", "SSH_PRIVATE_KEY_PATH"}
+	kept := []string{"HOME", "LANG", "MUJOCO_GL", "PYRUALEAN_ROOT"}
+	for _, k := range append(secret, kept...) {
+		t.Setenv(k, "v-"+k)
+	}
+	env := map[string]string{}
+	for _, kv := range serverEnv(Options{Root: "/r", Env: map[string]string{"PYTHONPATH": "/p"}}) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for _, k := range secret {
+		if _, ok := env[k]; ok {
+			t.Errorf("%s reached the robot server", k)
+		}
+		if !seal.SecretName(k) {
+			t.Errorf("seal.SecretName(%s) is false", k)
+		}
+	}
+	for _, k := range kept {
+		if _, ok := env[k]; !ok {
+			t.Errorf("%s did not reach the robot server", k)
+		}
+	}
+}

@@ -32,8 +32,14 @@ var ErrUnavailable = errors.New("seal: OS sandbox unavailable")
 // ErrSecretEnv is returned for an environment variable whose name says it holds a secret.
 var ErrSecretEnv = errors.New("seal: secret-looking variable refused")
 
-// secretName matches variable names that must never reach a sealed kernel, even if a caller asks.
-var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE)`)
+// secretName matches variable names that must never reach a sealed kernel or the robot server, even if
+// a caller asks (OPENAI_API_KEY, PYRUALEAN_TOKEN, AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS,
+// HTTP_AUTHORIZATION, SESSION_COOKIE, DB_PASSWORD, a PRIVATE_KEY, a netrc or a signing SALT).
+var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|NETRC|SALT|SIGNATURE|PRIVATE)`)
+
+// SecretName says whether an environment variable's name says it holds a secret: the one rule for every
+// child process that runs what the agent can reach (the sealed kernel, the robot server).
+func SecretName(name string) bool { return secretName.MatchString(name) }
 
 // Defaults for Options' limits.
 const (
@@ -170,7 +176,7 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 		"PYTHONDONTWRITEBYTECODE": "1",
 	}
 	for k, v := range o.Env {
-		if secretName.MatchString(k) {
+		if SecretName(k) {
 			return fail(fmt.Errorf("%w: %s", ErrSecretEnv, k))
 		}
 		env[k] = v
