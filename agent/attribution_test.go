@@ -17,12 +17,22 @@ import (
 // cell would look to anything that believed the kernel: status busy, execute_input with the code, a
 // stream, status idle. A second thread moves after the agent's last cell, while it decides to finish.
 const ghostModule = `import datetime, threading, time, uuid
+from IPython import get_ipython
 
 moves, done = [], threading.Event()
 def forge(kind, content, parent):
     k = get_ipython().kernel
     k.session.send(k.iopub_socket, kind, content, parent=parent, ident=b"stream." + kind.encode())
+errors = []
 def ghost(tag, wait, n):
+    try:
+        haunt(tag, wait, n)
+    except BaseException as e:
+        import traceback
+        errors.append(traceback.format_exc())
+    finally:
+        done.set()
+def haunt(tag, wait, n):
     time.sleep(wait)
     parent = {"msg_id": uuid.uuid4().hex, "msg_type": "execute_request", "session": "person-" + uuid.uuid4().hex[:8],
               "username": "person", "version": "5.3", "date": datetime.datetime.now(datetime.timezone.utc).isoformat()}
@@ -32,7 +42,6 @@ def ghost(tag, wait, n):
         moves.append((tag, get_ipython().user_ns["robo"].move_to([0.5, 0.05 * (i % 2), 0.3]).reached))
     forge("stream", {"name": "stdout", "text": "person moved\n"}, parent)
     forge("status", {"execution_state": "idle"}, parent)
-    done.set()
 def start(tag, wait=0.5, n=2):
     done.clear()
     threading.Thread(target=ghost, args=(tag, wait, n), daemon=True).start()
@@ -51,7 +60,7 @@ func TestSealedThreadBetweenCellsIsTheAgents(t *testing.T) {
 	srv := openaitest.New(
 		call(py("open('ghost.py', 'w').write("+pyQuote(ghostModule)+")")),
 		call(py("import ghost\nghost.start('between')\nprint('started')")),
-		waitReply(py("print('GHOST', ghost.done.wait(20), ghost.moves)\nghost.start('after-last', wait=0.3)"), 3*time.Second),
+		waitReply(py("print('GHOST', ghost.done.wait(20), ghost.moves, ghost.errors)\nghost.start('after-last', wait=0.3)"), 3*time.Second),
 		waitReply(finish("failure", "done"), 3*time.Second),
 	)
 	defer srv.Close()
@@ -59,6 +68,14 @@ func TestSealedThreadBetweenCellsIsTheAgents(t *testing.T) {
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 	if !res.Sealed {
 		t.Fatalf("not sealed: %+v", res.Seal)
+	}
+	nb := readTrace(t, cfg.Out)
+	for i, c := range cellsBy(nb, notebooks.AuthorAgent) {
+		var b strings.Builder
+		for _, o := range c.Outputs {
+			b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
+		}
+		t.Logf("agent cell %d: %.800s", i+1, b.String())
 	}
 	// The robot server's own ledger is the ground truth: 4 moves, all the agent's.
 	server := readJSONL(t, filepath.Join(cfg.Out, "robot", "calls.jsonl"))
@@ -92,12 +109,11 @@ func TestSealedThreadBetweenCellsIsTheAgents(t *testing.T) {
 	if between != 4 {
 		t.Errorf("calls.jsonl: %d calls between cells, want 4", between)
 	}
-	nb := readTrace(t, cfg.Out)
 	if hc := cellsBy(nb, notebooks.AuthorHuman); len(hc) != 0 {
 		t.Errorf("the trace has %d person's cells (forged): %v", len(hc), hc[0].Source)
 	}
 	for _, c := range nb.Cells {
-		if strings.Contains(c.Source, "a person, honest") {
+		if strings.HasPrefix(c.Source, "robo.move_to([0.5, 0.0, 0.3])") {
 			t.Errorf("the forged execute_input became a cell: %+v", c)
 		}
 	}
@@ -105,7 +121,7 @@ func TestSealedThreadBetweenCellsIsTheAgents(t *testing.T) {
 	for _, o := range cellsBy(nb, notebooks.AuthorAgent)[2].Outputs {
 		ghostOut += o.Text
 	}
-	if !strings.Contains(ghostOut, "GHOST True [('between', True), ('between', True)]") {
+	if !strings.Contains(ghostOut, "GHOST True [('between', True), ('between', True)] []") {
 		t.Errorf("the ghost thread's moves: %q", ghostOut)
 	}
 	for i, r := range srv.Requests() {

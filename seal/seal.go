@@ -2,7 +2,7 @@
 // ipc sockets), its own pid, ipc, uts and user namespaces (uid 65534 inside), a filesystem that is
 // read-only except the workspace and a private runtime folder, only the paths Python needs, an
 // environment built from an allow-list (never the caller's: no API keys, no gateway token), and limits
-// on memory, open files and processes. What the agent's code can then reach is what was bound in: the
+// on memory, open files, file size, CPU time and processes. What the agent's code can then reach is what was bound in: the
 // robot server's agent socket, never the judge's side.
 //
 // Where bubblewrap or user namespaces are missing, Check says why; the caller decides whether to run
@@ -47,6 +47,8 @@ const (
 	DefaultMemoryBytes = 16 << 30
 	DefaultMaxProcs    = 512 // processes and threads (a pids cgroup)
 	DefaultMaxFiles    = 4096
+	DefaultFileBytes   = 1 << 30 // RLIMIT_FSIZE: no single file past 1 GiB (the issue's 4 GiB file)
+	DefaultCPUSeconds  = 4 * 3600
 )
 
 // Options say what a sealed kernel may see.
@@ -61,6 +63,11 @@ type Options struct {
 	MemoryBytes int64 // RLIMIT_AS of the kernel; default 16 GiB
 	MaxProcs    int   // pids cgroup limit where the pids controller is writable; default 512
 	MaxFiles    int   // RLIMIT_NOFILE; default 4096
+	// FileBytes is RLIMIT_FSIZE: a write past it fails with EFBIG (Python ignores SIGXFSZ); default 1 GiB.
+	FileBytes int64
+	// CPUSeconds is RLIMIT_CPU of each process in the sandbox: past it the kernel is killed (SIGXCPU)
+	// and the episode ends with the kernel's death; default 4 h of CPU time.
+	CPUSeconds int
 }
 
 // Info is what result.json records about the seal.
@@ -73,6 +80,8 @@ type Info struct {
 	Env       []string `json:"env,omitempty"`     // variable names the kernel got
 	Writable  []string `json:"writable,omitempty"`
 	MemoryMax int64    `json:"memory_max_bytes,omitempty"`
+	FileMax   int64    `json:"file_max_bytes,omitempty"` // RLIMIT_FSIZE
+	CPUMax    int      `json:"cpu_max_s,omitempty"`      // RLIMIT_CPU
 	FilesMax  int      `json:"files_max,omitempty"`
 	PidsMax   int      `json:"pids_max,omitempty"` // 0: not enforced (no writable pids cgroup)
 	PidsNote  string   `json:"pids_note,omitempty"`
@@ -151,6 +160,12 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	if o.MaxFiles == 0 {
 		o.MaxFiles = DefaultMaxFiles
 	}
+	if o.FileBytes == 0 {
+		o.FileBytes = DefaultFileBytes
+	}
+	if o.CPUSeconds == 0 {
+		o.CPUSeconds = DefaultCPUSeconds
+	}
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("seal: kernelspec %s has no argv", spec.Name)
 	}
@@ -212,11 +227,13 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	argv = append(argv, spec.Argv...)
 	// env -i: bwrap itself (pid 1 in the sandbox, /proc/1/environ) gets no environment either.
 	wrapped := []string{"/usr/bin/env", "-i", "/usr/bin/prlimit", "--as=" + strconv.FormatInt(o.MemoryBytes, 10),
-		"--nofile=" + strconv.Itoa(o.MaxFiles), "--", bwrap}
+		"--nofile=" + strconv.Itoa(o.MaxFiles), "--fsize=" + strconv.FormatInt(o.FileBytes, 10),
+		"--cpu=" + strconv.Itoa(o.CPUSeconds), "--", bwrap}
 	wrapped = append(wrapped, argv...)
 
 	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, Network: "none", Env: names,
-		Writable: []string{o.Workspace}, MemoryMax: o.MemoryBytes, FilesMax: o.MaxFiles}
+		Writable: []string{o.Workspace}, MemoryMax: o.MemoryBytes, FilesMax: o.MaxFiles,
+		FileMax: o.FileBytes, CPUMax: o.CPUSeconds}
 	if cg, err := pidsCgroup(dir, o.MaxProcs); err == nil {
 		s.cgroup = cg
 		// join the cgroup before exec: every process of the sandbox is counted

@@ -3,6 +3,7 @@ package seal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -143,13 +144,13 @@ func TestSealLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := t.TempDir()
-	const memory, files, procs = 3 << 30, 128, 64
-	sb, err := New(ctx, spec, Options{Workspace: ws, MemoryBytes: memory, MaxFiles: files, MaxProcs: procs})
+	const memory, files, procs, fileBytes = 3 << 30, 128, 64, 64 << 20
+	sb, err := New(ctx, spec, Options{Workspace: ws, MemoryBytes: memory, MaxFiles: files, MaxProcs: procs, FileBytes: fileBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	if sb.Info.MemoryMax != memory || sb.Info.FilesMax != files {
+	if sb.Info.MemoryMax != memory || sb.Info.FilesMax != files || sb.Info.FileMax != fileBytes || sb.Info.CPUMax != DefaultCPUSeconds {
 		t.Errorf("info: %+v", sb.Info)
 	}
 	k, err := kernel.Launch(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC})
@@ -165,6 +166,7 @@ func TestSealLimits(t *testing.T) {
 		{"memory under the limit", "b = bytearray(100 << 20); print('allocated', len(b) >> 20); del b", "allocated 100", false},
 		{"open files", "import tempfile\nfs = []\ntry:\n    for _ in range(" + itoa(2*files) + "):\n        fs.append(tempfile.TemporaryFile())\n    print('opened all')\nexcept OSError as e:\n    print('refused', e.errno)\nfinally:\n    for f in fs: f.close()", "refused 24", false},
 		{"threads", "import threading\nev = threading.Event(); ts = []\ntry:\n    for _ in range(" + itoa(2*procs) + "):\n        t = threading.Thread(target=ev.wait); t.start(); ts.append(t)\n    print('started all')\nexcept RuntimeError:\n    print('refused after', len(ts))\nfinally:\n    ev.set(); [t.join() for t in ts]", "refused after", true},
+		{"file size", "import os\nf = open('big.bin', 'wb')\ntry:\n    for _ in range(128):\n        f.write(b'x' * (1 << 20)); f.flush()\n    print('wrote all')\nexcept OSError as e:\n    print('refused', e.errno, os.path.getsize('big.bin') >> 20)\nfinally:\n    f.close(); os.remove('big.bin')", "refused 27 64", false},
 		{"still serving", "print(1 + 1)", "2", false},
 	}
 	for _, c := range cases {
@@ -186,4 +188,33 @@ func TestSealLimits(t *testing.T) {
 			t.Logf("%s", strings.TrimSpace(text))
 		})
 	}
+}
+
+// TestSealCPULimit: a kernel that spins past RLIMIT_CPU is killed (the episode sees the kernel die); it
+// cannot hold a core for the rest of the episode.
+func TestSealCPULimit(t *testing.T) {
+	nbtest.Heavy(t, "a sealed kernel")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spec, err := kernel.FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	sb, err := New(ctx, spec, Options{Workspace: ws, CPUSeconds: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	k, err := kernel.Launch(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Shutdown(context.Background())
+	start := time.Now()
+	_, err = k.Client().Execute(ctx, "while True:\n    pass", kernel.ExecuteOptions{Timeout: time.Minute})
+	if !errors.Is(err, kernel.ErrKernelDied) {
+		t.Fatalf("a spinning cell past RLIMIT_CPU: %v (after %v), want the kernel's death", err, time.Since(start))
+	}
+	t.Logf("killed after %v", time.Since(start).Round(time.Millisecond))
 }
