@@ -112,8 +112,9 @@ func Launch(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("robotserver: socket folder: %w", err)
 	}
-	for _, d := range []string{"agent", "host"} {
-		if err := os.Mkdir(filepath.Join(sockDir, d), 0o755); err != nil {
+	// agent/ is passable by the sealed kernel's own user (its socket is 0666); host/ is ours alone.
+	for d, mode := range map[string]os.FileMode{"agent": 0o755, "host": 0o700} {
+		if err := os.Mkdir(filepath.Join(sockDir, d), mode); err != nil {
 			os.RemoveAll(sockDir)
 			return nil, fmt.Errorf("robotserver: socket folder: %w", err)
 		}

@@ -76,6 +76,7 @@ type Info struct {
 	Method    string   `json:"method"`           // "bwrap"
 	Reason    string   `json:"reason,omitempty"` // why not sealed
 	UID       int      `json:"uid,omitempty"`
+	HostUID   int      `json:"host_uid"`          // who the kernel is outside the sandbox: never 0
 	Network   string   `json:"network,omitempty"` // "none" (own namespace, ipc transport)
 	Env       []string `json:"env,omitempty"`     // variable names the kernel got
 	Writable  []string `json:"writable,omitempty"`
@@ -95,9 +96,12 @@ func Check(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	argv := append(baseFlags(DefaultUID, DefaultUID), "--ro-bind", "/usr", "/usr")
+	privileged := os.Geteuid() == 0
+	argv := append(baseFlags(DefaultUID, DefaultUID, privileged), "--ro-bind", "/usr", "/usr")
 	argv = append(argv, systemLinks()...)
-	argv = append(argv, "--", "/usr/bin/true")
+	argv = append(argv, "--")
+	argv = append(argv, dropTo(DefaultUID, DefaultUID, privileged)...)
+	argv = append(argv, "/usr/bin/true")
 	cmd := exec.CommandContext(ctx, bwrap, argv...)
 	// Once the deadline kills bwrap, stop waiting for its output: a straggler holding the pipe must not
 	// hang the episode (CombinedOutput otherwise waits for every writer to close it).
@@ -206,15 +210,40 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	ro := append(roots, o.ReadOnly...)
 	ro = append(ro, etcFiles()...)
 
-	argv := baseFlags(o.UID, o.GID)
+	privileged := os.Geteuid() == 0
+	if privileged {
+		// The kernel runs as o.UID on the host too: it must own what it writes.
+		if err := os.Chown(dir, o.UID, o.GID); err != nil {
+			return fail(fmt.Errorf("seal: runtime folder: %w", err))
+		}
+		if err := chownTree(o.Workspace, o.UID, o.GID); err != nil {
+			return fail(err)
+		}
+	}
+	argv := baseFlags(o.UID, o.GID, privileged)
 	argv = append(argv, "--ro-bind", "/usr", "/usr")
 	argv = append(argv, systemLinks()...)
-	for _, p := range dedupe(ro) {
+	binds := dedupe(ro)
+	if privileged { // bwrap makes a bind's missing parents 0700 (root's): the kernel's user must pass
+		argv = append(argv, parentDirs(append(slices.Clone(binds), dir, o.Workspace))...)
+	}
+	for _, p := range binds {
 		argv = append(argv, "--ro-bind", p, p)
 	}
-	// {connection_file} is filled in by kernel.Launch; it lives outside the sandbox's tree.
-	argv = append(argv, "--ro-bind", "{connection_file}", "{connection_file}",
-		"--bind", dir, dir, "--bind", o.Workspace, o.Workspace, "--chdir", o.Workspace)
+	argv = append(argv, "--bind", dir, dir, "--bind", o.Workspace, o.Workspace, "--chdir", o.Workspace)
+	// {connection_file} is filled in by kernel.Launch; it lives outside the sandbox's tree (privileged:
+	// bound into the runtime folder, whose parents the kernel's user can pass).
+	kernelArgv := spec.Argv
+	if privileged {
+		inside := filepath.Join(dir, "connection.json")
+		argv = append(argv, "--ro-bind", "{connection_file}", inside)
+		kernelArgv = make([]string, len(spec.Argv))
+		for i, a := range spec.Argv {
+			kernelArgv[i] = strings.ReplaceAll(a, "{connection_file}", inside)
+		}
+	} else {
+		argv = append(argv, "--ro-bind", "{connection_file}", "{connection_file}")
+	}
 	names := make([]string, 0, len(env))
 	for k := range env {
 		names = append(names, k)
@@ -224,14 +253,22 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 		argv = append(argv, "--setenv", k, env[k])
 	}
 	argv = append(argv, "--")
-	argv = append(argv, spec.Argv...)
+	argv = append(argv, dropTo(o.UID, o.GID, privileged)...)
+	argv = append(argv, kernelArgv...)
 	// env -i: bwrap itself (pid 1 in the sandbox, /proc/1/environ) gets no environment either.
 	wrapped := []string{"/usr/bin/env", "-i", "/usr/bin/prlimit", "--as=" + strconv.FormatInt(o.MemoryBytes, 10),
 		"--nofile=" + strconv.Itoa(o.MaxFiles), "--fsize=" + strconv.FormatInt(o.FileBytes, 10),
 		"--cpu=" + strconv.Itoa(o.CPUSeconds), "--", bwrap}
 	wrapped = append(wrapped, argv...)
 
-	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, Network: "none", Env: names,
+	hostUID := os.Geteuid() // unprivileged: the user namespace maps o.UID to the caller
+	if privileged {
+		hostUID = o.UID
+		// the connection file (filled in at launch, root's, 0600) must be readable by the kernel's user
+		wrapped = append([]string{"/bin/sh", "-c", `chown "$0" "$1" && shift && exec "$@"`,
+			strconv.Itoa(o.UID) + ":" + strconv.Itoa(o.GID), "{connection_file}"}, wrapped...)
+	}
+	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, HostUID: hostUID, Network: "none", Env: names,
 		Writable: []string{o.Workspace}, MemoryMax: o.MemoryBytes, FilesMax: o.MaxFiles,
 		FileMax: o.FileBytes, CPUMax: o.CPUSeconds}
 	if cg, err := pidsCgroup(dir, o.MaxProcs); err == nil {
@@ -277,11 +314,62 @@ func (s *Sandbox) Close() error {
 	return errors.Join(errs...)
 }
 
-func baseFlags(uid, gid int) []string {
-	return []string{"--unshare-user", "--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid),
-		"--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+// baseFlags are bwrap's namespaces and mounts. Run by root (privileged), bwrap builds them with its own
+// privileges and the kernel is then dropped to uid on the host too (dropTo): a user namespace would map
+// the sandbox's uid to root, so an escape would be root. Run by anyone else, a user namespace maps uid
+// to the caller, who is unprivileged already.
+func baseFlags(uid, gid int, privileged bool) []string {
+	var f []string
+	if !privileged {
+		f = []string{"--unshare-user", "--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid)}
+	}
+	return append(f, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--hostname", "sealed", "--die-with-parent", "--new-session", "--clearenv",
-		"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"}
+		"--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp")
+}
+
+// dropTo is what runs the kernel as uid:gid with no capabilities and no supplementary groups, where
+// bwrap ran as root (privileged); nothing otherwise.
+func dropTo(uid, gid int, privileged bool) []string {
+	if !privileged {
+		return nil
+	}
+	return []string{"/usr/bin/setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid),
+		"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"}
+}
+
+// parentDirs are bwrap ops making every missing parent of paths 0755, parents first.
+func parentDirs(paths []string) []string {
+	seen := map[string]bool{"/": true, "/usr": true, "/tmp": true}
+	var dirs []string
+	for _, p := range paths {
+		var chain []string
+		for d := filepath.Dir(filepath.Clean(p)); !seen[d] && d != "." && !strings.HasPrefix(d, "/usr/"); d = filepath.Dir(d) {
+			seen[d] = true
+			chain = append(chain, d)
+		}
+		slices.Reverse(chain)
+		dirs = append(dirs, chain...)
+	}
+	var out []string
+	for _, d := range dirs {
+		out = append(out, "--perms", "0755", "--dir", d)
+	}
+	return out
+}
+
+// chownTree gives the workspace to the kernel's user, links themselves and never what they point to (the
+// workspace may hold an earlier run's links).
+func chownTree(root string, uid, gid int) error {
+	return filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("seal: give the workspace to uid %d: %w", uid, err)
+		}
+		return nil
+	})
 }
 
 // systemLinks recreates /bin, /lib, /lib64 and /sbin: symlinks into /usr where the host has them.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -79,7 +80,8 @@ out = {"env": dict(os.environ), "uid": os.getuid(), "pid": os.getpid(),
        "secret": tryit(lambda: open(` + pyq(secretFile) + `).read()),
        "root": sorted(os.listdir("/")), "net": tryit(conn),
        "write_usr": tryit(lambda: open("/usr/x", "w")),
-       "write_ws": tryit(lambda: open("probe.txt", "w").write("ok"))}
+       "write_ws": tryit(lambda: open("probe.txt", "w").write("ok")),
+       "uid_map": open("/proc/self/uid_map").read()}
 print(json.dumps(out))`
 	res, err := k.Client().Execute(ctx, code, kernel.ExecuteOptions{Timeout: time.Minute})
 	if err != nil || res.Status != "ok" {
@@ -100,6 +102,7 @@ print(json.dumps(out))`
 		WriteUsr string            `json:"write_usr"`
 		WriteWs  string            `json:"write_ws"`
 		Root     []string          `json:"root"`
+		UIDMap   string            `json:"uid_map"`
 	}
 	if err := json.Unmarshal([]byte(text), &got); err != nil {
 		t.Fatalf("%v: %s", err, text)
@@ -114,6 +117,17 @@ print(json.dumps(out))`
 	}
 	if got.UID != DefaultUID || got.PID > 10 {
 		t.Errorf("uid %d pid %d: want uid %d in its own pid namespace", got.UID, got.PID, DefaultUID)
+	}
+	// Who the kernel is on the host: uid_map's line holding the sandbox's uid (inside, outside, count).
+	hostUID := -1
+	for _, l := range strings.Split(strings.TrimSpace(got.UIDMap), "\n") {
+		var in, out, n int
+		if _, err := fmt.Sscan(l, &in, &out, &n); err == nil && got.UID >= in && got.UID < in+n {
+			hostUID = out + got.UID - in
+		}
+	}
+	if hostUID <= 0 || hostUID != sb.Info.HostUID {
+		t.Errorf("the kernel's uid %d is host uid %d (uid_map %q, info %d): never root", got.UID, hostUID, got.UIDMap, sb.Info.HostUID)
 	}
 	if !strings.HasPrefix(got.Secret, "ERR") || !strings.HasPrefix(got.Net, "ERR") || !strings.HasPrefix(got.WriteUsr, "ERR") {
 		t.Errorf("escapes: secret=%s net=%s write_usr=%s", got.Secret, got.Net, got.WriteUsr)

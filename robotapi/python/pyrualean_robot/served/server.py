@@ -237,6 +237,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     agent = RpcServer(service.agent_methods(), transport="unix", path=a.agent_socket,
                       max_body=a.max_request_bytes, max_connections=a.max_connections)
     host = RpcServer(service.host_methods(), transport="unix", path=a.host_socket)
+    # the sealed kernel runs as an unprivileged user of its own: it may connect to the agent socket (only
+    # its folder is bound into the sandbox; the folder above is the owner's alone), never to the host's
+    os.chmod(a.agent_socket, 0o666)
+    os.chmod(a.host_socket, 0o600)
     print("ready", flush=True)
     try:
         host.serve_until_shutdown(parent_watch=True)
