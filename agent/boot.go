@@ -119,6 +119,7 @@ func (b booter) launch(ctx context.Context) (kernel.Spec, error) {
 	if err != nil {
 		return ks, fmt.Errorf("launch kernel: %w", err)
 	}
+	e.served.watchQuota(e)
 	return ks, nil
 }
 

@@ -65,6 +65,10 @@ type Options struct {
 	MaxFiles    int   // RLIMIT_NOFILE; default 4096
 	// FileBytes is RLIMIT_FSIZE: a write past it fails with EFBIG (Python ignores SIGXFSZ); default 1 GiB.
 	FileBytes int64
+	// WorkspaceBytes and WorkspaceEntries are the workspace's quota (WatchWorkspace): space allocated
+	// and files; default 4 GiB and 100,000.
+	WorkspaceBytes   int64
+	WorkspaceEntries int
 	// CPUSeconds is RLIMIT_CPU of each process in the sandbox: past it the kernel is killed (SIGXCPU)
 	// and the episode ends with the kernel's death; default 4 h of CPU time.
 	CPUSeconds int
@@ -83,9 +87,12 @@ type Info struct {
 	MemoryMax int64    `json:"memory_max_bytes,omitempty"`
 	FileMax   int64    `json:"file_max_bytes,omitempty"` // RLIMIT_FSIZE
 	CPUMax    int      `json:"cpu_max_s,omitempty"`      // RLIMIT_CPU
-	FilesMax  int      `json:"files_max,omitempty"`
-	PidsMax   int      `json:"pids_max,omitempty"` // 0: not enforced (no writable pids cgroup)
-	PidsNote  string   `json:"pids_note,omitempty"`
+	// WorkspaceMax and WorkspaceEntriesMax are the workspace's quota (what WatchWorkspace enforces).
+	WorkspaceMax        int64  `json:"workspace_max_bytes,omitempty"`
+	WorkspaceEntriesMax int    `json:"workspace_max_entries,omitempty"`
+	FilesMax            int    `json:"files_max,omitempty"`
+	PidsMax             int    `json:"pids_max,omitempty"` // 0: not enforced (no writable pids cgroup)
+	PidsNote            string `json:"pids_note,omitempty"`
 }
 
 // Check says whether this machine can seal a kernel: bwrap on PATH and able to create the namespaces.
@@ -142,6 +149,9 @@ type Sandbox struct {
 	dir     string
 	cgroup  string
 	cleanup []string
+	// workspace and stopWatch: WatchWorkspace's folder and its stop (Close calls it)
+	workspace string
+	stopWatch func()
 }
 
 // New wraps spec in the sandbox Options describe. Close removes what it made.
@@ -170,6 +180,12 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	if o.CPUSeconds == 0 {
 		o.CPUSeconds = DefaultCPUSeconds
 	}
+	if o.WorkspaceBytes == 0 {
+		o.WorkspaceBytes = DefaultWorkspaceBytes
+	}
+	if o.WorkspaceEntries == 0 {
+		o.WorkspaceEntries = DefaultWorkspaceEntries
+	}
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("seal: kernelspec %s has no argv", spec.Name)
 	}
@@ -186,7 +202,7 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal: runtime folder: %w", err)
 	}
-	s := &Sandbox{IPC: filepath.Join(dir, "k"), dir: dir}
+	s := &Sandbox{IPC: filepath.Join(dir, "k"), dir: dir, workspace: o.Workspace}
 	fail := func(err error) (*Sandbox, error) { s.Close(); return nil, err }
 
 	env := map[string]string{
@@ -270,7 +286,7 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	}
 	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, HostUID: hostUID, Network: "none", Env: names,
 		Writable: []string{o.Workspace}, MemoryMax: o.MemoryBytes, FilesMax: o.MaxFiles,
-		FileMax: o.FileBytes, CPUMax: o.CPUSeconds}
+		FileMax: o.FileBytes, CPUMax: o.CPUSeconds, WorkspaceMax: o.WorkspaceBytes, WorkspaceEntriesMax: o.WorkspaceEntries}
 	if cg, err := pidsCgroup(dir, o.MaxProcs); err == nil {
 		s.cgroup = cg
 		// join the cgroup before exec: every process of the sandbox is counted
@@ -291,6 +307,9 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 func (s *Sandbox) Close() error {
 	if s == nil {
 		return nil
+	}
+	if s.stopWatch != nil {
+		s.stopWatch()
 	}
 	var errs []error
 	if s.cgroup != "" {

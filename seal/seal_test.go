@@ -232,3 +232,88 @@ func TestSealCPULimit(t *testing.T) {
 	}
 	t.Logf("killed after %v", time.Since(start).Round(time.Millisecond))
 }
+
+// TestMeasureWorkspace counts allocated bytes and entries, never follows a link out of the folder, and
+// stops as soon as a bound is passed.
+func TestMeasureWorkspace(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "a"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(ws, "f"+itoa(i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		q     Usage
+		over  bool
+		bytes int64 // at least
+	}{
+		{"under", Usage{Bytes: 4 << 20, Entries: 100}, false, 1 << 20},
+		{"bytes", Usage{Bytes: 512 << 10, Entries: 100}, true, 1 << 20},
+		{"entries", Usage{Bytes: 4 << 20, Entries: 10}, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u, over, err := MeasureWorkspace(ws, c.q)
+			if err != nil || over != c.over || u.Bytes < c.bytes || u.Bytes > 4<<20 {
+				t.Errorf("MeasureWorkspace: %+v over=%v err=%v (the 8 MiB behind the link must not count)", u, over, err)
+			}
+		})
+	}
+}
+
+// TestSealWorkspaceQuota: files that each stay under RLIMIT_FSIZE but together pass the workspace's
+// quota get the sandbox killed within about a second; the host goes on.
+func TestSealWorkspaceQuota(t *testing.T) {
+	nbtest.Heavy(t, "a sealed kernel")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spec, err := kernel.FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	sb, err := New(ctx, spec, Options{Workspace: ws, FileBytes: 16 << 20, WorkspaceBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if sb.Info.PidsMax == 0 {
+		t.Skipf("no writable pids cgroup here to kill the sandbox by: %s", sb.Info.PidsNote)
+	}
+	k, err := kernel.Launch(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Shutdown(context.Background())
+	overAt := make(chan Usage, 1)
+	sb.WatchWorkspace(func(u Usage) {
+		overAt <- u
+		if err := sb.Kill(); err != nil {
+			t.Errorf("kill: %v", err)
+		}
+	})
+	start := time.Now()
+	_, err = k.Client().Execute(ctx, "import time\nfor i in range(16):\n    open(f'part{i}', 'wb').write(b'x' * (8 << 20))\ntime.sleep(30)",
+		kernel.ExecuteOptions{Timeout: time.Minute})
+	if !errors.Is(err, kernel.ErrKernelDied) {
+		t.Fatalf("past the workspace quota: %v after %v, want the kernel's death", err, time.Since(start))
+	}
+	select {
+	case u := <-overAt:
+		if u.Bytes <= 64<<20 {
+			t.Errorf("over at %+v", u)
+		}
+		t.Logf("over at %d MiB, killed after %v", u.Bytes>>20, time.Since(start).Round(time.Millisecond))
+	default:
+		t.Error("the kernel died but the quota never fired")
+	}
+}
