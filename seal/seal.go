@@ -76,17 +76,19 @@ type Options struct {
 
 // Info is what result.json records about the seal.
 type Info struct {
-	Sealed    bool     `json:"sealed"`
-	Method    string   `json:"method"`           // "bwrap"
-	Reason    string   `json:"reason,omitempty"` // why not sealed
-	UID       int      `json:"uid,omitempty"`
-	HostUID   int      `json:"host_uid"`          // who the kernel is outside the sandbox: never 0
-	Network   string   `json:"network,omitempty"` // "none" (own namespace, ipc transport)
-	Env       []string `json:"env,omitempty"`     // variable names the kernel got
-	Writable  []string `json:"writable,omitempty"`
-	MemoryMax int64    `json:"memory_max_bytes,omitempty"`
-	FileMax   int64    `json:"file_max_bytes,omitempty"` // RLIMIT_FSIZE
-	CPUMax    int      `json:"cpu_max_s,omitempty"`      // RLIMIT_CPU
+	Sealed  bool   `json:"sealed"`
+	Method  string `json:"method"`           // "bwrap"
+	Reason  string `json:"reason,omitempty"` // why not sealed
+	UID     int    `json:"uid,omitempty"`
+	HostUID int    `json:"host_uid"` // who the kernel is outside the sandbox: 0 only with HostUIDNote
+	// HostUIDNote says why the kernel is root on the host (root could not build the namespaces itself).
+	HostUIDNote string   `json:"host_uid_note,omitempty"`
+	Network     string   `json:"network,omitempty"` // "none" (own namespace, ipc transport)
+	Env         []string `json:"env,omitempty"`     // variable names the kernel got
+	Writable    []string `json:"writable,omitempty"`
+	MemoryMax   int64    `json:"memory_max_bytes,omitempty"`
+	FileMax     int64    `json:"file_max_bytes,omitempty"` // RLIMIT_FSIZE
+	CPUMax      int      `json:"cpu_max_s,omitempty"`      // RLIMIT_CPU
 	// WorkspaceMax and WorkspaceEntriesMax are the workspace's quota (what WatchWorkspace enforces).
 	WorkspaceMax        int64  `json:"workspace_max_bytes,omitempty"`
 	WorkspaceEntriesMax int    `json:"workspace_max_entries,omitempty"`
@@ -101,9 +103,20 @@ func Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: bwrap not found (apt-get install bubblewrap)", ErrUnavailable)
 	}
+	if os.Geteuid() == 0 {
+		if probe(ctx, bwrap, true) == nil {
+			return nil
+		}
+		// root without the privilege to build namespaces (a container): a user namespace may still do
+	}
+	return probe(ctx, bwrap, false)
+}
+
+// probe runs /usr/bin/true in a sandbox built as New builds one (privileged: bwrap's own privileges and
+// the drop to the sandbox's uid; otherwise a user namespace).
+func probe(ctx context.Context, bwrap string, privileged bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	privileged := os.Geteuid() == 0
 	argv := append(baseFlags(DefaultUID, DefaultUID, privileged), "--ro-bind", "/usr", "/usr")
 	argv = append(argv, systemLinks()...)
 	argv = append(argv, "--")
@@ -226,7 +239,15 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	ro := append(roots, o.ReadOnly...)
 	ro = append(ro, etcFiles()...)
 
+	var rootNote string
 	privileged := os.Geteuid() == 0
+	if privileged {
+		if err := probe(ctx, bwrap, true); err != nil {
+			privileged = false
+			rootNote = "root without the privilege to build the sandbox's namespaces: a user namespace maps the " +
+				"kernel's uid to root on the host (" + err.Error() + ")"
+		}
+	}
 	if privileged {
 		// The kernel runs as o.UID on the host too: it must own what it writes.
 		if err := os.Chown(dir, o.UID, o.GID); err != nil {
@@ -284,7 +305,7 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 		wrapped = append([]string{"/bin/sh", "-c", `chown "$0" "$1" && shift && exec "$@"`,
 			strconv.Itoa(o.UID) + ":" + strconv.Itoa(o.GID), "{connection_file}"}, wrapped...)
 	}
-	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, HostUID: hostUID, Network: "none", Env: names,
+	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, HostUID: hostUID, HostUIDNote: rootNote, Network: "none", Env: names,
 		Writable: []string{o.Workspace}, MemoryMax: o.MemoryBytes, FilesMax: o.MaxFiles,
 		FileMax: o.FileBytes, CPUMax: o.CPUSeconds, WorkspaceMax: o.WorkspaceBytes, WorkspaceEntriesMax: o.WorkspaceEntries}
 	if cg, err := pidsCgroup(dir, o.MaxProcs); err == nil {
