@@ -9,7 +9,8 @@ import (
 
 // Who made a robot call. A person's cells run in the same kernel as the agent's, on the same robot, and
 // a verdict covers whatever ran since the previous one. So every ledger record is put under the span
-// it started in (dispatch.go: the host's own record of which execute ran when): a person's calls are
+// it started in (dispatch.go: the host's own record of which execute ran when; when sealed, the robot
+// server tags each call with the span the host told it, host.span, so no clock is compared): a person's calls are
 // the person's (calls.jsonl author "human" and their cell number, result.json's human_* totals, never
 // the agent's feedback or counters); everything else is the agent's, including calls made between
 // cells by code the agent left running (calls.jsonl "between_cells": true). The agent's env steps plus
@@ -38,9 +39,15 @@ func (st stepper) attribute(r *cellReport, own owner) agentShare {
 		s := recordSteps(c)
 		unexplained -= s
 		o, between := own, false
-		if t, ok := recordTime(c); ok {
+		if sp, ok := c["span"].(map[string]any); ok {
+			// sealed: the robot server tagged the call with the span the host had told it
+			if so, sb, ok := ownerOfSpan(sp); ok {
+				o, between = so, sb
+			}
+		} else if t, ok := recordTime(c); ok {
 			o, between = e.exec.ownerAt(t)
 		}
+		delete(c, "span")
 		e.steps.writeCall(c, o, between)
 		if o.person > 0 {
 			name, _ := c["tool"].(string)

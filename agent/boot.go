@@ -81,6 +81,7 @@ func (b booter) boot(ctx context.Context) error {
 	}
 	if e.served != nil {
 		e.judge = serverJudge{srv: e.served.srv, refused: func(r []string) { noteRefused(e.book, r) }}
+		e.exec.tellSpans(e.served.tellSpan(e.log))
 	} else {
 		e.judge = kernelJudge{kern: e.kern}
 	}
@@ -118,6 +119,7 @@ func (b booter) launch(ctx context.Context) (kernel.Spec, error) {
 	if err != nil {
 		return ks, fmt.Errorf("launch kernel: %w", err)
 	}
+	e.served.watchQuota(e)
 	return ks, nil
 }
 

@@ -15,7 +15,10 @@ import (
 type dispatcher struct {
 	slot chan struct{} // held while an execute runs and is judged
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// tell, when set, passes each span to the robot server as it opens and closes (sealed episodes): the
+	// server tags every robot call with the span it started in, so attribution does not depend on clocks.
+	tell        func(kind string, cell int)
 	spans       []span    // newest last, at most maxSpans
 	running     *CellInfo // the agent cell the kernel runs now
 	interrupted bool      // a person interrupted it
@@ -54,19 +57,60 @@ func (d *dispatcher) release() { <-d.slot }
 // begin records that the holder of the slot sends an execute for o now; end closes that span.
 func (d *dispatcher) begin(o owner) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.spans = append(d.spans, span{owner: o, start: time.Now()})
 	if n := len(d.spans); n > maxSpans {
 		d.spans = append([]span(nil), d.spans[n-maxSpans:]...)
+	}
+	last, tell := d.lastTurnLocked(len(d.spans)), d.tell
+	d.mu.Unlock()
+	if tell != nil {
+		switch {
+		case o.person > 0:
+			tell(spanPerson, o.person)
+		case o.turn > 0:
+			tell(spanAgent, o.turn)
+		default: // the agent's own silent executes: the agent's, as between its cells
+			tell(spanBetween, last)
+		}
 	}
 }
 
 func (d *dispatcher) end() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if n := len(d.spans); n > 0 && d.spans[n-1].end.IsZero() {
 		d.spans[n-1].end = time.Now()
 	}
+	last, tell := d.lastTurnLocked(len(d.spans)), d.tell
+	d.mu.Unlock()
+	if tell != nil {
+		tell(spanBetween, last)
+	}
+}
+
+// The robot server's span kinds (host.span), as its ledger records carry them ("span": {"owner", "cell"}).
+const (
+	spanAgent   = "agent"
+	spanPerson  = "person"
+	spanBetween = "between"
+)
+
+// ownerOfSpan is whose a call is that the robot server tagged with span (sealed episodes): a person's
+// cell's, an agent cell's, or the agent's between cells (under its last call).
+func ownerOfSpan(sp map[string]any) (o owner, between, ok bool) {
+	kind, _ := sp["owner"].(string)
+	f, isNum := sp["cell"].(float64)
+	if !isNum || f < 0 {
+		return owner{}, false, false
+	}
+	switch n := int(f); kind {
+	case spanPerson:
+		return owner{person: n}, false, n > 0
+	case spanAgent:
+		return owner{turn: n}, false, n > 0
+	case spanBetween:
+		return owner{turn: n}, true, true
+	}
+	return owner{}, false, false
 }
 
 // ownerAt says whose span t falls in; between spans (or before the first) it is the agent's, under
@@ -98,6 +142,13 @@ func (d *dispatcher) lastTurnLocked(upto int) int {
 		}
 	}
 	return 0
+}
+
+// tellSpans sets where spans are passed on (nil: nowhere).
+func (d *dispatcher) tellSpans(f func(kind string, cell int)) {
+	d.mu.Lock()
+	d.tell = f
+	d.mu.Unlock()
 }
 
 // setRunning names the agent cell the kernel runs now (nil: none).

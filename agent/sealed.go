@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotserver"
@@ -133,6 +134,40 @@ func noteRefused(l *ledger, refused []string) {
 }
 
 const maxRefusedKept = 200
+
+// watchQuota enforces the workspace's quota while the sealed kernel runs: past it, the sandbox is
+// killed (the kernel dies and the episode ends as for any kernel death) and result.json's notes say why.
+func (sv *served) watchQuota(e *Episode) {
+	if sv == nil || sv.sb == nil {
+		return
+	}
+	sb := sv.sb
+	sb.WatchWorkspace(func(u seal.Usage) {
+		msg := fmt.Sprintf("the workspace passed its quota (%d bytes in %d entries counted; at most %d bytes, %d entries): "+
+			"the sealed kernel was killed", u.Bytes, u.Entries, sb.Info.WorkspaceMax, sb.Info.WorkspaceEntriesMax)
+		e.log.Error("seal: " + msg)
+		e.book.update(func(r *Result) { r.Notes = append(r.Notes, msg) })
+		if err := sb.Kill(); err != nil {
+			e.log.Warn("seal: kill", "err", err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = e.kern.Shutdown(ctx)
+		}
+	})
+}
+
+// tellSpan passes the dispatcher's spans to the robot server (host.span, on the host socket the kernel
+// never sees). A failure is logged: the calls then keep the previous span, and the server's own total
+// still bounds what the ledger counts.
+func (sv *served) tellSpan(log *slog.Logger) func(kind string, cell int) {
+	return func(kind string, cell int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := sv.srv.Call(ctx, "host.span", kind, cell); err != nil {
+			log.Warn("robot server: host.span", "span", kind, "cell", cell, "err", err)
+		}
+	}
+}
 
 // closeServed stops the robot server and removes the sandbox's runtime folder (after the kernel is down).
 func (sv *served) close(log *slog.Logger) {

@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/seal"
 )
 
 // ErrExited is wrapped by errors of a server that is no longer running.
@@ -73,9 +73,6 @@ type Server struct {
 	readyTimeout time.Duration
 }
 
-// secretName matches variables the robot server does not need and must not pass on.
-var secretName = regexp.MustCompile(`(?i)(API_KEY|TOKEN|SECRET|PASSW)`)
-
 // Start launches the robot server and returns once both sockets listen (the robot has booted).
 func Start(ctx context.Context, o Options) (*Server, error) {
 	s, err := Launch(o)
@@ -115,8 +112,9 @@ func Launch(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("robotserver: socket folder: %w", err)
 	}
-	for _, d := range []string{"agent", "host"} {
-		if err := os.Mkdir(filepath.Join(sockDir, d), 0o755); err != nil {
+	// agent/ is passable by the sealed kernel's own user (its socket is 0666); host/ is ours alone.
+	for d, mode := range map[string]os.FileMode{"agent": 0o755, "host": 0o700} {
+		if err := os.Mkdir(filepath.Join(sockDir, d), mode); err != nil {
 			os.RemoveAll(sockDir)
 			return nil, fmt.Errorf("robotserver: socket folder: %w", err)
 		}
@@ -235,7 +233,7 @@ func serverEnv(o Options) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if secretName.MatchString(k) {
+		if seal.SecretName(k) { // the sandbox's rule: the server serves the agent's socket
 			continue
 		}
 		if _, over := o.Env[k]; over {

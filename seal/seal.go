@@ -2,7 +2,7 @@
 // ipc sockets), its own pid, ipc, uts and user namespaces (uid 65534 inside), a filesystem that is
 // read-only except the workspace and a private runtime folder, only the paths Python needs, an
 // environment built from an allow-list (never the caller's: no API keys, no gateway token), and limits
-// on memory, open files and processes. What the agent's code can then reach is what was bound in: the
+// on memory, open files, file size, CPU time and processes. What the agent's code can then reach is what was bound in: the
 // robot server's agent socket, never the judge's side.
 //
 // Where bubblewrap or user namespaces are missing, Check says why; the caller decides whether to run
@@ -32,8 +32,14 @@ var ErrUnavailable = errors.New("seal: OS sandbox unavailable")
 // ErrSecretEnv is returned for an environment variable whose name says it holds a secret.
 var ErrSecretEnv = errors.New("seal: secret-looking variable refused")
 
-// secretName matches variable names that must never reach a sealed kernel, even if a caller asks.
-var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE)`)
+// secretName matches variable names that must never reach a sealed kernel or the robot server, even if
+// a caller asks (OPENAI_API_KEY, PYRUALEAN_TOKEN, AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS,
+// HTTP_AUTHORIZATION, SESSION_COOKIE, DB_PASSWORD, a PRIVATE_KEY, a netrc or a signing SALT).
+var secretName = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|NETRC|SALT|SIGNATURE|PRIVATE)`)
+
+// SecretName says whether an environment variable's name says it holds a secret: the one rule for every
+// child process that runs what the agent can reach (the sealed kernel, the robot server).
+func SecretName(name string) bool { return secretName.MatchString(name) }
 
 // Defaults for Options' limits.
 const (
@@ -41,6 +47,8 @@ const (
 	DefaultMemoryBytes = 16 << 30
 	DefaultMaxProcs    = 512 // processes and threads (a pids cgroup)
 	DefaultMaxFiles    = 4096
+	DefaultFileBytes   = 1 << 30 // RLIMIT_FSIZE: no single file past 1 GiB (the issue's 4 GiB file)
+	DefaultCPUSeconds  = 4 * 3600
 )
 
 // Options say what a sealed kernel may see.
@@ -55,21 +63,38 @@ type Options struct {
 	MemoryBytes int64 // RLIMIT_AS of the kernel; default 16 GiB
 	MaxProcs    int   // pids cgroup limit where the pids controller is writable; default 512
 	MaxFiles    int   // RLIMIT_NOFILE; default 4096
+	// FileBytes is RLIMIT_FSIZE: a write past it fails with EFBIG (Python ignores SIGXFSZ); default 1 GiB.
+	FileBytes int64
+	// WorkspaceBytes and WorkspaceEntries are the workspace's quota (WatchWorkspace): space allocated
+	// and files; default 4 GiB and 100,000.
+	WorkspaceBytes   int64
+	WorkspaceEntries int
+	// CPUSeconds is RLIMIT_CPU of each process in the sandbox: past it the kernel is killed (SIGXCPU)
+	// and the episode ends with the kernel's death; default 4 h of CPU time.
+	CPUSeconds int
 }
 
 // Info is what result.json records about the seal.
 type Info struct {
-	Sealed    bool     `json:"sealed"`
-	Method    string   `json:"method"`           // "bwrap"
-	Reason    string   `json:"reason,omitempty"` // why not sealed
-	UID       int      `json:"uid,omitempty"`
-	Network   string   `json:"network,omitempty"` // "none" (own namespace, ipc transport)
-	Env       []string `json:"env,omitempty"`     // variable names the kernel got
-	Writable  []string `json:"writable,omitempty"`
-	MemoryMax int64    `json:"memory_max_bytes,omitempty"`
-	FilesMax  int      `json:"files_max,omitempty"`
-	PidsMax   int      `json:"pids_max,omitempty"` // 0: not enforced (no writable pids cgroup)
-	PidsNote  string   `json:"pids_note,omitempty"`
+	Sealed  bool   `json:"sealed"`
+	Method  string `json:"method"`           // "bwrap"
+	Reason  string `json:"reason,omitempty"` // why not sealed
+	UID     int    `json:"uid,omitempty"`
+	HostUID int    `json:"host_uid"` // who the kernel is outside the sandbox: 0 only with HostUIDNote
+	// HostUIDNote says why the kernel is root on the host (root could not build the namespaces itself).
+	HostUIDNote string   `json:"host_uid_note,omitempty"`
+	Network     string   `json:"network,omitempty"` // "none" (own namespace, ipc transport)
+	Env         []string `json:"env,omitempty"`     // variable names the kernel got
+	Writable    []string `json:"writable,omitempty"`
+	MemoryMax   int64    `json:"memory_max_bytes,omitempty"`
+	FileMax     int64    `json:"file_max_bytes,omitempty"` // RLIMIT_FSIZE
+	CPUMax      int      `json:"cpu_max_s,omitempty"`      // RLIMIT_CPU
+	// WorkspaceMax and WorkspaceEntriesMax are the workspace's quota (what WatchWorkspace enforces).
+	WorkspaceMax        int64  `json:"workspace_max_bytes,omitempty"`
+	WorkspaceEntriesMax int    `json:"workspace_max_entries,omitempty"`
+	FilesMax            int    `json:"files_max,omitempty"`
+	PidsMax             int    `json:"pids_max,omitempty"` // 0: not enforced (no writable pids cgroup)
+	PidsNote            string `json:"pids_note,omitempty"`
 }
 
 // Check says whether this machine can seal a kernel: bwrap on PATH and able to create the namespaces.
@@ -78,11 +103,25 @@ func Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: bwrap not found (apt-get install bubblewrap)", ErrUnavailable)
 	}
+	if os.Geteuid() == 0 {
+		if probe(ctx, bwrap, true) == nil {
+			return nil
+		}
+		// root without the privilege to build namespaces (a container): a user namespace may still do
+	}
+	return probe(ctx, bwrap, false)
+}
+
+// probe runs /usr/bin/true in a sandbox built as New builds one (privileged: bwrap's own privileges and
+// the drop to the sandbox's uid; otherwise a user namespace).
+func probe(ctx context.Context, bwrap string, privileged bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	argv := append(baseFlags(DefaultUID, DefaultUID), "--ro-bind", "/usr", "/usr")
+	argv := append(baseFlags(DefaultUID, DefaultUID, privileged), "--ro-bind", "/usr", "/usr")
 	argv = append(argv, systemLinks()...)
-	argv = append(argv, "--", "/usr/bin/true")
+	argv = append(argv, "--")
+	argv = append(argv, dropTo(DefaultUID, DefaultUID, privileged)...)
+	argv = append(argv, "/usr/bin/true")
 	cmd := exec.CommandContext(ctx, bwrap, argv...)
 	// Once the deadline kills bwrap, stop waiting for its output: a straggler holding the pipe must not
 	// hang the episode (CombinedOutput otherwise waits for every writer to close it).
@@ -123,6 +162,9 @@ type Sandbox struct {
 	dir     string
 	cgroup  string
 	cleanup []string
+	// workspace and stopWatch: WatchWorkspace's folder and its stop (Close calls it)
+	workspace string
+	stopWatch func()
 }
 
 // New wraps spec in the sandbox Options describe. Close removes what it made.
@@ -145,6 +187,18 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	if o.MaxFiles == 0 {
 		o.MaxFiles = DefaultMaxFiles
 	}
+	if o.FileBytes == 0 {
+		o.FileBytes = DefaultFileBytes
+	}
+	if o.CPUSeconds == 0 {
+		o.CPUSeconds = DefaultCPUSeconds
+	}
+	if o.WorkspaceBytes == 0 {
+		o.WorkspaceBytes = DefaultWorkspaceBytes
+	}
+	if o.WorkspaceEntries == 0 {
+		o.WorkspaceEntries = DefaultWorkspaceEntries
+	}
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("seal: kernelspec %s has no argv", spec.Name)
 	}
@@ -161,7 +215,7 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal: runtime folder: %w", err)
 	}
-	s := &Sandbox{IPC: filepath.Join(dir, "k"), dir: dir}
+	s := &Sandbox{IPC: filepath.Join(dir, "k"), dir: dir, workspace: o.Workspace}
 	fail := func(err error) (*Sandbox, error) { s.Close(); return nil, err }
 
 	env := map[string]string{
@@ -170,7 +224,7 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 		"PYTHONDONTWRITEBYTECODE": "1",
 	}
 	for k, v := range o.Env {
-		if secretName.MatchString(k) {
+		if SecretName(k) {
 			return fail(fmt.Errorf("%w: %s", ErrSecretEnv, k))
 		}
 		env[k] = v
@@ -185,15 +239,48 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	ro := append(roots, o.ReadOnly...)
 	ro = append(ro, etcFiles()...)
 
-	argv := baseFlags(o.UID, o.GID)
+	var rootNote string
+	privileged := os.Geteuid() == 0
+	if privileged {
+		if err := probe(ctx, bwrap, true); err != nil {
+			privileged = false
+			rootNote = "root without the privilege to build the sandbox's namespaces: a user namespace maps the " +
+				"kernel's uid to root on the host (" + err.Error() + ")"
+		}
+	}
+	if privileged {
+		// The kernel runs as o.UID on the host too: it must own what it writes.
+		if err := os.Chown(dir, o.UID, o.GID); err != nil {
+			return fail(fmt.Errorf("seal: runtime folder: %w", err))
+		}
+		if err := chownTree(o.Workspace, o.UID, o.GID); err != nil {
+			return fail(err)
+		}
+	}
+	argv := baseFlags(o.UID, o.GID, privileged)
 	argv = append(argv, "--ro-bind", "/usr", "/usr")
 	argv = append(argv, systemLinks()...)
-	for _, p := range dedupe(ro) {
+	binds := dedupe(ro)
+	if privileged { // bwrap makes a bind's missing parents 0700 (root's): the kernel's user must pass
+		argv = append(argv, parentDirs(append(slices.Clone(binds), dir, o.Workspace))...)
+	}
+	for _, p := range binds {
 		argv = append(argv, "--ro-bind", p, p)
 	}
-	// {connection_file} is filled in by kernel.Launch; it lives outside the sandbox's tree.
-	argv = append(argv, "--ro-bind", "{connection_file}", "{connection_file}",
-		"--bind", dir, dir, "--bind", o.Workspace, o.Workspace, "--chdir", o.Workspace)
+	argv = append(argv, "--bind", dir, dir, "--bind", o.Workspace, o.Workspace, "--chdir", o.Workspace)
+	// {connection_file} is filled in by kernel.Launch; it lives outside the sandbox's tree (privileged:
+	// bound into the runtime folder, whose parents the kernel's user can pass).
+	kernelArgv := spec.Argv
+	if privileged {
+		inside := filepath.Join(dir, "connection.json")
+		argv = append(argv, "--ro-bind", "{connection_file}", inside)
+		kernelArgv = make([]string, len(spec.Argv))
+		for i, a := range spec.Argv {
+			kernelArgv[i] = strings.ReplaceAll(a, "{connection_file}", inside)
+		}
+	} else {
+		argv = append(argv, "--ro-bind", "{connection_file}", "{connection_file}")
+	}
 	names := make([]string, 0, len(env))
 	for k := range env {
 		names = append(names, k)
@@ -203,14 +290,24 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 		argv = append(argv, "--setenv", k, env[k])
 	}
 	argv = append(argv, "--")
-	argv = append(argv, spec.Argv...)
+	argv = append(argv, dropTo(o.UID, o.GID, privileged)...)
+	argv = append(argv, kernelArgv...)
 	// env -i: bwrap itself (pid 1 in the sandbox, /proc/1/environ) gets no environment either.
 	wrapped := []string{"/usr/bin/env", "-i", "/usr/bin/prlimit", "--as=" + strconv.FormatInt(o.MemoryBytes, 10),
-		"--nofile=" + strconv.Itoa(o.MaxFiles), "--", bwrap}
+		"--nofile=" + strconv.Itoa(o.MaxFiles), "--fsize=" + strconv.FormatInt(o.FileBytes, 10),
+		"--cpu=" + strconv.Itoa(o.CPUSeconds), "--", bwrap}
 	wrapped = append(wrapped, argv...)
 
-	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, Network: "none", Env: names,
-		Writable: []string{o.Workspace}, MemoryMax: o.MemoryBytes, FilesMax: o.MaxFiles}
+	hostUID := os.Geteuid() // unprivileged: the user namespace maps o.UID to the caller
+	if privileged {
+		hostUID = o.UID
+		// the connection file (filled in at launch, root's, 0600) must be readable by the kernel's user
+		wrapped = append([]string{"/bin/sh", "-c", `chown "$0" "$1" && shift && exec "$@"`,
+			strconv.Itoa(o.UID) + ":" + strconv.Itoa(o.GID), "{connection_file}"}, wrapped...)
+	}
+	s.Info = Info{Sealed: true, Method: "bwrap", UID: o.UID, HostUID: hostUID, HostUIDNote: rootNote, Network: "none", Env: names,
+		Writable: []string{o.Workspace}, MemoryMax: o.MemoryBytes, FilesMax: o.MaxFiles,
+		FileMax: o.FileBytes, CPUMax: o.CPUSeconds, WorkspaceMax: o.WorkspaceBytes, WorkspaceEntriesMax: o.WorkspaceEntries}
 	if cg, err := pidsCgroup(dir, o.MaxProcs); err == nil {
 		s.cgroup = cg
 		// join the cgroup before exec: every process of the sandbox is counted
@@ -231,6 +328,9 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 func (s *Sandbox) Close() error {
 	if s == nil {
 		return nil
+	}
+	if s.stopWatch != nil {
+		s.stopWatch()
 	}
 	var errs []error
 	if s.cgroup != "" {
@@ -254,11 +354,62 @@ func (s *Sandbox) Close() error {
 	return errors.Join(errs...)
 }
 
-func baseFlags(uid, gid int) []string {
-	return []string{"--unshare-user", "--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid),
-		"--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+// baseFlags are bwrap's namespaces and mounts. Run by root (privileged), bwrap builds them with its own
+// privileges and the kernel is then dropped to uid on the host too (dropTo): a user namespace would map
+// the sandbox's uid to root, so an escape would be root. Run by anyone else, a user namespace maps uid
+// to the caller, who is unprivileged already.
+func baseFlags(uid, gid int, privileged bool) []string {
+	var f []string
+	if !privileged {
+		f = []string{"--unshare-user", "--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid)}
+	}
+	return append(f, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--hostname", "sealed", "--die-with-parent", "--new-session", "--clearenv",
-		"--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"}
+		"--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp")
+}
+
+// dropTo is what runs the kernel as uid:gid with no capabilities and no supplementary groups, where
+// bwrap ran as root (privileged); nothing otherwise.
+func dropTo(uid, gid int, privileged bool) []string {
+	if !privileged {
+		return nil
+	}
+	return []string{"/usr/bin/setpriv", "--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid),
+		"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"}
+}
+
+// parentDirs are bwrap ops making every missing parent of paths 0755, parents first.
+func parentDirs(paths []string) []string {
+	seen := map[string]bool{"/": true, "/usr": true, "/tmp": true}
+	var dirs []string
+	for _, p := range paths {
+		var chain []string
+		for d := filepath.Dir(filepath.Clean(p)); !seen[d] && d != "." && !strings.HasPrefix(d, "/usr/"); d = filepath.Dir(d) {
+			seen[d] = true
+			chain = append(chain, d)
+		}
+		slices.Reverse(chain)
+		dirs = append(dirs, chain...)
+	}
+	var out []string
+	for _, d := range dirs {
+		out = append(out, "--perms", "0755", "--dir", d)
+	}
+	return out
+}
+
+// chownTree gives the workspace to the kernel's user, links themselves and never what they point to (the
+// workspace may hold an earlier run's links).
+func chownTree(root string, uid, gid int) error {
+	return filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return fmt.Errorf("seal: give the workspace to uid %d: %w", uid, err)
+		}
+		return nil
+	})
 }
 
 // systemLinks recreates /bin, /lib, /lib64 and /sbin: symlinks into /usr where the host has them.

@@ -3,6 +3,8 @@ package seal
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -78,7 +80,8 @@ out = {"env": dict(os.environ), "uid": os.getuid(), "pid": os.getpid(),
        "secret": tryit(lambda: open(` + pyq(secretFile) + `).read()),
        "root": sorted(os.listdir("/")), "net": tryit(conn),
        "write_usr": tryit(lambda: open("/usr/x", "w")),
-       "write_ws": tryit(lambda: open("probe.txt", "w").write("ok"))}
+       "write_ws": tryit(lambda: open("probe.txt", "w").write("ok")),
+       "uid_map": open("/proc/self/uid_map").read()}
 print(json.dumps(out))`
 	res, err := k.Client().Execute(ctx, code, kernel.ExecuteOptions{Timeout: time.Minute})
 	if err != nil || res.Status != "ok" {
@@ -99,6 +102,7 @@ print(json.dumps(out))`
 		WriteUsr string            `json:"write_usr"`
 		WriteWs  string            `json:"write_ws"`
 		Root     []string          `json:"root"`
+		UIDMap   string            `json:"uid_map"`
 	}
 	if err := json.Unmarshal([]byte(text), &got); err != nil {
 		t.Fatalf("%v: %s", err, text)
@@ -113,6 +117,19 @@ print(json.dumps(out))`
 	}
 	if got.UID != DefaultUID || got.PID > 10 {
 		t.Errorf("uid %d pid %d: want uid %d in its own pid namespace", got.UID, got.PID, DefaultUID)
+	}
+	// Who the kernel is on the host: uid_map's line holding the sandbox's uid (inside, outside, count).
+	hostUID := -1
+	for _, l := range strings.Split(strings.TrimSpace(got.UIDMap), "\n") {
+		var in, out, n int
+		if _, err := fmt.Sscan(l, &in, &out, &n); err == nil && got.UID >= in && got.UID < in+n {
+			hostUID = out + got.UID - in
+		}
+	}
+	if sb.Info.HostUIDNote != "" {
+		t.Logf("this machine cannot drop the kernel's host uid: %s", sb.Info.HostUIDNote)
+	} else if hostUID <= 0 || hostUID != sb.Info.HostUID {
+		t.Errorf("the kernel's uid %d is host uid %d (uid_map %q, info %d): never root", got.UID, hostUID, got.UIDMap, sb.Info.HostUID)
 	}
 	if !strings.HasPrefix(got.Secret, "ERR") || !strings.HasPrefix(got.Net, "ERR") || !strings.HasPrefix(got.WriteUsr, "ERR") {
 		t.Errorf("escapes: secret=%s net=%s write_usr=%s", got.Secret, got.Net, got.WriteUsr)
@@ -143,13 +160,13 @@ func TestSealLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := t.TempDir()
-	const memory, files, procs = 3 << 30, 128, 64
-	sb, err := New(ctx, spec, Options{Workspace: ws, MemoryBytes: memory, MaxFiles: files, MaxProcs: procs})
+	const memory, files, procs, fileBytes = 3 << 30, 128, 64, 64 << 20
+	sb, err := New(ctx, spec, Options{Workspace: ws, MemoryBytes: memory, MaxFiles: files, MaxProcs: procs, FileBytes: fileBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	if sb.Info.MemoryMax != memory || sb.Info.FilesMax != files {
+	if sb.Info.MemoryMax != memory || sb.Info.FilesMax != files || sb.Info.FileMax != fileBytes || sb.Info.CPUMax != DefaultCPUSeconds {
 		t.Errorf("info: %+v", sb.Info)
 	}
 	k, err := kernel.Launch(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC})
@@ -163,8 +180,9 @@ func TestSealLimits(t *testing.T) {
 	}{
 		{"memory over the limit", "try:\n    b = bytearray(4 << 30)\n    print('allocated')\nexcept MemoryError:\n    print('refused')", "refused", false},
 		{"memory under the limit", "b = bytearray(100 << 20); print('allocated', len(b) >> 20); del b", "allocated 100", false},
-		{"open files", "import tempfile\nfs = []\ntry:\n    for _ in range(" + itoa(2*files) + "):\n        fs.append(tempfile.TemporaryFile())\n    print('opened all')\nexcept OSError as e:\n    print('refused', e.errno)\nfinally:\n    for f in fs: f.close()", "refused 24", false},
+		{"open files", "import tempfile\nfs = []\ntry:\n    for _ in range(" + itoa(2*files) + "):\n        fs.append(tempfile.TemporaryFile())\n    print('opened all')\nexcept OSError as e:\n    print('refused %d' % e.errno)\nfinally:\n    for f in fs: f.close()", "refused 24", false},
 		{"threads", "import threading\nev = threading.Event(); ts = []\ntry:\n    for _ in range(" + itoa(2*procs) + "):\n        t = threading.Thread(target=ev.wait); t.start(); ts.append(t)\n    print('started all')\nexcept RuntimeError:\n    print('refused after', len(ts))\nfinally:\n    ev.set(); [t.join() for t in ts]", "refused after", true},
+		{"file size", "import os\nf = open('big.bin', 'wb')\ntry:\n    for _ in range(128):\n        f.write(b'x' * (1 << 20)); f.flush()\n    print('wrote all')\nexcept OSError as e:\n    print('refused', e.errno, os.path.getsize('big.bin') >> 20)\nfinally:\n    f.close(); os.remove('big.bin')", "refused 27 64", false},
 		{"still serving", "print(1 + 1)", "2", false},
 	}
 	for _, c := range cases {
@@ -185,5 +203,119 @@ func TestSealLimits(t *testing.T) {
 			}
 			t.Logf("%s", strings.TrimSpace(text))
 		})
+	}
+}
+
+// TestSealCPULimit: a kernel that spins past RLIMIT_CPU is killed (the episode sees the kernel die); it
+// cannot hold a core for the rest of the episode.
+func TestSealCPULimit(t *testing.T) {
+	nbtest.Heavy(t, "a sealed kernel")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spec, err := kernel.FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	sb, err := New(ctx, spec, Options{Workspace: ws, CPUSeconds: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	k, err := kernel.Launch(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Shutdown(context.Background())
+	start := time.Now()
+	_, err = k.Client().Execute(ctx, "while True:\n    pass", kernel.ExecuteOptions{Timeout: time.Minute})
+	if !errors.Is(err, kernel.ErrKernelDied) {
+		t.Fatalf("a spinning cell past RLIMIT_CPU: %v (after %v), want the kernel's death", err, time.Since(start))
+	}
+	t.Logf("killed after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestMeasureWorkspace counts allocated bytes and entries, never follows a link out of the folder, and
+// stops as soon as a bound is passed.
+func TestMeasureWorkspace(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "a"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(ws, "f"+itoa(i)), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		q     Usage
+		over  bool
+		bytes int64 // at least
+	}{
+		{"under", Usage{Bytes: 4 << 20, Entries: 100}, false, 1 << 20},
+		{"bytes", Usage{Bytes: 512 << 10, Entries: 100}, true, 1 << 20},
+		{"entries", Usage{Bytes: 4 << 20, Entries: 10}, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u, over, err := MeasureWorkspace(ws, c.q)
+			if err != nil || over != c.over || u.Bytes < c.bytes || u.Bytes > 4<<20 {
+				t.Errorf("MeasureWorkspace: %+v over=%v err=%v (the 8 MiB behind the link must not count)", u, over, err)
+			}
+		})
+	}
+}
+
+// TestSealWorkspaceQuota: files that each stay under RLIMIT_FSIZE but together pass the workspace's
+// quota get the sandbox killed within about a second; the host goes on.
+func TestSealWorkspaceQuota(t *testing.T) {
+	nbtest.Heavy(t, "a sealed kernel")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spec, err := kernel.FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	sb, err := New(ctx, spec, Options{Workspace: ws, FileBytes: 16 << 20, WorkspaceBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if sb.Info.PidsMax == 0 {
+		t.Skipf("no writable pids cgroup here to kill the sandbox by: %s", sb.Info.PidsNote)
+	}
+	k, err := kernel.Launch(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Shutdown(context.Background())
+	overAt := make(chan Usage, 1)
+	sb.WatchWorkspace(func(u Usage) {
+		overAt <- u
+		if err := sb.Kill(); err != nil {
+			t.Errorf("kill: %v", err)
+		}
+	})
+	start := time.Now()
+	_, err = k.Client().Execute(ctx, "import time\nfor i in range(16):\n    open(f'part{i}', 'wb').write(b'x' * (8 << 20))\ntime.sleep(30)",
+		kernel.ExecuteOptions{Timeout: time.Minute})
+	if !errors.Is(err, kernel.ErrKernelDied) {
+		t.Fatalf("past the workspace quota: %v after %v, want the kernel's death", err, time.Since(start))
+	}
+	select {
+	case u := <-overAt:
+		if u.Bytes <= 64<<20 {
+			t.Errorf("over at %+v", u)
+		}
+		t.Logf("over at %d MiB, killed after %v", u.Bytes>>20, time.Since(start).Round(time.Millisecond))
+	default:
+		t.Error("the kernel died but the quota never fired")
 	}
 }

@@ -93,3 +93,62 @@ def test_registry_names_and_tasks_need_no_server():
     assert issubclass(RobotUnavailable, RuntimeError)
 
 
+
+
+def test_bounded_server_refuses_big_bodies_and_extra_connections(tmp_path):
+    """max_body and max_connections (a served robot's agent socket): past either the caller gets an error
+    envelope saying why, the server holds no thread or memory for it, and it keeps serving."""
+    import socket
+    import threading
+
+    from pyrualean_robot.robots.rpent import RpcServer
+
+    path = str(tmp_path / "r.sock")
+    srv = RpcServer({"env.echo": lambda x: x}, transport="unix", path=path, max_body=1024, max_connections=3)
+    try:
+        c = EnvServerClient("unix://" + path)
+        assert c.call("env.echo", "ok") == "ok"
+        # a raw client: refused unread, told why, the connection closed
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(path)
+            s.sendall(b"POST /call HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
+            s.settimeout(5)
+            raw = b""
+            while chunk := s.recv(65536):
+                raw += chunk
+        assert b"request body of 100000000 bytes refused" in raw and b"Connection: close" in raw
+        # our client checks first once it knows the bound (the proxy learns it from describe)
+        c.max_body = 1024
+        with pytest.raises(ToolError, match="refused: the server takes at most 1024 bytes"):
+            c.call("env.echo", "x" * 2000)
+        # connections: c holds one; two more are served, the rest answered 503 and closed at once
+        held = [socket.socket(socket.AF_UNIX) for _ in range(10)]
+        for s in held:
+            s.connect(path)
+        replies = []
+        for s in held:
+            s.settimeout(0.5)
+            try:
+                replies.append(s.recv(4096))
+            except TimeoutError:
+                replies.append(b"")  # served: waiting for a request
+        refused = [r for r in replies if b"503" in r]
+        assert len(refused) == 8 and b"already serves 3 connections" in refused[0]
+        assert threading.active_count() < 20
+        with pytest.raises(ToolError, match="already serves 3 connections"):
+            EnvServerClient("unix://" + path).call("healthz")
+        assert c.call("env.echo", "still") == "still"  # the kept-alive connection is served
+        for s in held:
+            s.close()
+        for _ in range(50):  # the held connections' threads end as they close
+            try:
+                assert EnvServerClient("unix://" + path).call("healthz") == {"status": "ok"}
+                break
+            except ToolError:
+                import time
+
+                time.sleep(0.05)
+        else:
+            raise AssertionError("the server did not take connections again after the flood closed")
+    finally:
+        srv.close()

@@ -200,6 +200,8 @@ class EnvServerClient:
     def __init__(self, url: str, *, timeout_s: float = 120.0, tool_name: str = "env_server"):
         self.timeout_s = timeout_s
         self.tool_name = tool_name
+        #: the server's bound on a request body, if it announced one (a served robot's describe)
+        self.max_body: Optional[int] = None
         if url.startswith("unix://"):  # the http transport over a unix socket (a served robot, local only)
             self.scheme, self.host, self.port, self.path = "unix", "", 0, url[len("unix://"):]
             # one kept-alive connection, opened off the calling thread (see call()) and then used in place:
@@ -245,6 +247,10 @@ class EnvServerClient:
 
     def _unix(self, method: str, payload: dict, timeout: float) -> Any:
         body = json.dumps(encode(payload)).encode()
+        if self.max_body is not None and len(body) > self.max_body:
+            # the server would refuse it unread and close the connection mid-send: say why here
+            raise self._fail(method, f"request body of {len(body)} bytes refused: the server takes at most "
+                                     f"{self.max_body} bytes per request")
         with self._conn_lock:
             conn = self._conn
             if conn is None or conn.sock is None:
@@ -262,10 +268,13 @@ class EnvServerClient:
                 binary = resp.getheader("Content-Type") == BUFFERS_TYPE
                 if resp.will_close:
                     conn.close()
-            except BaseException:
+            except BaseException as e:
                 # never resent (a primitive may have run); the next call opens a fresh connection
+                refusal = _refusal(conn.sock) if isinstance(e, (BrokenPipeError, ConnectionResetError)) else None
                 conn.close()
                 self._conn = None
+                if refusal:
+                    raise self._fail(method, refusal) from e
                 raise
         try:
             return decode_buffers(raw) if binary else decode(json.loads(raw))
@@ -307,6 +316,25 @@ class EnvServerClient:
             raise self._fail(method, str(reply.get("error") or "<no error message>"),
                              {"traceback": reply.get("traceback")})
         return reply.get("result")
+
+
+def _refusal(sock: Optional[socket.socket]) -> Optional[str]:
+    """The error a bounded server (``RpcServer(max_connections=...)``) wrote before it closed a connection
+    it would not serve, if that is why sending failed: it waits in the socket, unread."""
+    if sock is None:
+        return None
+    try:
+        sock.settimeout(0.5)
+        raw = sock.recv(65536)
+    except OSError:
+        return None
+    head, _, body = raw.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 503"):
+        return None
+    try:
+        return str(json.loads(body).get("error") or "") or None
+    except (ValueError, AttributeError):
+        return None
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -600,10 +628,15 @@ class RpcServer:
     ``"env.step"`` calls ``target.step(...)`` and so on (or ``target`` is a dict of method name -> callable).
     ``healthz`` and ``shutdown`` are built in, as in RPent's ``RpcFacade``. Calls are serialised (one
     simulator). Malformed requests and failing methods get RPent's ``ok: false`` envelope; the server keeps
-    serving. Runs in daemon threads; ``close()`` stops it."""
+    serving. Runs in daemon threads; ``close()`` stops it.
+
+    ``max_body`` and ``max_connections`` bound what a hostile client can make the server hold (the http and
+    unix transports): a request body larger than ``max_body`` bytes is answered with an error envelope
+    without being read, and a connection past ``max_connections`` open ones gets an error envelope (HTTP
+    503) and is closed before a thread is started for it. None: no bound (RPent's own servers)."""
 
     def __init__(self, target: Any, host: str = "127.0.0.1", port: int = 0, *, transport: str = "http",
-                 path: str = ""):
+                 path: str = "", max_body: Optional[int] = None, max_connections: Optional[int] = None):
         import socketserver
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -612,6 +645,9 @@ class RpcServer:
             raise ValueError(f"transport must be 'http', 'socket' or 'unix', not {transport!r}")
         if transport == "unix" and not path.startswith("/"):
             raise ValueError(f"the unix transport needs an absolute socket path, not {path!r}")
+        for name, v in (("max_body", max_body), ("max_connections", max_connections)):
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be a positive int or None, not {v!r}")
         lock = threading.Lock()
         self.shutdown_requested = threading.Event()
 
@@ -649,6 +685,11 @@ class RpcServer:
                     binary = transport == "unix" and self.headers.get("Accept") == BUFFERS_TYPE
                     try:
                         n = int(self.headers.get("Content-Length") or 0)
+                        if n < 0 or (max_body is not None and n > max_body):
+                            # not read: the rest of the stream is garbage now, so the connection closes
+                            self.close_connection = True
+                            raise ValueError(f"request body of {n} bytes refused: the server takes at most "
+                                             f"{max_body} bytes per request")
                         req = json.loads(self.rfile.read(n) or b"null")
                         if not isinstance(req, dict):
                             raise ValueError('expected {"method": str, "args": [...], "kwargs": {...}}')
@@ -664,6 +705,8 @@ class RpcServer:
                     self.send_response(200)  # RPent: always 200, failures inside the body
                     self.send_header("Content-Type", BUFFERS_TYPE if binary else "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    if self.close_connection:
+                        self.send_header("Connection", "close")  # the client opens a fresh one
                     self.end_headers()
                     try:
                         self.wfile.write(data)
@@ -671,7 +714,7 @@ class RpcServer:
                         pass
 
             if transport == "unix":
-                class UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+                class UnixHTTPServer(_ConnectionCap, socketserver.ThreadingUnixStreamServer):
                     daemon_threads = True
 
                 class UnixHandler(Handler):
@@ -682,7 +725,11 @@ class RpcServer:
 
                 self._server = UnixHTTPServer(path, UnixHandler)
             else:
-                self._server = ThreadingHTTPServer((host, port), Handler)
+                class CappedHTTPServer(_ConnectionCap, ThreadingHTTPServer):
+                    pass
+
+                self._server = CappedHTTPServer((host, port), Handler)
+            self._server.max_connections = max_connections
         else:
             class SockHandler(socketserver.BaseRequestHandler):
                 def handle(self) -> None:
@@ -728,6 +775,56 @@ class RpcServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class _ConnectionCap:
+    """A threading socketserver mix-in: at most ``max_connections`` connections are served at once (one
+    thread each); one more is answered with an error envelope (HTTP 503) and closed on the accepting
+    thread, so a flood of idle connections costs neither threads nor memory."""
+
+    max_connections: Optional[int] = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._open = 0
+        self._open_lock = threading.Lock()
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            full = self.max_connections is not None and self._open >= self.max_connections
+            if not full:
+                self._open += 1
+        if full:
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)  # type: ignore[misc]
+        except BaseException:
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[misc]
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._open_lock:
+            self._open -= 1
+
+    def _refuse(self, request: Any) -> None:
+        body = json.dumps({"ok": False, "error": f"connection refused: the server already serves "
+                                                 f"{self.max_connections} connections (its limit); close "
+                                                 f"some and call again"}).encode()
+        head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+        try:
+            request.settimeout(1.0)  # never let one refused peer stall the accepting thread
+            request.sendall(head + body)
+        except OSError:
+            pass
+        self.shutdown_request(request)  # type: ignore[attr-defined]
 
 
 def watch_stdin(on_eof: Any) -> None:

@@ -135,6 +135,8 @@ def connect(socket_path: str, *, workspace: Optional[str] = None, expect: Option
     client = EnvServerClient("unix://" + os.path.abspath(socket_path), timeout_s=CALL_TIMEOUT_S,
                              tool_name="robot_server")
     info = client.call("robot.describe")
+    if isinstance(info.get("max_request_bytes"), int):
+        client.max_body = info["max_request_bytes"]
     # the task is left out: robots name it their own way (libero's task 0 is "libero_spatial/0")
     wrong = {k: (v, info.get(k)) for k, v in (expect or {}).items()
              if k in CHECKED and v is not None and info.get(k) != v}

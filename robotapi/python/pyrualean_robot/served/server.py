@@ -12,7 +12,12 @@ Two sockets, two audiences:
   ``host.card``, ``host.ledger``, ``host.stop(reason)`` (``host.report`` also lists the agent's RPCs the
   server refused: private names asked for over the raw socket), ``host.check_source(code)`` (the static
   check's flags for a cell, computed here), ``host.judge(code)`` (both in one call: what the host asks
-  once per cell) and RPent's ``healthz`` / ``shutdown``.
+  once per cell), ``host.span(owner, cell)`` (whose execute the kernel runs now: each ledger record is
+  tagged with the span its call started in) and RPent's ``healthz`` / ``shutdown``.
+
+The agent socket is bounded (:data:`MAX_REQUEST_BYTES` per request body, :data:`MAX_CONNECTIONS` open at
+once): past either, the call gets an error envelope, which the proxy raises in the cell as a ToolError, and
+the server goes on serving.
 
 Every robot call runs on one thread (the one that built the robot: its GL context lives there), in order.
 Only JSON crosses either socket.
@@ -41,6 +46,13 @@ from ..robots.rpent import RpcServer
 from .wire import to_json, to_wire
 
 
+#: The agent socket's bounds (the kernel side is hostile): a primitive's arguments are small, so one request
+#: body of 8 MiB is far more than any call needs; the proxy keeps one connection open, so 32 at once leave
+#: room for threads of the agent's own and still bound the server's threads (a refused call gets an error).
+MAX_REQUEST_BYTES = 8 << 20
+MAX_CONNECTIONS = 32
+
+
 def public_properties(cls: type) -> list[str]:
     """The robot class's public properties (task, done, env_steps, ledger and the robot's own)."""
     return [n for n in dir(cls) if not n.startswith("_") and isinstance(inspect.getattr_static(cls, n), property)]
@@ -49,8 +61,9 @@ def public_properties(cls: type) -> list[str]:
 class RobotService:
     """Serves one robot: the agent's methods and the host's, each a dict for :class:`RpcServer`."""
 
-    def __init__(self, robot: Any, worker: concurrent.futures.Executor):
+    def __init__(self, robot: Any, worker: concurrent.futures.Executor, max_request_bytes: int = MAX_REQUEST_BYTES):
         self.robot = robot
+        self.max_request_bytes = max_request_bytes
         self.worker = worker
         cls = type(robot)
         # every primitive the class declares; the robot itself refuses VLA calls in a no-vla run (ledgered)
@@ -58,16 +71,31 @@ class RobotService:
         self.properties = set(public_properties(cls))
         self._host_window = ReportWindow()  # the host's reports: its own window, which the agent cannot move
         self._refused: list[str] = []  # agent RPCs naming what the API does not offer, since the last report
+        # whose cell the kernel runs now, as the host says (host.span); never anything the kernel says
+        self._span: dict = {"owner": "between", "cell": 0}
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return self.worker.submit(fn, *args).result()
+
+    def _run_agent(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run an agent RPC on the robot's thread; the ledger records it adds carry the span it started in."""
+
+        def tagged() -> Any:
+            span, start = self._span, len(self.robot._ledger)
+            try:
+                return fn(*args)
+            finally:
+                for rec in self.robot._ledger[start:]:
+                    rec["span"] = dict(span)
+
+        return self.worker.submit(tagged).result()
 
     # ----- the agent's socket -----------------------------------------------------------------------------
     def agent_methods(self) -> dict[str, Callable[..., Any]]:
         return {
             "robot.describe": lambda: self._run(self._describe),
-            "robot.call": lambda name, args=(), kwargs=None: self._run(self._call, name, args, kwargs or {}),
-            "robot.get": lambda name: self._run(self._get, name),
+            "robot.call": lambda name, args=(), kwargs=None: self._run_agent(self._call, name, args, kwargs or {}),
+            "robot.get": lambda name: self._run_agent(self._get, name),
             "robot.env_steps": lambda: self._run(lambda: int(self.robot._env_steps())),
             "robot.on_motion_images": lambda: self._run(self._on_motion_images),
             "robot.cell_report": lambda flags=(): self._run(lambda: to_wire(self.robot._cell_report(list(flags)))),
@@ -78,7 +106,8 @@ class RobotService:
     def _describe(self) -> dict:
         r = self.robot
         return {"robot": r.NAME, "class": type(r).__name__, "task": r.task_name, "seed": r.seed,
-                "images": r.images, "primitives": r.primitives, "suite": r.suite, "max_env_steps": r.max_env_steps}
+                "images": r.images, "primitives": r.primitives, "suite": r.suite, "max_env_steps": r.max_env_steps,
+                "max_request_bytes": self.max_request_bytes}
 
     def _call(self, name: Any, args: Any, kwargs: Any) -> dict:
         if not isinstance(name, str) or name not in self.tools:
@@ -129,8 +158,20 @@ class RobotService:
             "host.stop": lambda reason: self._run(self.robot._stop_episode, str(reason)),
             "host.describe": lambda: self._run(self._describe),
             "host.check_source": self._check_source,
+            "host.span": self._set_span,
             "host.judge": self._judge,
         }
+
+    def _set_span(self, owner: Any, cell: Any = 0) -> dict:
+        """The host says whose execute the kernel runs from now: ``agent`` (the agent's cell ``cell``),
+        ``person`` (a person's cell ``cell``) or ``between`` (none: code the agent left running, after its
+        call ``cell``). Every ledger record then carries the span its call started in (``span``), which
+        the host's attribution reads; it takes effect for calls that start after it, at once (a call
+        already running keeps its own)."""
+        if owner not in ("agent", "person", "between") or not isinstance(cell, int) or isinstance(cell, bool):
+            raise ValueError(f"host.span wants agent|person|between and a cell number, not {owner!r}, {cell!r}")
+        self._span = {"owner": owner, "cell": cell}
+        return {"ok": True}
 
     def _judge(self, code: Any = None) -> dict:
         """One cell's verdict in one call: the host report since the last one, with the static check's
@@ -169,6 +210,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                     help="one of the robot's own make() options (e.g. vla_endpoint=socket://..., env_url=..., "
                          "sam3_endpoint=http://...), as given: make() turns it into its kind; repeatable")
+    ap.add_argument("--max-request-bytes", type=int, default=MAX_REQUEST_BYTES,
+                    help="the agent socket's bound on one request's body (default %(default)s)")
+    ap.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
+                    help="the agent socket's bound on connections open at once, a thread each (default %(default)s)")
     ap.add_argument("--agent-socket", required=True)
     ap.add_argument("--host-socket", required=True)
     a = ap.parse_args(argv)
@@ -185,12 +230,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     robot = worker.submit(lambda: create(a.robot, task=a.task, seed=a.seed, workspace=a.workspace, images=a.images,
                                          primitives=a.primitives, suite=a.suite, **extra)).result()
     notebook.attach(robot)  # as make() does: shown images wait in the session, the proxy drains them
-    service = RobotService(robot, worker)
+    service = RobotService(robot, worker, a.max_request_bytes)
     for p in (a.agent_socket, a.host_socket):
         if os.path.exists(p):
             os.unlink(p)
-    agent = RpcServer(service.agent_methods(), transport="unix", path=a.agent_socket)
+    agent = RpcServer(service.agent_methods(), transport="unix", path=a.agent_socket,
+                      max_body=a.max_request_bytes, max_connections=a.max_connections)
     host = RpcServer(service.host_methods(), transport="unix", path=a.host_socket)
+    # the sealed kernel runs as an unprivileged user of its own: it may connect to the agent socket (only
+    # its folder is bound into the sandbox; the folder above is the owner's alone), never to the host's
+    os.chmod(a.agent_socket, 0o666)
+    os.chmod(a.host_socket, 0o600)
     print("ready", flush=True)
     try:
         host.serve_until_shutdown(parent_watch=True)
