@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +38,8 @@ var errHeldDiscarded = errors.New("a person discarded the held call")
 // ErrDecisionPaused ends a model call that was under way when a person paused the episode.
 var ErrDecisionPaused = errors.New("a person paused the episode while the model decided: the call was cancelled, to be asked again when the episode goes on")
 
-// recordEvent appends an event to the trace's episode metadata (never after the trace is closed).
+// event appends an event to the trace's episode metadata and, for a person reading the trace, a small
+// markdown note where it happened (never after the trace is closed).
 func (l *ledger) event(log *slog.Logger, kind, by, detail string) {
 	ev := notebooks.EpisodeEvent{At: time.Now().UTC().Format(time.RFC3339Nano), Kind: kind, By: by, Turn: l.callsMade(), Detail: detail}
 	if l.hasEnded() {
@@ -46,6 +49,60 @@ func (l *ledger) event(log *slog.Logger, kind, by, detail string) {
 		!errors.Is(err, notebooks.ErrTraceClosed) {
 		log.Warn("trace: event", "kind", kind, "err", err)
 	}
+	l.mu.Lock()
+	tr := l.trace
+	l.mu.Unlock()
+	if tr == nil {
+		return
+	}
+	meta := notebooks.CellMeta{Kind: "event", Extra: map[string]any{"event": kind, "by": by}}.Map()
+	if err := tr.AddMarkdown(eventNote(ev), meta); err != nil && !errors.Is(err, notebooks.ErrTraceClosed) {
+		log.Warn("trace: event note", "kind", kind, "err", err)
+	}
+}
+
+// eventNote is an event as a person reads it in the trace: one quoted line, and the code of a held
+// cell that was not run (fenced longer than any backtick run in it: the code is the agent's).
+func eventNote(ev notebooks.EpisodeEvent) string {
+	who := "by a person"
+	if ev.By == "" {
+		who = "by the episode"
+	}
+	at := ev.At
+	if t, err := time.Parse(time.RFC3339Nano, ev.At); err == nil {
+		at = t.Format("15:04:05 UTC")
+	}
+	next := ev.Turn + 1
+	var line string
+	code := ""
+	switch ev.Kind {
+	case "pause":
+		line = fmt.Sprintf("⏸ **Paused** %s: the agent is held before its call %d", who, next)
+	case "resume":
+		line = fmt.Sprintf("▶ **Resumed** %s", who)
+	case "step":
+		line = fmt.Sprintf("⏯ **Step** %s: one decision (or the held cell) let through", who)
+	case "interrupt":
+		line = fmt.Sprintf("⏹ **Interrupted** %s (%s)", who, ev.Detail)
+	case "discard":
+		line, code = fmt.Sprintf("🗑 **Discarded** %s: the agent's held call %d was not run; the agent decides again", who, next), ev.Detail
+	case "replan":
+		line, code = fmt.Sprintf("↺ **Not run**: the agent's held call %d was stale after a person's cells; the agent decides again", next), ev.Detail
+	default:
+		line = fmt.Sprintf("**%s** %s", ev.Kind, who)
+		if ev.Detail != "" {
+			line += ": " + ev.Detail
+		}
+	}
+	out := "> " + line + " · " + at
+	if code != "" {
+		fence := "```"
+		for strings.Contains(code, fence) {
+			fence += "`"
+		}
+		out += "\n>\n> " + fence + "python\n> " + strings.ReplaceAll(code, "\n", "\n> ") + "\n> " + fence
+	}
+	return out
 }
 
 // gate implements Pause/Resume/Step: the decision gate (awaitTurn) and the tool gate (toolWait).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/notebooks"
 )
 
 // TestPauseIsNotTheAgentsTime: a person pauses a real episode (real kernel, the production OpenAI
@@ -103,6 +104,18 @@ func TestPauseIsNotTheAgentsTime(t *testing.T) {
 	}
 	if cancelled != cycles+1 || len(turns) != cycles+4 || res.Generation.Errors != 0 {
 		t.Errorf("turns.jsonl: %d lines, %d cancelled (want %d, %d); generation errors %d", len(turns), cancelled, cycles+4, cycles+1, res.Generation.Errors)
+	}
+	notes := 0
+	for _, c := range readTrace(t, cfg.Out).Cells {
+		if m := notebooks.CellMetaOf(c); m.Kind == "event" && c.CellType == "markdown" {
+			notes++
+			if !strings.HasPrefix(c.Source, "> ⏸ **Paused** by a person") && !strings.HasPrefix(c.Source, "> ▶ **Resumed** by a person") {
+				t.Errorf("event note %q", c.Source)
+			}
+		}
+	}
+	if notes != 2*(cycles+1) {
+		t.Errorf("%d event notes in the trace, want a pause and a resume each of %d times", notes, cycles+1)
 	}
 	if got := len(srv.Requests()); got != len(script) {
 		t.Errorf("%d model calls, want %d", got, len(script))

@@ -270,6 +270,17 @@ func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
 	if strings.Join(kinds, " ") != "pause resume replan interrupt" {
 		t.Errorf("trace events %v", kinds)
 	}
+	// The events are in the trace for a person to read, where they happened: the stale cell's code too.
+	var notes []string
+	for _, c := range nb.Cells {
+		if notebooks.CellMetaOf(c).Kind == "event" {
+			notes = append(notes, c.Source)
+		}
+	}
+	if len(notes) != 4 || !strings.Contains(notes[2], "**Not run**") || !strings.Contains(notes[2], "> print('stale plan')") ||
+		!strings.Contains(notes[3], "**Interrupted** by a person (agent cell 4)") {
+		t.Errorf("event notes in the trace: %q", notes)
+	}
 	if st := ep.Status(); st.State != "over" {
 		t.Errorf("status after the end: %+v", st)
 	}
