@@ -6,7 +6,7 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Dialog, Notification, showDialog, ToolbarButton } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
-import { ICodeCellModel } from '@jupyterlab/cells';
+import { CodeCell, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
@@ -82,6 +82,8 @@ class EpisodeView {
   private held: HTMLPreElement;
   private buttons: ToolbarButton[] = [];
   private pauseButton: ToolbarButton | null = null;
+  private openLive: HTMLButtonElement;
+  isLive = true; // the notebook is the episode's live document (set by refresh)
   episode: Episode | null = null;
   wasOn = false; // the panel was on an episode's kernel (so a vanished episode is worth saying)
   seenRefusals = new Set<string>();
@@ -122,7 +124,18 @@ class EpisodeView {
     }
     this.heldBox.append(this.heldTitle, this.held, actions);
     this.heldBox.style.display = 'none';
-    this.inner.append(this.text, this.heldBox);
+    // On the plain path ("Connect to Existing Kernel") a notebook is not the live document: offer it.
+    this.openLive = document.createElement('button');
+    this.openLive.className = 'jp-Button jp-mod-styled pyrualean-open-live';
+    this.openLive.textContent = 'Open the live notebook';
+    this.openLive.title = 'The episode’s live document: the agent’s cells as they run';
+    this.openLive.style.display = 'none';
+    this.openLive.onclick = () => {
+      if (this.episode) {
+        act(this.episode, 'open-live');
+      }
+    };
+    this.inner.append(this.text, this.openLive, this.heldBox);
     this.bar.node.append(this.inner);
     this.bar.hide();
     panel.contentHeader.addWidget(this.bar);
@@ -221,6 +234,7 @@ class EpisodeView {
       }
     }
     this.heldBox.style.display = h ? '' : 'none';
+    this.openLive.style.display = this.isLive || ep.state === 'over' ? 'none' : '';
     const n = this.bar.node;
     n.dataset.state = ep.state;
     n.dataset.phase = ep.phase;
@@ -298,9 +312,29 @@ class EpisodeView {
       if (prompt && !human && meta.author === 'agent') {
         prompt.dataset.pyrualeanTurn = meta.turn ? String(meta.turn) : '';
       }
+      if (cell instanceof CodeCell) {
+        labelCameras(cell);
+      }
     }
   }
 }
+
+/** Where attach puts an episode's live document (pyrualean_lab/live.py go_live's default). */
+const livePath = (ep: Episode): string => `pyrualean-episodes/${ep.id.replace(/[^A-Za-z0-9._-]/g, '_')}.ipynb`;
+
+/** Labels each robot image in a cell's outputs with its camera (display_data metadata.pyrualean.camera). */
+const labelCameras = (cell: CodeCell): void => {
+  const outputs = cell.model.outputs;
+  const children = cell.outputArea.widgets;
+  for (let i = 0; i < outputs.length && i < children.length; i++) {
+    const meta = (outputs.get(i).metadata ?? {}) as { pyrualean?: { camera?: unknown } };
+    const cam = meta.pyrualean?.camera;
+    const node = children[i].node.querySelector('.jp-OutputArea-output') as HTMLElement | null;
+    if (node && typeof cam === 'string' && node.dataset.pyrualeanCamera !== cam) {
+      node.dataset.pyrualeanCamera = cam;
+    }
+  }
+};
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'pyrualean-lab:episode',
@@ -328,6 +362,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     const act = async (ep: Episode, action: string): Promise<void> => {
+      if (action === 'open-live') {
+        try {
+          const out = (await request(URLExt.join(api, ep.id, 'live'), { method: 'POST', body: '{}' })) as { path: string };
+          await app.commands.execute('docmanager:open', { path: out.path });
+        } catch (err) {
+          Notification.error(`Episode ${ep.id}: cannot open its live notebook: ${(err as Error).message}`, { autoClose: 8000 });
+        }
+        return;
+      }
       try {
         const updated = (await request(URLExt.join(api, ep.id, action), { method: 'POST' })) as Episode;
         for (const v of views.values()) {
@@ -352,7 +395,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // notebook; an episode trace that is not a live document of this episode is another's.
     const ownerOf = (v: EpisodeView, ep: Episode): string | null => {
       const liveFor = listing.live?.[v.path];
-      if (v.path === `pyrualean-episodes/${ep.id.replace(/[^A-Za-z0-9._-]/g, '_')}.ipynb` && liveFor === undefined) {
+      if (v.path === livePath(ep) && liveFor === undefined) {
         return null; // the episode's own live document (this server has not attached it since it started)
       }
       if (liveFor !== undefined) {
@@ -429,6 +472,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           v.wrong(ep, own);
           void askWrong(panel, v, ep, own);
         } else if (ep) {
+          v.isLive = listing.live?.[v.path] === ep.id || v.path === livePath(ep);
           v.show(ep);
           for (const r of ep.refusals ?? []) {
             const key = `${r.at} ${r.action}`;
