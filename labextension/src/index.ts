@@ -428,16 +428,52 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     // The Launcher never offers an episode's live kernel as a card: it is attached to, not started.
-    const liveNames = (): Set<string> => {
-      const names = new Set<string>();
+    const liveSpecs = (): { names: Set<string>; displays: Set<string>; kernels: Set<string> } => {
+      const out = { names: new Set<string>(), displays: new Set<string>(), kernels: new Set<string>() };
       const specs = app.serviceManager.kernelspecs.specs?.kernelspecs ?? {};
       for (const sp of Object.values(specs)) {
         const meta = (sp?.metadata ?? {}) as { pyrualean?: { live_kernel_id?: string } };
         if (sp && meta.pyrualean?.live_kernel_id) {
-          names.add(sp.display_name);
+          out.names.add(sp.name);
+          out.displays.add(sp.display_name);
+          out.kernels.add(meta.pyrualean.live_kernel_id);
         }
       }
-      return names;
+      return out;
+    };
+    const liveNames = (): Set<string> => liveSpecs().displays;
+
+    // Lab's Select Kernel dialog preselects the first python kernelspec by name when it has no better
+    // idea (a new notebook, a notebook whose kernel is gone), and "pyrualean episode …" sorts first:
+    // never preselect an episode's live kernel; a person who means it picks it.
+    const unpreselectLive = (): void => {
+      for (const sel of Array.from(document.querySelectorAll<HTMLSelectElement>('.jp-Dialog select'))) {
+        if (sel.dataset.pyrualeanChecked || sel.options.length === 0) {
+          continue;
+        }
+        sel.dataset.pyrualeanChecked = 'true';
+        const live = liveSpecs();
+        const isLive = (o: HTMLOptionElement | undefined): boolean => {
+          try {
+            const v = JSON.parse(o?.value ?? 'null') as { name?: string; id?: string } | null;
+            return !!v && ((!!v.name && live.names.has(v.name)) || (!!v.id && live.kernels.has(v.id)));
+          } catch {
+            return false;
+          }
+        };
+        if (!isLive(sel.options[sel.selectedIndex])) {
+          continue;
+        }
+        const dflt = app.serviceManager.kernelspecs.specs?.default;
+        const opts = Array.from(sel.options);
+        const pick =
+          opts.find(o => !isLive(o) && o.value === JSON.stringify({ name: dflt })) ??
+          opts.find(o => !isLive(o) && /"name"/.test(o.value));
+        if (pick) {
+          sel.value = pick.value;
+          sel.dispatchEvent(new Event('change', { bubbles: true }));
+        }
+      }
     };
     const hideLiveCards = (): void => {
       const names = liveNames();
@@ -454,6 +490,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         requestAnimationFrame(() => {
           hideQueued = false;
           hideLiveCards();
+          unpreselectLive();
         });
       }
     }).observe(document.body, { childList: true, subtree: true });
