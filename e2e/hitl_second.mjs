@@ -132,6 +132,33 @@ await step("old-notebook-not-silently-bound", async () => {
   }
 });
 
+await step("old-notebook-put-on-live-kernel-is-told", async () => {
+  // The person picks the live episode's kernel for the old notebook on purpose (Kernel › Change Kernel…):
+  // the bar and a dialog say whose notebook it is; a fresh pyrualean kernel is one click.
+  const live = await liveKernel();
+  await page.locator(".lm-MenuBar-itemLabel", { hasText: /^Kernel$/ }).click();
+  await page.locator(".lm-Menu-itemLabel", { hasText: /^Change Kernel/ }).first().click();
+  const sel = page.locator(".jp-Dialog select").first();
+  await sel.waitFor({ state: "visible", timeout });
+  const liveOption = await sel.evaluate((n) => [...n.options].find((o) => /live agent kernel/.test(o.textContent))?.value ?? null);
+  if (!liveOption) throw new Error("the dialog offers no live kernel to pick");
+  await sel.selectOption(liveOption);
+  await page.locator(".jp-Dialog .jp-mod-accept").first().click();
+  await page.waitForFunction(() => document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden) .pyrualean-episode-bar")?.dataset.state === "wrong-episode",
+    null, { timeout });
+  const text = await bar.innerText();
+  if (!/Not this episode’s notebook/.test(text)) throw new Error(`bar says ${JSON.stringify(text)}`);
+  const q = page.locator(".jp-Dialog", { hasText: "This notebook is not the live episode’s" });
+  await q.waitFor({ state: "visible", timeout: 10000 });
+  await shot("old-notebook-asked");
+  await q.getByRole("button", { name: "Use a fresh pyrualean kernel" }).click();
+  const until = Date.now() + 30000;
+  while (Date.now() < until && (await sessionKernel(oldPath)) === live) await page.waitForTimeout(500);
+  if ((await sessionKernel(oldPath)) === live) throw new Error("still on the live kernel after choosing a fresh one");
+  await page.waitForFunction(() => document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden) .pyrualean-episode-bar")?.dataset.state !== "wrong-episode",
+    null, { timeout: 10000 }).catch(() => {});
+});
+
 await step("live-notebook-is-its-own", async () => {
   await page.goto(`${labURL}/lab/tree/${livePath}?token=${encodeURIComponent(token)}&reset`, { waitUntil: "domcontentloaded", timeout });
   await page.locator(`${P} .jp-Cell`).first().waitFor({ state: "visible", timeout });

@@ -51,12 +51,12 @@ func TestLabSecondEpisode(t *testing.T) {
 
 	release := make(chan struct{})
 	var releaseOnce sync.Once
-	defer releaseOnce.Do(func() { close(release) })
 	srvB := openaitest.New(
 		openaitest.Step{Func: func(openaitest.Request) openaitest.Reply { <-release; return pyCall("print('episode B')") }},
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "B"}`}}}},
 	)
 	defer srvB.Close()
+	defer releaseOnce.Do(func() { close(release) }) // before srvB.Close: its call waits on release
 	const gwToken = "second-gateway-token"
 	var playErr syncBuffer
 	done := make(chan int, 1)

@@ -97,5 +97,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         (url_path_join(base, r"([^/]+)", "live"), LiveHandler),
         (url_path_join(base, r"([^/]+)", r"([a-z]+)"), ActionHandler),
     ])
+    if gateway is not None:
+        episodes.keep_live_kernels()
     episodes.start()
     serverapp.log.info("pyrualean_lab: %s", f"episodes of {gateway.url}" if gateway else "no gateway (inert)")
