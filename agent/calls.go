@@ -64,6 +64,12 @@ func (cl caller) call(ctx context.Context, c agentCall) (ToolResult, error) {
 func (cl caller) hold(ctx context.Context, c agentCall) (ToolResult, bool, error) {
 	e := cl.e
 	held, err := e.gate.toolWait(ctx, CellInfo{Tool: c.tool, Code: c.source})
+	if errors.Is(err, errHeldDiscarded) {
+		return ToolResult{Text: encodeFeedback(struct {
+			NotRun bool   `json:"not_run"`
+			Reason string `json:"reason"`
+		}{true, "A person discarded this call while it was held by a pause, so it was NOT run: decide again."}), IsError: true}, true, nil
+	}
 	if err != nil {
 		return ToolResult{}, true, err
 	}

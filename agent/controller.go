@@ -26,6 +26,21 @@ func (c *Controller) Resume() error { return c.act("resume", c.e.gate.resume) }
 // Step lets one decision (or the held tool call) through while paused.
 func (c *Controller) Step() error { return c.act("step", c.e.gate.step) }
 
+// Discard drops the held cell: it is not run, the model is told a person discarded it and decides
+// again (the episode stays paused). The trace records the discarded code.
+func (c *Controller) Discard() error {
+	_, _, held := c.e.gate.view()
+	if err := c.e.gate.discardHeld(); err != nil {
+		return err
+	}
+	detail := ""
+	if held != nil {
+		detail = TrimMiddle(held.Code, 2000)
+	}
+	c.e.book.event(c.e.log, "discard", "person", detail)
+	return nil
+}
+
 func (c *Controller) act(kind string, act func() error) error {
 	if err := act(); err != nil {
 		return err

@@ -25,6 +25,10 @@ type Driver interface {
 	// waits while a person has the episode paused and returns what people did meanwhile, to tell the
 	// model before it decides (people.go).
 	AwaitTurn(ctx context.Context) (PeopleUpdate, error)
+	// Decide derives the context of one model call (after AwaitTurn): a person's Pause while it is
+	// under way ends it with cause ErrDecisionPaused; the runtime records the call as cancelled and
+	// goes back to AwaitTurn, so the model is asked again when the episode goes on.
+	Decide(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // ErrPlanner marks a provider failure that ended an episode (status planner_error).
@@ -48,7 +52,10 @@ type Turn struct {
 	// ReasoningEffort is the effort the request asked for ("" : none was sent).
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	Error           string `json:"error,omitempty"`
-	Images          int    `json:"images_sent"`
+	// Cancelled says a person's Pause cut the call (ErrDecisionPaused); its tokens, when the server
+	// said them, are still counted.
+	Cancelled bool `json:"cancelled,omitempty"`
+	Images    int  `json:"images_sent"`
 	// Timings are the server's own account of the reply (llama.cpp), when it gives one.
 	Timings *ServerTimings `json:"timings,omitempty"`
 }
@@ -96,6 +103,11 @@ func (e *Episode) Prompt() Prompt { return e.brief.prompt }
 
 // Dir returns the run folder.
 func (e *Episode) Dir() string { return e.spec.Out }
+
+// Decide derives one model call's context: a Pause while it is under way cancels it (gate.go).
+func (e *Episode) Decide(ctx context.Context) (context.Context, context.CancelFunc) {
+	return e.gate.decide(ctx)
+}
 
 // RecordTurn appends one LLM call to turns.jsonl and the episode's accounting.
 func (e *Episode) RecordTurn(t Turn) error { return e.book.recordTurn(t) }

@@ -112,7 +112,8 @@ func StartEpisode(ctx context.Context, s spec.Episode, h Host) (*Episode, error)
 		}
 		h.Root = root
 	}
-	e := &Episode{spec: s, host: h, log: h.Logger, created: time.Now(), gate: newGate(), exec: newDispatcher()}
+	e := &Episode{spec: s, host: h, log: h.Logger, created: time.Now(), exec: newDispatcher()}
+	e.gate = newGate(&e.clock)
 	e.people = newPeople(e)
 	e.calls, e.steps, e.boots = caller{e}, stepper{e}, booter{e}
 	var err error
@@ -162,8 +163,8 @@ func (e *Episode) Trace() *notebooks.Trace { return e.trace }
 // ID names the episode: its run folder's base name.
 func (e *Episode) ID() string { return filepath.Base(e.spec.Out) }
 
-// Context derives the policy's context: it ends at the wall-clock budget (cause ErrBudgetExceeded)
-// or when the kernel dies (cause: the kernel's error).
+// Context derives the policy's context: it ends at the wall-clock budget (cause ErrBudgetExceeded;
+// time the agent is held by a person's pause is not counted) or when the kernel dies (cause: the kernel's error).
 func (e *Episode) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	stopTimer := e.clock.onBudget(func() { cancel(ErrBudgetExceeded) })
@@ -182,26 +183,6 @@ func (e *Episode) Context(parent context.Context) (context.Context, context.Canc
 		stopTimer()
 		cancel(context.Canceled)
 	}
-}
-
-// policyClock is the policy's wall clock: when it started and its budget.
-type policyClock struct {
-	started time.Time
-	budget  time.Duration
-}
-
-func (c *policyClock) start(budget time.Duration) { c.started, c.budget = time.Now(), budget }
-
-// elapsed is the policy's time so far.
-func (c *policyClock) elapsed() time.Duration { return time.Since(c.started) }
-
-// onBudget calls f when the budget runs out (never without one); the returned func stops that.
-func (c *policyClock) onBudget(f func()) (stop func()) {
-	if c.budget <= 0 {
-		return func() {}
-	}
-	t := time.AfterFunc(time.Until(c.started.Add(c.budget)), f)
-	return func() { t.Stop() }
 }
 
 // baseResult is result.json as the episode starts.

@@ -28,7 +28,10 @@ import (
 )
 
 // A live episode plugs into the gateway's /api/episodes.
-var _ gateway.EpisodeController = (*agent.Controller)(nil)
+var (
+	_ gateway.EpisodeController = (*agent.Controller)(nil)
+	_ gateway.EpisodeDiscarder  = (*agent.Controller)(nil)
+)
 
 // Reference cells for tabletop stack_blocks (robotapi/solutions/tabletop/stack_blocks.py).
 const (

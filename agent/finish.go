@@ -24,6 +24,15 @@ type EpisodeStatus struct {
 	HumanCalls   int       `json:"human_calls"`
 	HumanSteps   int       `json:"human_env_steps"`
 	LingerUntil  string    `json:"linger_until,omitempty"` // the kernel is kept after the end until then
+	// Turn is the agent's call under way: the one it decides, holds at the pause or runs (Turns are
+	// the calls made).
+	Turn int `json:"turn"`
+	// The wall-clock budget (0: none), what is left of it and the time the agent was held by a
+	// pause (not spent of the budget); PolicyS is the agent's own time so far.
+	BudgetS     float64  `json:"budget_s"`
+	BudgetLeftS *float64 `json:"budget_left_s,omitempty"`
+	PausedS     float64  `json:"paused_s"`
+	PolicyS     float64  `json:"policy_s"`
 
 	ID          string   `json:"id"`
 	RunDir      string   `json:"run_dir"`
@@ -93,10 +102,19 @@ func (e *Episode) Status() EpisodeStatus {
 	default:
 		st.State = "running"
 	}
+	e.clockStatus(&st)
+	st.Turn = l.calls + 1
+	if e.spec.MaxCalls > 0 {
+		st.Turn = min(st.Turn, e.spec.MaxCalls)
+	}
 	switch {
 	case running != nil:
 		st.Running, st.Phase = running, "cell"
+		st.Turn = running.Turn
 	case held != nil:
+		if held.Turn == 0 {
+			held.Turn = st.Turn
+		}
 		st.Held, st.Phase = held, "held"
 	case waiting:
 		st.Phase = "waiting"
@@ -104,6 +122,17 @@ func (e *Episode) Status() EpisodeStatus {
 		st.Phase = "thinking"
 	}
 	return st
+}
+
+// clockStatus fills the status's budget, paused and policy times.
+func (e *Episode) clockStatus(st *EpisodeStatus) {
+	st.BudgetS = e.spec.BudgetS
+	st.PausedS = round3(e.clock.pausedFor().Seconds())
+	st.PolicyS = round3(e.clock.elapsed().Seconds())
+	if left, ok := e.clock.left(); ok {
+		v := round3(left.Seconds())
+		st.BudgetLeftS = &v
+	}
 }
 
 // KeepKernel makes Finish leave the kernel (and a sealed episode's robot server) running, for people
@@ -143,6 +172,7 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	cancel()
 	e.steps.settle(context.WithoutCancel(ctx))
 	kernelDead := e.kern != nil && isDone(e.kern.Done())
+	e.book.update(func(r *Result) { r.PausedS = round3(e.clock.pausedFor().Seconds()) })
 	r := e.book.close(status, runErr, kernelDead, e.clock.elapsed(), time.Since(e.created))
 	var errs []error
 	if err := e.book.setMeta(func(m *notebooks.EpisodeMeta) {

@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,11 +19,27 @@ import (
 // person's cells it is not run but handed back to the model to re-plan. Step lets one decision (and
 // the tool calls it makes) through, or one held call. Runtimes whose model runs in another program
 // (codex, claude) only ever meet the tool gate, which then holds every call while paused.
+//
+// Paused time is not the agent's: while a decision or a tool call waits at the gate the policy clock
+// is held (its budget timer stopped; result.json's paused_s, never in policy_wall_s). A Pause that
+// comes while the model decides (a decision not let through by a Step) cancels that model call
+// (Decide's context, cause ErrDecisionPaused): the runtime records it as cancelled and asks again
+// after the gate opens, so the person is not kept waiting for a reply that is thrown away.
 
 // ErrNotPaused refuses a Step while the episode runs (there is nothing to step through).
 var ErrNotPaused = errors.New("the episode is not paused: Step lets one decision through a paused episode")
 
-// recordEvent appends an event to the trace's episode metadata (never after the trace is closed).
+// ErrNothingHeld refuses a Discard when no agent call waits at the pause.
+var ErrNothingHeld = errors.New("no agent cell is held: Discard drops the cell the agent decided and the pause holds")
+
+// errHeldDiscarded ends a held call's wait: a person discarded it (it is not run; the model decides again).
+var errHeldDiscarded = errors.New("a person discarded the held call")
+
+// ErrDecisionPaused ends a model call that was under way when a person paused the episode.
+var ErrDecisionPaused = errors.New("a person paused the episode while the model decided: the call was cancelled, to be asked again when the episode goes on")
+
+// event appends an event to the trace's episode metadata and, for a person reading the trace, a small
+// markdown note where it happened (never after the trace is closed).
 func (l *ledger) event(log *slog.Logger, kind, by, detail string) {
 	ev := notebooks.EpisodeEvent{At: time.Now().UTC().Format(time.RFC3339Nano), Kind: kind, By: by, Turn: l.callsMade(), Detail: detail}
 	if l.hasEnded() {
@@ -31,6 +49,60 @@ func (l *ledger) event(log *slog.Logger, kind, by, detail string) {
 		!errors.Is(err, notebooks.ErrTraceClosed) {
 		log.Warn("trace: event", "kind", kind, "err", err)
 	}
+	l.mu.Lock()
+	tr := l.trace
+	l.mu.Unlock()
+	if tr == nil {
+		return
+	}
+	meta := notebooks.CellMeta{Kind: "event", Extra: map[string]any{"event": kind, "by": by}}.Map()
+	if err := tr.AddMarkdown(eventNote(ev), meta); err != nil && !errors.Is(err, notebooks.ErrTraceClosed) {
+		log.Warn("trace: event note", "kind", kind, "err", err)
+	}
+}
+
+// eventNote is an event as a person reads it in the trace: one quoted line, and the code of a held
+// cell that was not run (fenced longer than any backtick run in it: the code is the agent's).
+func eventNote(ev notebooks.EpisodeEvent) string {
+	who := "by a person"
+	if ev.By == "" {
+		who = "by the episode"
+	}
+	at := ev.At
+	if t, err := time.Parse(time.RFC3339Nano, ev.At); err == nil {
+		at = t.Format("15:04:05 UTC")
+	}
+	next := ev.Turn + 1
+	var line string
+	code := ""
+	switch ev.Kind {
+	case "pause":
+		line = fmt.Sprintf("⏸ **Paused** %s: the agent is held before its call %d", who, next)
+	case "resume":
+		line = fmt.Sprintf("▶ **Resumed** %s", who)
+	case "step":
+		line = fmt.Sprintf("⏯ **Step** %s: one decision (or the held cell) let through", who)
+	case "interrupt":
+		line = fmt.Sprintf("⏹ **Interrupted** %s (%s)", who, ev.Detail)
+	case "discard":
+		line, code = fmt.Sprintf("🗑 **Discarded** %s: the agent's held call %d was not run; the agent decides again", who, next), ev.Detail
+	case "replan":
+		line, code = fmt.Sprintf("↺ **Not run**: the agent's held call %d was stale after a person's cells; the agent decides again", next), ev.Detail
+	default:
+		line = fmt.Sprintf("**%s** %s", ev.Kind, who)
+		if ev.Detail != "" {
+			line += ": " + ev.Detail
+		}
+	}
+	out := "> " + line + " · " + at
+	if code != "" {
+		fence := "```"
+		for strings.Contains(code, fence) {
+			fence += "`"
+		}
+		out += "\n>\n> " + fence + "python\n> " + strings.ReplaceAll(code, "\n", "\n> ") + "\n> " + fence
+	}
+	return out
 }
 
 // gate implements Pause/Resume/Step: the decision gate (awaitTurn) and the tool gate (toolWait).
@@ -42,10 +114,14 @@ type gate struct {
 	over    bool
 	waiting bool      // a decision waits at the gate
 	held    *CellInfo // the tool call waiting at the gate
+	discard bool      // a person discarded the held call
 	changed chan struct{}
+	clock   *policyClock
+	// deciding cancels the model call under way (nil: none, or one a Step let through).
+	deciding context.CancelCauseFunc
 }
 
-func newGate() *gate { return &gate{changed: make(chan struct{})} }
+func newGate(clock *policyClock) *gate { return &gate{changed: make(chan struct{}), clock: clock} }
 
 func (g *gate) signalLocked() {
 	close(g.changed)
@@ -65,7 +141,37 @@ func (g *gate) act(change func() error) error {
 	return nil
 }
 
-func (g *gate) pause() error { return g.act(func() error { g.paused = true; return nil }) }
+func (g *gate) pause() error {
+	return g.act(func() error {
+		if !g.paused && g.deciding != nil {
+			g.deciding(ErrDecisionPaused)
+			g.deciding = nil
+		}
+		g.paused = true
+		return nil
+	})
+}
+
+// decide derives the context of one model decision: a Pause while it is under way cancels it
+// (cause ErrDecisionPaused), unless a Step let this decision through a pause.
+func (g *gate) decide(ctx context.Context) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithCancelCause(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.paused && !g.over && !g.granted { // paused between the gate and the call: do not start it
+		cancel(ErrDecisionPaused)
+		return dctx, func() {}
+	}
+	if !g.granted {
+		g.deciding = cancel
+	}
+	return dctx, func() {
+		g.mu.Lock()
+		g.deciding = nil
+		g.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
 
 func (g *gate) resume() error {
 	return g.act(func() error { g.paused, g.steps = false, 0; return nil })
@@ -77,6 +183,17 @@ func (g *gate) step() error {
 			return ErrNotPaused
 		}
 		g.steps++
+		return nil
+	})
+}
+
+// discardHeld drops the held call: it is not run, and the model is told and decides again (still paused).
+func (g *gate) discardHeld() error {
+	return g.act(func() error {
+		if g.held == nil {
+			return ErrNothingHeld
+		}
+		g.discard = true
 		return nil
 	})
 }
@@ -115,8 +232,9 @@ func (g *gate) awaitTurn(ctx context.Context) error {
 			return nil
 		}
 		g.waiting = true
-		if err := g.waitLocked(ctx); err != nil {
-			g.waiting = false
+		err := g.heldWaitLocked(ctx)
+		g.waiting = false
+		if err != nil {
 			return err
 		}
 	}
@@ -129,6 +247,10 @@ func (g *gate) toolWait(ctx context.Context, call CellInfo) (held bool, err erro
 	defer g.mu.Unlock()
 	defer func() { g.held = nil }()
 	for {
+		if held && g.discard {
+			g.discard = false
+			return held, errHeldDiscarded
+		}
 		if !g.paused || g.granted || g.over {
 			return held, nil
 		}
@@ -139,10 +261,19 @@ func (g *gate) toolWait(ctx context.Context, call CellInfo) (held bool, err erro
 		held = true
 		c := call
 		g.held = &c
-		if err := g.waitLocked(ctx); err != nil {
+		if err := g.heldWaitLocked(ctx); err != nil {
 			return held, err
 		}
 	}
+}
+
+// heldWaitLocked is waitLocked with the policy clock held: the agent waits on a person.
+func (g *gate) heldWaitLocked(ctx context.Context) error {
+	if g.clock != nil {
+		g.clock.hold()
+		defer g.clock.release()
+	}
+	return g.waitLocked(ctx)
 }
 
 // waitLocked waits, unlocked, for the next change or the end of ctx.
@@ -155,5 +286,126 @@ func (g *gate) waitLocked(ctx context.Context) error {
 		return context.Cause(ctx)
 	case <-ch:
 		return nil
+	}
+}
+
+// policyClock is the policy's wall clock: when it started, its budget, and the time the agent was
+// held by a person's pause (not the agent's: it neither counts in policy time nor spends the budget).
+type policyClock struct {
+	mu        sync.Mutex
+	started   time.Time
+	budget    time.Duration
+	paused    time.Duration // holds that ended
+	holds     int           // holds under way (a decision and a CLI's tool calls may wait at once)
+	heldSince time.Time
+	out       func()      // called when the budget runs out (onBudget)
+	timer     *time.Timer // armed while not held
+}
+
+func (c *policyClock) start(budget time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.started, c.budget = time.Now(), budget
+}
+
+// pausedLocked is the time held so far, the hold under way included.
+func (c *policyClock) pausedLocked(now time.Time) time.Duration {
+	p := c.paused
+	if c.holds > 0 {
+		p += now.Sub(c.heldSince)
+	}
+	return p
+}
+
+// elapsed is the policy's time so far: wall time since the start less the time held.
+func (c *policyClock) elapsed() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started.IsZero() {
+		return 0
+	}
+	now := time.Now()
+	return now.Sub(c.started) - c.pausedLocked(now)
+}
+
+// pausedFor is the time the agent has been held by a pause.
+func (c *policyClock) pausedFor() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pausedLocked(time.Now())
+}
+
+// left is the budget not spent yet (ok false: no budget).
+func (c *policyClock) left() (left time.Duration, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.budget <= 0 {
+		return 0, false
+	}
+	if c.started.IsZero() {
+		return c.budget, true
+	}
+	now := time.Now()
+	return max(0, c.budget-(now.Sub(c.started)-c.pausedLocked(now))), true
+}
+
+// onBudget calls f when the budget runs out (never without one; the clock stops while held); the
+// returned func stops that. One f at a time: a later call replaces an earlier one.
+func (c *policyClock) onBudget(f func()) (stop func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.budget <= 0 {
+		return func() {}
+	}
+	c.out = f
+	if c.holds == 0 {
+		c.armLocked()
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.disarmLocked()
+		c.out = nil
+	}
+}
+
+func (c *policyClock) armLocked() {
+	c.disarmLocked()
+	if c.out == nil {
+		return
+	}
+	now := time.Now()
+	left := c.budget - (now.Sub(c.started) - c.pausedLocked(now))
+	c.timer = time.AfterFunc(max(0, left), c.out)
+}
+
+func (c *policyClock) disarmLocked() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+}
+
+// hold stops the clock (the agent waits on a person); release starts it again.
+func (c *policyClock) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holds == 0 {
+		c.heldSince = time.Now()
+		c.disarmLocked()
+	}
+	c.holds++
+}
+
+func (c *policyClock) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holds == 0 {
+		return
+	}
+	c.holds--
+	if c.holds == 0 {
+		c.paused += time.Since(c.heldSince)
+		c.armLocked()
 	}
 }

@@ -76,7 +76,7 @@ func (l *ledger) recordTurn(t Turn) error {
 	l.usage.Add(t.Usage)
 	g := &l.res.Generation
 	g.Turns++
-	if t.Error != "" {
+	if t.Error != "" && !t.Cancelled { // a call a person's Pause cut is not the provider's error
 		g.Errors++
 	}
 	g.ToolCalls += len(t.ToolCalls)

@@ -190,15 +190,15 @@ func TestPersonsRobotCallsAreTheirs(t *testing.T) {
 // TrimForLog keeps test failure messages readable (images are long).
 func TrimForLog(s string) string { return agent.TrimMiddle(s, 1500) }
 
-// TestPersonHoldsReplansAndInterrupts: a pause that comes while the model decides holds the cell it
-// decided (shown as the held cell); a person's cell meanwhile makes that cell stale, so it is not run
+// TestPersonHoldsReplansAndInterrupts: a pause that comes while the agent's first cell of a reply
+// runs holds the reply's next cell (shown as the held cell); a person's cell meanwhile makes that cell stale, so it is not run
 // and the model decides again, told why. Then a person interrupts a running agent cell: the agent is
 // told it was the person, the trace cell says so and carries raises-exception, and the events are in
 // the trace.
 func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
 	srv := openaitest.New(
 		call(py("print('first')")),
-		openaitest.Step{Delay: 1500 * time.Millisecond, Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{py("print('stale plan')")}}},
+		call(py("import time\nt0 = time.time()\nwhile time.time() - t0 < 1.5:\n    pass\nprint('slow')"), py("print('stale plan')")),
 		call(py("print('replanned', h)")),
 		call(py("import time\nprint('sleeping', flush=True)\ntime.sleep(60)")),
 		call(finish("failure", "interrupted")),
@@ -209,8 +209,11 @@ func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
 	res, ep := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
 		c := attachPerson(t, ep)
 		go func() {
-			waitUntil(t, "the second model call", func() bool { return len(srv.Requests()) >= 2 })
-			ep.Controller().Pause() // while the model decides
+			waitUntil(t, "the slow cell", func() bool {
+				r := ep.Status().Running
+				return r != nil && strings.Contains(r.Code, "slow")
+			})
+			ep.Controller().Pause() // while the reply's first cell runs
 			waitUntil(t, "the held cell", func() bool { return ep.Status().Phase == "held" })
 			held = ep.Status().Held
 			if _, err := c.Execute(context.Background(), "h = 'from a person'", kernel.ExecuteOptions{}); err != nil {
@@ -257,8 +260,8 @@ func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
 			}
 		}
 	}
-	if strings.Contains(strings.Join(sources, "\n"), "stale plan") || res.ToolTurns != 5 {
-		t.Errorf("the stale cell ran, or tool turns %d != 5 (3 cells, the held call not run, finish): %q", res.ToolTurns, sources)
+	if strings.Contains(strings.Join(sources, "\n"), "stale plan") || res.ToolTurns != 6 {
+		t.Errorf("the stale cell ran, or tool turns %d != 6 (4 cells, the held call not run, finish): %q", res.ToolTurns, sources)
 	}
 	var kinds []string
 	for _, ev := range notebooks.ParseEpisodeMeta(nb.Metadata).Events {
@@ -266,6 +269,17 @@ func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
 	}
 	if strings.Join(kinds, " ") != "pause resume replan interrupt" {
 		t.Errorf("trace events %v", kinds)
+	}
+	// The events are in the trace for a person to read, where they happened: the stale cell's code too.
+	var notes []string
+	for _, c := range nb.Cells {
+		if notebooks.CellMetaOf(c).Kind == "event" {
+			notes = append(notes, c.Source)
+		}
+	}
+	if len(notes) != 4 || !strings.Contains(notes[2], "**Not run**") || !strings.Contains(notes[2], "> print('stale plan')") ||
+		!strings.Contains(notes[3], "**Interrupted** by a person (agent cell 4)") {
+		t.Errorf("event notes in the trace: %q", notes)
 	}
 	if st := ep.Status(); st.State != "over" {
 		t.Errorf("status after the end: %+v", st)

@@ -45,20 +45,23 @@ type Result struct {
 	StatefulCalls      int               `json:"stateful_calls"`
 	// PrivilegedCalls are the agent's calls of privileged primitives (they read the simulator's ground
 	// truth: the paper's agent had none); summarize counts the episodes that made any.
-	PrivilegedCalls int        `json:"privileged_calls"`
-	EnvSteps        int        `json:"env_steps"`
-	EnvStepsTotal   int        `json:"env_steps_total"`
-	ToolTurns       int        `json:"tool_turns"`
-	PolicyWallS     float64    `json:"policy_wall_s"`
-	StartupS        float64    `json:"startup_s"`
-	QueuedS         float64    `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
-	TotalWallS      float64    `json:"total_wall_s"`
-	TimeoutS        float64    `json:"timeout_s"`
-	CellTimeoutS    float64    `json:"cell_timeout_s"`
-	Prompt          PromptInfo `json:"prompt"`
-	Generation      Generation `json:"generation"`
-	CostUSD         *float64   `json:"cost_usd"`
-	HumanCells      int        `json:"human_cells"`
+	PrivilegedCalls int     `json:"privileged_calls"`
+	EnvSteps        int     `json:"env_steps"`
+	EnvStepsTotal   int     `json:"env_steps_total"`
+	ToolTurns       int     `json:"tool_turns"`
+	PolicyWallS     float64 `json:"policy_wall_s"`
+	// PausedS is the time the agent was held by a person's pause: not in policy_wall_s, nor spent of
+	// the wall-clock budget.
+	PausedS      float64    `json:"paused_s"`
+	StartupS     float64    `json:"startup_s"`
+	QueuedS      float64    `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
+	TotalWallS   float64    `json:"total_wall_s"`
+	TimeoutS     float64    `json:"timeout_s"`
+	CellTimeoutS float64    `json:"cell_timeout_s"`
+	Prompt       PromptInfo `json:"prompt"`
+	Generation   Generation `json:"generation"`
+	CostUSD      *float64   `json:"cost_usd"`
+	HumanCells   int        `json:"human_cells"`
 	// A person's robot calls, their stateful ones and env steps (cells run in JupyterLab): never
 	// counted in calls, stateful_calls or env_steps, which are the agent's.
 	HumanCalls         int       `json:"human_calls"`

@@ -125,7 +125,7 @@ func TestCellFeedbackShapes(t *testing.T) {
 }
 
 func TestGatePauseStepResume(t *testing.T) {
-	g := newGate()
+	g := newGate(&policyClock{})
 	ctx := context.Background()
 	call := CellInfo{Tool: "python", Code: "robo.move_to([0.5, 0, 0.3])"}
 	if held, err := g.toolWait(ctx, call); err != nil || held {

@@ -1,13 +1,17 @@
 // A person in JupyterLab with a live agent (issue #18), in Debian's headless Chromium: the episode's
 // live notebook (attached by the Go test, cmd/pyrualean/hitl_lab_test.go) is opened; agent cells must
-// appear without a reload; the person pauses from the toolbar, runs a cell that waits behind the agent's
+// appear without a reload; the person pauses while the model decides (the agent is held within a
+// second, the bar says which turn and that the budget stopped, Pause looks pressed) and resumes; pauses
+// from the toolbar, runs a cell that waits behind the agent's
 // (a notice says so), runs a cell that moves the robot, is told the gateway refused a restart, steps,
 // resumes, reloads in the middle of a streaming agent cell and must find every line, then sees the
 // episode end and linger, works in the kept kernel, and sees the gateway go without a cell hanging.
+// On the way: a held cell's code is shown in full above the notebook (not under it), through a pause
+// longer than the episode's whole budget and a reload; Step runs it; a second held cell is discarded.
 //
 // Environment: LAB_URL, LAB_TOKEN, NB_PATH (the live notebook), ARTIFACTS (screenshots of every step),
 // CHROMIUM (default /usr/bin/chromium), STEP_TIMEOUT_MS. Lines starting with "@@" are for the Go test:
-// "@@ready" (release the agent), "@@latency <json>". Exit 0 when every step passed.
+// "@@ready" (release the agent), "@@latency <json>", "@@hold <json>". Exit 0 when every step passed.
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -81,6 +85,30 @@ const waitBar = (attr, value, t = timeout) =>
     return b && b.dataset[a] === v && b.offsetParent !== null;
   }, [attr, value], { timeout: t });
 const click = (action) => page.locator(`${P} .jp-Toolbar .pyrualean-${action}`).first().click();
+const api = async () => {
+  const r = await page.request.get(`${labURL}/pyrualean/api/episodes`, { headers: { Authorization: `token ${token}` } });
+  return (await r.json()).episodes[0];
+};
+const barText = () => bar.innerText();
+// The held cell: its code visible, inside the bar, and the bar above the notebook's cells.
+const heldVisible = async (code) => {
+  const pre = page.locator(`${P} .pyrualean-held-code`, { hasText: code });
+  await pre.waitFor({ state: "visible", timeout });
+  const b = await bar.boundingBox();
+  const p = await pre.boundingBox();
+  const nb = await page.locator(`${P} .jp-NotebookPanel-notebook`).boundingBox();
+  if (!b || !p || !nb) throw new Error("no boxes");
+  if (b.height < 60 || p.y + p.height > b.y + b.height + 1 || b.y + b.height > nb.y + 1) {
+    throw new Error(`the held cell is not drawn in the bar above the notebook: bar ${JSON.stringify(b)} code ${JSON.stringify(p)} notebook ${JSON.stringify(nb)}`);
+  }
+  for (const a of ["step", "discard"]) {
+    if (!(await page.locator(`${P} .pyrualean-held-${a}`).isVisible())) throw new Error(`no ${a} button by the held cell`);
+  }
+};
+const pressed = async (on) => {
+  const n = await page.locator(`${P} .jp-Toolbar .pyrualean-pressed .pyrualean-pause`).count();
+  if ((n > 0) !== on) throw new Error(`the Pause button ${on ? "does not look" : "looks"} pressed`);
+};
 
 // A person's new cell below the last one, run in place (Ctrl+Enter).
 const runNewCell = async (code) => {
@@ -108,6 +136,33 @@ console.log("@@ready");
 
 await step("agent-cells-appear", async () => {
   await waitOutput("agent cell 1");
+});
+
+// The scripted model takes minutes over turn 2, HOLDS times over: each Pause cancels the call, each
+// Resume asks again.
+const HOLDS = Number(process.env.HOLDS ?? 5);
+const holds = [];
+for (let i = 0; i < HOLDS; i++) {
+  await step(`pause-while-model-decides-${i + 1}`, async () => {
+    await waitBar("phase", "thinking");
+    await waitBar("turn", "2");
+    await waitBar("state", "running");
+    await page.waitForTimeout(300);
+    const t0 = Date.now();
+    await click("pause");
+    await waitBar("phase", "waiting", 5000); // the model call was cancelled: the agent is held
+    holds.push(Date.now() - t0);
+    const text = await barText();
+    if (!/turn 2\b/.test(text) || !/budget left .* \(stopped while paused\)/.test(text)) throw new Error(`bar says ${JSON.stringify(text)}`);
+    await pressed(true);
+  });
+  await step(`resume-asks-again-${i + 1}`, async () => {
+    await click("resume");
+    await waitBar("state", "running");
+    await pressed(false);
+  });
+}
+await step("agent-goes-on", async () => {
   await waitOutput("tick 1 ");
 });
 
@@ -144,7 +199,7 @@ await step("step", async () => {
   await click("step"); // one decision: agent cell 3, then paused again
   await waitOutput("agent cell 3 sees hello from a person");
   await waitOutput("beat 15 ");
-  await waitBar("turn", "3");
+  await waitBar("turn", "4"); // the agent's next call is turn 4
   await waitBar("phase", "waiting");
 });
 
@@ -154,6 +209,8 @@ await step("resume", async () => {
   await click("resume");
   await waitBar("state", "running");
   await waitOutput("slow 1 ");
+  await click("pause"); // during the slow cell: the reply's next cell will be held
+  await waitBar("state", "paused");
 });
 
 await step("reload-mid-cell", async () => {
@@ -168,6 +225,61 @@ await step("reload-mid-cell", async () => {
   for (const t of ["agent cell 1", "tick 11 ", "own 7 ", "person moved True", "agent cell 3 sees"]) {
     if (!(await output(t).isVisible())) throw new Error(`after the reload ${JSON.stringify(t)} is gone`);
   }
+});
+
+let heldAt = 0;
+let budgetAtHold = null;
+await step("held-cell-shown", async () => {
+  await waitBar("phase", "held");
+  heldAt = Date.now();
+  await heldVisible("print('held cell ran', 6 * 7)");
+  const ep = await api();
+  budgetAtHold = ep.budget_left_s;
+  if (!ep.budget_s || budgetAtHold == null) throw new Error(`no budget in the status: ${JSON.stringify(ep)}`);
+  const text = await barText();
+  if (!/turn 5\b/.test(text)) throw new Error(`bar says ${JSON.stringify(text)} while cell 5 is held`);
+});
+
+await step("reload-while-held", async () => {
+  await page.reload({ waitUntil: "domcontentloaded", timeout });
+  await page.locator(`${P} .jp-Cell`).first().waitFor({ state: "visible", timeout });
+  await waitBar("phase", "held");
+  await heldVisible("print('held cell ran', 6 * 7)");
+  await pressed(true);
+});
+
+await step("pause-longer-than-budget", async () => {
+  const ep = await api();
+  const until = heldAt + ep.budget_s * 1000 + 3000;
+  while (Date.now() < until) {
+    await page.waitForTimeout(Math.min(5000, until - Date.now()));
+    const now = await api();
+    if (now.state !== "paused" || now.phase !== "held") throw new Error(`the held episode went ${now.state}/${now.phase}`);
+  }
+  const after = await api();
+  if (Math.abs(after.budget_left_s - budgetAtHold) > 1) throw new Error(`budget left ${budgetAtHold} → ${after.budget_left_s} while paused`);
+  if (after.paused_s < ep.budget_s) throw new Error(`paused_s ${after.paused_s} < budget ${ep.budget_s}`);
+});
+
+await step("step-runs-held-cell", async () => {
+  await page.locator(`${P} .pyrualean-held-step`).click();
+  await waitOutput("held cell ran 42");
+  await waitBar("phase", "waiting");
+});
+
+await step("discard-held-cell", async () => {
+  await click("resume");
+  await waitOutput("pre-discard");
+  await click("pause");
+  await waitBar("phase", "held");
+  await heldVisible("print('discarded', 'cell')");
+  await page.locator(`${P} .pyrualean-held-discard`).click();
+  await waitBar("phase", "waiting");
+  if (await output("discarded cell").isVisible()) throw new Error("the discarded cell ran");
+});
+
+await step("resume-to-the-end", async () => {
+  await click("resume");
 });
 
 await step("episode-over-lingers", async () => {
@@ -204,6 +316,7 @@ const stats = (xs) => ({ n: xs.length, median: q(xs, 0.5), p95: q(xs, 0.95), max
 const live = stats(lat("beat"));
 const own = stats(lat("own"));
 const ratio = (a, b) => (a !== null && b ? Math.round((100 * a) / b) / 100 : null);
+console.log(`@@hold ${JSON.stringify({ click_to_bar_waiting_ms: holds })}`);
 console.log(`@@latency ${JSON.stringify({
   agent_live_ms: live,
   agent_live_while_person_acts_ms: stats(lat("tick")),

@@ -102,8 +102,15 @@ func (s *Server) handleEpisodeAction(w http.ResponseWriter, r *http.Request) {
 		err = e.ctl.Resume()
 	case "step":
 		err = e.ctl.Step()
+	case "discard":
+		d, ok := e.ctl.(EpisodeDiscarder)
+		if !ok {
+			writeError(w, 404, fmt.Sprintf("episode %s cannot discard a held cell", e.ctl.ID()))
+			return
+		}
+		err = d.Discard()
 	default:
-		writeError(w, 404, fmt.Sprintf("unknown episode action %q (pause, resume, step)", r.PathValue("action")))
+		writeError(w, 404, fmt.Sprintf("unknown episode action %q (pause, resume, step, discard)", r.PathValue("action")))
 		return
 	}
 	if err != nil {

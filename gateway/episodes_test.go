@@ -14,17 +14,18 @@ import (
 
 // fixtureEpisode is a controller with observable effects (the real one is agent.Controller).
 type fixtureEpisode struct {
-	mu     sync.Mutex
-	paused bool
-	steps  int
-	over   bool
+	mu       sync.Mutex
+	paused   bool
+	steps    int
+	over     bool
+	discards int
 }
 
 func (f *fixtureEpisode) ID() string { return "ep-1" }
 func (f *fixtureEpisode) Status() any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return map[string]any{"status": "running", "paused": f.paused, "steps": f.steps, "trace": "/runs/ep-1/trace.ipynb"}
+	return map[string]any{"status": "running", "paused": f.paused, "steps": f.steps, "discards": f.discards, "trace": "/runs/ep-1/trace.ipynb"}
 }
 func (f *fixtureEpisode) act(change func()) error {
 	f.mu.Lock()
@@ -38,6 +39,9 @@ func (f *fixtureEpisode) act(change func()) error {
 func (f *fixtureEpisode) Pause() error  { return f.act(func() { f.paused = true }) }
 func (f *fixtureEpisode) Resume() error { return f.act(func() { f.paused = false }) }
 func (f *fixtureEpisode) Step() error   { return f.act(func() { f.steps++ }) }
+func (f *fixtureEpisode) Discard() error {
+	return f.act(func() { f.discards++ })
+}
 func (f *fixtureEpisode) TraceJSON() ([]byte, error) {
 	return notebookJSON("print(1)"), nil
 }
@@ -61,12 +65,14 @@ func TestEpisodesAPI(t *testing.T) {
 		{"pause", 200, true, 0},
 		{"step", 200, true, 1},
 		{"resume", 200, false, 1},
+		{"discard", 200, false, 1},
 		{"explode", 404, false, 1},
 	}
 	for _, tt := range tests {
 		var got map[string]any
 		mustStatus(t, api(t, hs, "t", "POST", "/api/episodes/ep-1/"+tt.action, nil, &got), tt.want, tt.action)
-		if tt.want == 200 && (got["paused"] != tt.paused || got["steps"] != float64(tt.steps)) {
+		if tt.want == 200 && (got["paused"] != tt.paused || got["steps"] != float64(tt.steps) ||
+			(tt.action == "discard") != (got["discards"] == float64(1))) {
 			t.Fatalf("%s: model %v", tt.action, got)
 		}
 	}

@@ -72,6 +72,12 @@ type EpisodeController interface {
 	Step() error
 }
 
+// EpisodeDiscarder is an EpisodeController that can drop the agent's held cell (POST
+// /api/episodes/{id}/discard): not run, the agent told, the episode still paused.
+type EpisodeDiscarder interface {
+	Discard() error
+}
+
 // EpisodeTrace is an EpisodeController that can hand out its trace notebook (.ipynb bytes), served as
 // GET /api/episodes/{id}/trace: a live document on another machine starts from it.
 type EpisodeTrace interface {

@@ -223,6 +223,9 @@ func (d *fakeDriver) SetUsageTotals(agent.Usage, *float64) {}
 func (d *fakeDriver) AwaitTurn(context.Context) (agent.PeopleUpdate, error) {
 	return agent.PeopleUpdate{}, nil
 }
+func (d *fakeDriver) Decide(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(ctx)
+}
 
 type fakeToolkit struct{}
 

@@ -99,7 +99,7 @@ func RunLoop(ctx context.Context, ep agent.Driver, chat Chat, cfg LoopConfig) er
 	}
 	l.history = []Message{firstUserMessage(ep.Prompt(), cfg.TextOnly)}
 	ep.SetPlannerAttempts(1)
-	for turn := 1; turn <= cfg.MaxLLMCalls; turn++ {
+	for turn := 1; turn <= cfg.MaxLLMCalls+l.cancelled; turn++ {
 		if ep.Finished() || l.grace == 0 {
 			return nil
 		}
@@ -110,6 +110,10 @@ func RunLoop(ctx context.Context, ep agent.Driver, chat Chat, cfg LoopConfig) er
 			return err
 		}
 		reply, err := l.call(ctx, turn)
+		if errors.Is(err, errNotSent) {
+			turn-- // a Pause came before the call was sent: this turn is still to be made
+			continue
+		}
 		if errors.Is(err, errRetry) {
 			continue
 		}
@@ -138,10 +142,14 @@ type loop struct {
 	attempts     int // planner attempts so far
 	noToolStreak int // replies in a row without a tool call
 	grace        int // LLM calls left to call finish once the robot said the episode is over; -1: not yet
+	cancelled    int // LLM calls a person's Pause cut (not counted against MaxLLMCalls)
 }
 
-// errRetry says the call failed and will be tried again.
+// errRetry says the call failed and will be tried again (a planner retry, or a call a Pause cut).
 var errRetry = errors.New("retry the LLM call")
+
+// errNotSent says a Pause came before the call was sent: nothing was asked, ask when the gate opens.
+var errNotSent = errors.New("the LLM call was not sent")
 
 // hearPeople waits while a person holds the episode (paused before the decision) and tells the
 // model what people did in the kernel meanwhile; then it trims old images.
@@ -162,6 +170,9 @@ func (l *loop) hearPeople(ctx context.Context) error {
 // call makes one LLM call and records it; a failed call is errRetry (a planner retry) or final.
 func (l *loop) call(ctx context.Context, turn int) (Reply, error) {
 	reply, rec, err := l.complete(ctx, turn)
+	if errors.Is(err, agent.ErrDecisionPaused) {
+		return reply, l.paused(rec)
+	}
 	if err != nil {
 		return reply, l.failed(ctx, rec, err)
 	}
@@ -180,6 +191,18 @@ func (l *loop) call(ctx context.Context, turn int) (Reply, error) {
 	}
 	l.history = append(l.history, Message{Role: RoleAssistant, Parts: textParts(reply.Text), ToolCalls: reply.ToolCalls, Raw: reply.Raw})
 	return reply, nil
+}
+
+// paused records a call a person's Pause cut (marked cancelled; tokens counted when known) and asks
+// again: the loop goes back to AwaitTurn, which waits while the episode is paused.
+func (l *loop) paused(rec agent.Turn) error {
+	if rec.Turn == 0 { // paused before the call was sent: nothing to record
+		return errNotSent
+	}
+	l.cancelled++
+	rec.Cancelled, rec.Error, rec.Usage.Calls = true, agent.ErrDecisionPaused.Error(), 1
+	_ = l.ep.RecordTurn(rec)
+	return errRetry
 }
 
 // failed records a failed call and says what comes next: a planner retry (errRetry) while the
@@ -214,8 +237,11 @@ func (l *loop) failed(ctx context.Context, rec agent.Turn, err error) error {
 
 // complete asks the backend for a reply under the turn's deadline and watch, and makes its record.
 func (l *loop) complete(ctx context.Context, turn int) (Reply, agent.Turn, error) {
-	callCtx, cancel := context.WithCancel(ctx)
+	callCtx, cancel := l.ep.Decide(ctx)
 	defer cancel()
+	if errors.Is(context.Cause(callCtx), agent.ErrDecisionPaused) {
+		return Reply{}, agent.Turn{}, agent.ErrDecisionPaused
+	}
 	var deadline time.Duration
 	chars := 0
 	if l.cfg.TurnDeadline != nil {
@@ -234,6 +260,9 @@ func (l *loop) complete(ctx context.Context, turn int) (Reply, agent.Turn, error
 	start := time.Now()
 	reply, err := l.chat.Reply(callCtx, ChatRequest{Messages: l.history, Tools: l.tools, Tokens: l.cfg.RecordTokens})
 	rec := turnRecord(turn, start, reply, err, l.price)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(callCtx), agent.ErrDecisionPaused) {
+		return reply, rec, agent.ErrDecisionPaused
+	}
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(callCtx), errTurnDeadline) {
 		return reply, rec, &turnDeadlineError{turn: turn, deadline: deadline, chars: chars}
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,19 +23,36 @@ import (
 	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
+// labBudgetS is the browser episode's wall-clock budget: the person's pause while a cell is held is
+// longer than all of it.
+const labBudgetS = 90
+
+// labHolds is how many times the person pauses while the model decides (e2e/hitl.mjs HOLDS).
+const labHolds = 5
+
 // pyCall is a scripted model reply calling the python tool.
-func pyCall(code string) openaitest.Reply {
-	b, _ := json.Marshal(map[string]string{"code": code})
-	return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: string(b)}}}
+func pyCall(code string) openaitest.Reply { return pyCalls(code) }
+
+// pyCalls is a scripted model reply calling the python tool once per cell, in order.
+func pyCalls(cells ...string) openaitest.Reply {
+	var r openaitest.Reply
+	for _, code := range cells {
+		b, _ := json.Marshal(map[string]string{"code": code})
+		r.ToolCalls = append(r.ToolCalls, openaitest.ToolCall{Name: "python", Arguments: string(b)})
+	}
+	return r
 }
 
 // TestLabLiveEpisode is issue #18's end-to-end check, in JupyterLab 4 in Debian's Chromium (e2e/hitl.mjs):
 // an episode driven by the production OpenAI client against the scripted server runs sealed (robot
 // server, kernel in bubblewrap) with --serve and --serve-linger; Lab lists its kernel without attach; attach makes
-// the live notebook; in the browser the agent's cells appear without a reload, the person pauses from
-// the toolbar, runs a cell queued behind the agent's (noticed), runs one that moves the robot, is told
+// the live notebook; in the browser the agent's cells appear without a reload, the person pauses while
+// the model decides (five times: each cancels the model call; the bar shows the agent held, turn 2, the
+// budget stopped, Pause pressed) and resumes, pauses from the toolbar, runs a cell queued behind the agent's (noticed), runs one that moves the robot, is told
 // that the gateway refused a restart, steps,
-// resumes, reloads in the middle of a streaming cell and loses nothing, sees the end, works in the
+// resumes, reloads in the middle of a streaming cell and loses nothing, sees the reply's next cell held
+// (its code in the bar, above the notebook) through a reload and a pause longer than the whole budget,
+// steps it, discards another, sees the end, works in the
 // lingering kernel and sees the gateway go without a hanging cell. Then the run folder: the trace's
 // tags and events, the person's calls in calls.jsonl and result.json, never the agent's. Screenshots
 // of each step go to $PYRUALEAN_E2E_ARTIFACTS (else the test's temp dir); the live-output delay is logged.
@@ -54,14 +72,21 @@ func TestLabLiveEpisode(t *testing.T) {
 	}
 	release := make(chan struct{})
 	var releaseOnce sync.Once
+	slowDecision := openaitest.Step{Delay: 5 * time.Minute, Reply: pyCall("print('never decided')")}
 	srv := openaitest.New(
 		// The agent waits until the browser shows the live notebook, so its cells appear there live.
 		openaitest.Step{Func: func(openaitest.Request) openaitest.Reply { <-release; return pyCall("print('agent cell 1')") }},
+		// The model "thinks" for minutes: the person pauses while it decides, which cancels the call, and
+		// resumes, which asks again (labHolds times).
+		slowDecision, slowDecision, slowDecision, slowDecision, slowDecision,
 		// Agent cell 2 is long (25 s) so that the person's cell, written and run in Lab after the pause, is
 		// still queued behind it on a loaded machine (7 s was too short with a local model on both cores).
 		openaitest.Step{Reply: pyCall("import time\nfor i in range(100):\n    print(f'tick {i} {time.time():.3f}', flush=True)\n    time.sleep(0.25)")},
 		openaitest.Step{Reply: pyCall("print('agent cell 3 sees', h)\nimport time\nfor i in range(16):\n    print(f'beat {i} {time.time():.3f}', flush=True)\n    time.sleep(0.2)")},
-		openaitest.Step{Reply: pyCall("import time\nfor i in range(12):\n    print(f'slow {i} {time.time():.3f}', flush=True)\n    time.sleep(0.4)")},
+		// Two cells in one reply: the person pauses during the first, so the second is held (shown in the bar).
+		openaitest.Step{Reply: pyCalls("import time\nfor i in range(12):\n    print(f'slow {i} {time.time():.3f}', flush=True)\n    time.sleep(0.4)",
+			"print('held cell ran', 6 * 7)")},
+		openaitest.Step{Reply: pyCalls("import time\nprint('pre-discard', flush=True)\ntime.sleep(3)", "print('discarded', 'cell')")},
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "e2e"}`}}}},
 	)
 	defer srv.Close()
@@ -74,7 +99,8 @@ func TestLabLiveEpisode(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
-			"--task", "stack_blocks", "--out", out, "--sealed", "on", "--serve", "127.0.0.1:0", "--serve-token", gwToken, "--serve-linger", "15s"}, &playOut, &playErr)
+			"--task", "stack_blocks", "--out", out, "--sealed", "on", "--serve", "127.0.0.1:0", "--serve-token", gwToken, "--serve-linger", "15s",
+			"--budget-s", strconv.Itoa(labBudgetS)}, &playOut, &playErr)
 	}()
 	addrRe := regexp.MustCompile(`gateway http://(\S+) token`)
 	var gw string
@@ -124,18 +150,18 @@ func TestLabLiveEpisode(t *testing.T) {
 	if artifacts == "" {
 		artifacts = filepath.Join(t.TempDir(), "screenshots")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	node := exec.CommandContext(ctx, "node", "hitl.mjs")
 	node.Dir = filepath.Join(root, "e2e")
 	node.Env = append(os.Environ(), "LAB_URL="+lab.URL, "LAB_TOKEN="+lab.Token, "NB_PATH=pyrualean-episodes/run.ipynb",
-		"ARTIFACTS="+artifacts)
+		"ARTIFACTS="+artifacts, "HOLDS="+strconv.Itoa(labHolds))
 	stdout, _ := node.StdoutPipe()
 	node.Stderr = node.Stdout
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var latency string
+	var latency, hold string
 	var log strings.Builder
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
@@ -146,6 +172,8 @@ func TestLabLiveEpisode(t *testing.T) {
 			releaseOnce.Do(func() { close(release) })
 		case strings.HasPrefix(line, "@@latency "):
 			latency = strings.TrimPrefix(line, "@@latency ")
+		case strings.HasPrefix(line, "@@hold "):
+			hold = strings.TrimPrefix(line, "@@hold ")
 		}
 	}
 	nodeErr := node.Wait()
@@ -154,6 +182,7 @@ func TestLabLiveEpisode(t *testing.T) {
 		t.Fatalf("the browser steps failed: %v\nplay stderr:\n%s", nodeErr, playErr.String())
 	}
 	t.Logf("delay from an agent cell's output in the kernel to the browser, vs a person's own cell: %s", latency)
+	t.Logf("Pause clicked while the model decides → the bar shows the agent held: %s", hold)
 	select {
 	case code := <-done:
 		if code != 0 {
@@ -190,8 +219,9 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 	for _, ev := range notebooks.ParseEpisodeMeta(nb.Metadata).Events {
 		kinds = append(kinds, ev.Kind)
 	}
-	if strings.Join(kinds, " ") != "pause step resume" {
-		t.Errorf("trace events %v, want pause step resume", kinds)
+	wantEvents := strings.Repeat("pause resume ", labHolds) + "pause step resume pause step resume pause discard resume"
+	if strings.Join(kinds, " ") != wantEvents {
+		t.Errorf("trace events %v, want %s", kinds, wantEvents)
 	}
 	var res agent.Result
 	b, _ := os.ReadFile(filepath.Join(out, "result.json"))
@@ -201,7 +231,7 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 	if !res.Sealed {
 		t.Errorf("the episode was not sealed: %+v", res.Seal)
 	}
-	if res.StatefulCalls != 0 || res.EnvSteps != 0 || res.HumanCells != 2 || res.HumanStatefulCalls != 1 || res.HumanEnvSteps == 0 || res.ToolTurns != 5 { // 4 cells and finish
+	if res.StatefulCalls != 0 || res.EnvSteps != 0 || res.HumanCells != 2 || res.HumanStatefulCalls != 1 || res.HumanEnvSteps == 0 || res.ToolTurns != 8 { // 6 cells run, 1 discarded, finish
 		t.Errorf("result.json: agent stateful %d steps %d, person cells %d stateful %d steps %d, turns %d",
 			res.StatefulCalls, res.EnvSteps, res.HumanCells, res.HumanStatefulCalls, res.HumanEnvSteps, res.ToolTurns)
 	}
@@ -224,11 +254,25 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 	if strings.Join(byPerson, " ") != "move_to@2 state@2" {
 		t.Errorf("the person's calls in calls.jsonl: %v", byPerson)
 	}
-	// The decision after the step was told, before the model call, that the person moved the robot.
-	if len(reqs) < 3 {
-		t.Fatalf("%d model calls", len(reqs))
+	// A pause longer than the whole budget: paused time is not the agent's.
+	if res.Status == agent.StatusTimeout || res.PausedS <= labBudgetS || res.PolicyWallS >= labBudgetS {
+		t.Errorf("result.json: status %s, paused_s %.1f, policy_wall_s %.1f (budget %d s)", res.Status, res.PausedS, res.PolicyWallS, labBudgetS)
 	}
-	told, _ := json.Marshal(reqs[2].Messages())
+	turns, err := agent.ReadTurns(filepath.Join(out, "turns.jsonl"))
+	cancelled := 0
+	for _, tr := range turns {
+		if tr.Cancelled {
+			cancelled++
+		}
+	}
+	if err != nil || cancelled != labHolds {
+		t.Errorf("turns.jsonl: the call the Pause cut is not marked cancelled: %+v (%v)", turns, err)
+	}
+	// The decision after the step was told, before the model call, that the person moved the robot.
+	if len(reqs) != 6+labHolds {
+		t.Fatalf("%d model calls, want %d", len(reqs), 6+labHolds)
+	}
+	told, _ := json.Marshal(reqs[2+labHolds].Messages())
 	if !strings.Contains(string(told), "MOVED THE ROBOT") || !strings.Contains(string(told), "hello from a person") {
 		t.Errorf("the third decision was not told about the person's cells: %s", agent.TrimMiddle(string(told), 3000))
 	}

@@ -2,7 +2,7 @@
 Pause / Step / Resume, notices) and this server extension, which the bar and ``pyrualean attach`` talk to:
 
 * ``GET  /pyrualean/api/episodes``: the gateway's episodes (``gateway``: ok, gone or none);
-* ``POST /pyrualean/api/episodes/{id}/{pause|resume|step}``: the gateway's answer, refusals included;
+* ``POST /pyrualean/api/episodes/{id}/{pause|resume|step|discard}``: the gateway's answer, refusals included;
 * ``POST /pyrualean/api/episodes/{id}/live`` ``{"path"?}``: make a notebook the episode's live document
   (:mod:`pyrualean_lab.live`).
 
@@ -23,7 +23,7 @@ from .live import Episodes
 
 __all__ = ["Episodes", "Gateway"]
 
-ACTIONS = ("pause", "resume", "step")
+ACTIONS = ("pause", "resume", "step", "discard")
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
@@ -97,5 +97,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         (url_path_join(base, r"([^/]+)", "live"), LiveHandler),
         (url_path_join(base, r"([^/]+)", r"([a-z]+)"), ActionHandler),
     ])
+    if gateway is not None:
+        episodes.keep_live_kernels()
     episodes.start()
     serverapp.log.info("pyrualean_lab: %s", f"episodes of {gateway.url}" if gateway else "no gateway (inert)")

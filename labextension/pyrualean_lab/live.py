@@ -155,6 +155,33 @@ class Episodes:
         IOLoop.current().add_callback(begin)
 
     # ----- kernels -------------------------------------------------------------------------------------
+    def keep_live_kernels(self) -> None:
+        """Never lets this server forget a live episode's kernel because one notebook left it.
+
+        Changing a notebook's kernel (or closing its session) makes Jupyter Server shut the old kernel
+        down; the gateway answers a shutdown of an episode's kernel with success and keeps the kernel
+        (closing Lab must not kill an agent's kernel), but the server then drops it from its kernel
+        manager and every other notebook on it (the live document) loses its kernel. For adopted
+        kernels the request still goes to the gateway (which records the refusal the bar shows), and
+        the kernel stays listed here."""
+        km = self.serverapp.kernel_manager
+        if getattr(km, "_pyrualean_keeps", False):
+            return
+        orig = km.shutdown_kernel
+
+        async def shutdown_kernel(kernel_id: str, now: bool = False, restart: bool = False) -> None:
+            if kernel_id not in self.adopted:
+                await _maybe_await(orig(kernel_id, now=now, restart=restart))
+                return
+            try:
+                await _maybe_await(km.get_kernel(kernel_id).shutdown_kernel(now=now, restart=restart))
+            except Exception as e:  # the gateway is gone or refused loudly: the kernel is forgotten by the poll
+                self.log.info("pyrualean: shutdown of the episode kernel %s: %s", kernel_id, e)
+            self.log.info("pyrualean: kept the episode kernel %s (a notebook left it; the episode goes on)", kernel_id)
+
+        km.shutdown_kernel = shutdown_kernel
+        km._pyrualean_keeps = True
+
     async def adopt(self, kernel_id: str) -> None:
         """Puts a gateway kernel this server did not start into its kernel manager (Running panel, picker)."""
         km = self.serverapp.kernel_manager
