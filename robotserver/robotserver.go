@@ -50,6 +50,9 @@ type Options struct {
 	Logger      *slog.Logger
 	// ReadyTimeout bounds the robot's boot (default 5 min: remote robots start their own env servers).
 	ReadyTimeout time.Duration
+	// Limits are the server process's memory, open-file, file-size and CPU limits (seal's; zero: its
+	// defaults, the sealed kernel's).
+	Limits seal.Limits
 }
 
 // Server is a running robot server.
@@ -147,7 +150,10 @@ func Launch(o Options) (*Server, error) {
 	for _, k := range slices.Sorted(maps.Keys(o.Options)) {
 		args = append(args, "--opt", k+"="+o.Options[k])
 	}
-	cmd := exec.Command(python, args...)
+	// The server reads the agent's requests outside the sandbox: the kernel's limits bind it too (its
+	// threads are bounded by the agent socket's connection cap).
+	argv := o.Limits.LimitArgv(append([]string{python}, args...))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = o.Dir
 	cmd.Env = serverEnv(o)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

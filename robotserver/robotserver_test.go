@@ -164,6 +164,21 @@ func TestAgentSocketBounded(t *testing.T) {
 		"print('MOVED', robo.move_to([0.5, 0.1, 0.3]).reached)"); !strings.Contains(out, "MOVED True") {
 		t.Fatalf("first move: %s", out)
 	}
+	// The kernel's limits bind the server too (it runs outside the sandbox, reading the agent's requests).
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", srv.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("Max address space         %d", seal.DefaultMemoryBytes),
+		fmt.Sprintf("Max cpu time              %d", seal.DefaultCPUSeconds),
+		fmt.Sprintf("Max file size             %d", seal.DefaultFileBytes),
+		fmt.Sprintf("Max open files            %d", seal.DefaultMaxFiles),
+	} {
+		if !strings.Contains(string(limits), want) {
+			t.Errorf("the robot server runs without the limit %q:\n%s", want, limits)
+		}
+	}
 	base := threads()
 	// The server refuses an oversized body unread, whoever sends it (the proxy checks first, above all
 	// for a clear message; a raw client is refused by the server itself).

@@ -58,20 +58,57 @@ type Options struct {
 	Env       map[string]string // the kernel's whole environment besides HOME, PATH, LANG and the runtime's
 	Python    string            // the kernel's interpreter (its prefixes and sys.path are bound read-only)
 	// PythonPath is PYTHONPATH for the kernel (bound read-only); empty: none.
-	PythonPath  string
-	UID, GID    int   // inside the sandbox; default 65534
-	MemoryBytes int64 // RLIMIT_AS of the kernel; default 16 GiB
-	MaxProcs    int   // pids cgroup limit where the pids controller is writable; default 512
-	MaxFiles    int   // RLIMIT_NOFILE; default 4096
-	// FileBytes is RLIMIT_FSIZE: a write past it fails with EFBIG (Python ignores SIGXFSZ); default 1 GiB.
-	FileBytes int64
+	PythonPath string
+	UID, GID   int // inside the sandbox; default 65534
+	Limits         // the kernel's resource limits
 	// WorkspaceBytes and WorkspaceEntries are the workspace's quota (WatchWorkspace): space allocated
 	// and files; default 4 GiB and 100,000.
 	WorkspaceBytes   int64
 	WorkspaceEntries int
-	// CPUSeconds is RLIMIT_CPU of each process in the sandbox: past it the kernel is killed (SIGXCPU)
-	// and the episode ends with the kernel's death; default 4 h of CPU time.
+}
+
+// Limits are the resource limits of a process that serves the agent's code: the sealed kernel, and the
+// robot server (which reads the agent's requests outside the sandbox). Zero: the defaults.
+type Limits struct {
+	MemoryBytes int64 // RLIMIT_AS; default 16 GiB
+	MaxProcs    int   // pids cgroup limit (the sandbox, where the pids controller is writable); default 512
+	MaxFiles    int   // RLIMIT_NOFILE; default 4096
+	// FileBytes is RLIMIT_FSIZE: a write past it fails with EFBIG (Python ignores SIGXFSZ); default 1 GiB.
+	FileBytes int64
+	// CPUSeconds is RLIMIT_CPU of each process: past it the process is killed (SIGXCPU); for the
+	// kernel, the episode ends with its death; default 4 h of CPU time.
 	CPUSeconds int
+}
+
+// WithDefaults fills the limits left zero with the package's defaults.
+func (o Limits) WithDefaults() Limits {
+	if o.MemoryBytes == 0 {
+		o.MemoryBytes = DefaultMemoryBytes
+	}
+	if o.MaxProcs == 0 {
+		o.MaxProcs = DefaultMaxProcs
+	}
+	if o.MaxFiles == 0 {
+		o.MaxFiles = DefaultMaxFiles
+	}
+	if o.FileBytes == 0 {
+		o.FileBytes = DefaultFileBytes
+	}
+	if o.CPUSeconds == 0 {
+		o.CPUSeconds = DefaultCPUSeconds
+	}
+	return o
+}
+
+// LimitArgv is argv run under o's resource limits (memory, open files, file size, CPU time), through
+// prlimit: the one home of these limits for every process that serves the agent's code. Zero limits
+// take the defaults.
+func (o Limits) LimitArgv(argv []string) []string {
+	o = o.WithDefaults()
+	out := []string{"/usr/bin/prlimit", "--as=" + strconv.FormatInt(o.MemoryBytes, 10),
+		"--nofile=" + strconv.Itoa(o.MaxFiles), "--fsize=" + strconv.FormatInt(o.FileBytes, 10),
+		"--cpu=" + strconv.Itoa(o.CPUSeconds), "--"}
+	return append(out, argv...)
 }
 
 // Info is what result.json records about the seal.
@@ -178,21 +215,7 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	if o.GID == 0 {
 		o.GID = o.UID
 	}
-	if o.MemoryBytes == 0 {
-		o.MemoryBytes = DefaultMemoryBytes
-	}
-	if o.MaxProcs == 0 {
-		o.MaxProcs = DefaultMaxProcs
-	}
-	if o.MaxFiles == 0 {
-		o.MaxFiles = DefaultMaxFiles
-	}
-	if o.FileBytes == 0 {
-		o.FileBytes = DefaultFileBytes
-	}
-	if o.CPUSeconds == 0 {
-		o.CPUSeconds = DefaultCPUSeconds
-	}
+	o.Limits = o.Limits.WithDefaults()
 	if o.WorkspaceBytes == 0 {
 		o.WorkspaceBytes = DefaultWorkspaceBytes
 	}
@@ -293,10 +316,7 @@ func New(ctx context.Context, spec kernel.Spec, o Options) (*Sandbox, error) {
 	argv = append(argv, dropTo(o.UID, o.GID, privileged)...)
 	argv = append(argv, kernelArgv...)
 	// env -i: bwrap itself (pid 1 in the sandbox, /proc/1/environ) gets no environment either.
-	wrapped := []string{"/usr/bin/env", "-i", "/usr/bin/prlimit", "--as=" + strconv.FormatInt(o.MemoryBytes, 10),
-		"--nofile=" + strconv.Itoa(o.MaxFiles), "--fsize=" + strconv.FormatInt(o.FileBytes, 10),
-		"--cpu=" + strconv.Itoa(o.CPUSeconds), "--", bwrap}
-	wrapped = append(wrapped, argv...)
+	wrapped := append([]string{"/usr/bin/env", "-i"}, o.LimitArgv(append([]string{bwrap}, argv...))...)
 
 	hostUID := os.Geteuid() // unprivileged: the user namespace maps o.UID to the caller
 	if privileged {

@@ -161,7 +161,7 @@ func TestSealLimits(t *testing.T) {
 	}
 	ws := t.TempDir()
 	const memory, files, procs, fileBytes = 3 << 30, 128, 64, 64 << 20
-	sb, err := New(ctx, spec, Options{Workspace: ws, MemoryBytes: memory, MaxFiles: files, MaxProcs: procs, FileBytes: fileBytes})
+	sb, err := New(ctx, spec, Options{Workspace: ws, Limits: Limits{MemoryBytes: memory, MaxFiles: files, MaxProcs: procs, FileBytes: fileBytes}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestSealCPULimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := t.TempDir()
-	sb, err := New(ctx, spec, Options{Workspace: ws, CPUSeconds: 8})
+	sb, err := New(ctx, spec, Options{Workspace: ws, Limits: Limits{CPUSeconds: 8}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestSealWorkspaceQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := t.TempDir()
-	sb, err := New(ctx, spec, Options{Workspace: ws, FileBytes: 16 << 20, WorkspaceBytes: 64 << 20})
+	sb, err := New(ctx, spec, Options{Workspace: ws, Limits: Limits{FileBytes: 16 << 20}, WorkspaceBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
