@@ -33,27 +33,19 @@ var errOverQuota = errors.New("over quota")
 // MeasureWorkspace sums the space under root (links themselves, never what they point to) and stops
 // early once either bound in q is passed (over is then true).
 func MeasureWorkspace(root string, q Usage) (u Usage, over bool, err error) {
-	err = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while we walked
-			}
-			return err
-		}
+	err = walkBeneath(root, func(_ *os.Root, _ string, fi fs.FileInfo) error {
 		u.Entries++
-		if fi, err := d.Info(); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				u.Bytes += st.Blocks * 512
-			} else {
-				u.Bytes += fi.Size()
-			}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			u.Bytes += st.Blocks * 512
+		} else {
+			u.Bytes += fi.Size()
 		}
 		if u.Bytes > q.Bytes || u.Entries > q.Entries {
 			return errOverQuota
 		}
 		return nil
 	})
-	if errors.Is(err, errOverQuota) {
+	if errors.Is(err, errOverQuota) || errors.Is(err, errTooDeep) { // too deep to count: over, not unbounded
 		return u, true, nil
 	}
 	return u, false, err

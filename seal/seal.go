@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -419,17 +420,16 @@ func parentDirs(paths []string) []string {
 }
 
 // chownTree gives the workspace to the kernel's user, links themselves and never what they point to (the
-// workspace may hold an earlier run's links).
+// workspace may hold an earlier run's links, and chains no path can name: walkBeneath).
 func chownTree(root string, uid, gid int) error {
-	return filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := os.Lchown(p, uid, gid); err != nil {
-			return fmt.Errorf("seal: give the workspace to uid %d: %w", uid, err)
-		}
-		return nil
-	})
+	err := os.Lchown(root, uid, gid)
+	if err == nil {
+		err = walkBeneath(root, func(r *os.Root, name string, _ fs.FileInfo) error { return r.Lchown(name, uid, gid) })
+	}
+	if err != nil {
+		return fmt.Errorf("seal: give the workspace to uid %d: %w", uid, err)
+	}
+	return nil
 }
 
 // systemLinks recreates /bin, /lib, /lib64 and /sbin: symlinks into /usr where the host has them.

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -317,5 +319,77 @@ func TestSealWorkspaceQuota(t *testing.T) {
 		t.Logf("over at %d MiB, killed after %v", u.Bytes>>20, time.Since(start).Round(time.Millisecond))
 	default:
 		t.Error("the kernel died but the quota never fired")
+	}
+}
+
+// deepChain makes n nested directories of 200-byte names under root (through open directories: the
+// whole path is far past PATH_MAX) with a 1 MiB file at the bottom, as an agent's cells can.
+func deepChain(t *testing.T, root string, n int) {
+	t.Helper()
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 200)
+	for range n {
+		if err := r.Mkdir(name, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := r.OpenRoot(name)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = sub
+	}
+	defer r.Close()
+	if err := r.WriteFile("bottom", make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWalkBeneathLongChain: the quota and the hand-over of the workspace walk a chain no path can name
+// (24 x 200 bytes, past PATH_MAX) and count or give away what lies at its bottom; a chain deeper than
+// the walk goes counts as over the quota, never as unbounded.
+func TestWalkBeneathLongChain(t *testing.T) {
+	ws := t.TempDir()
+	deepChain(t, ws, 24)
+	u, over, err := MeasureWorkspace(ws, Usage{Bytes: 512 << 10, Entries: 1000})
+	if err != nil || !over || u.Entries < 24 {
+		t.Errorf("MeasureWorkspace past PATH_MAX: %+v over=%v err=%v (the 1 MiB at the bottom must count)", u, over, err)
+	}
+	if os.Geteuid() == 0 {
+		if err := chownTree(ws, 65534, 65534); err != nil {
+			t.Fatalf("chownTree past PATH_MAX: %v", err)
+		}
+		owned := 0
+		if err := walkBeneath(ws, func(_ *os.Root, _ string, fi fs.FileInfo) error {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 65534 {
+				owned++
+			}
+			return nil
+		}); err != nil || owned != 25 {
+			t.Errorf("chownTree: %d of 25 entries given away (%v)", owned, err)
+		}
+	}
+	deep := t.TempDir()
+	r, err := os.OpenRoot(deep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxWalkDepth + 1 {
+		if err := r.Mkdir("d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := r.OpenRoot("d")
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = sub
+	}
+	r.Close()
+	if _, over, err := MeasureWorkspace(deep, Usage{Bytes: 1 << 40, Entries: 1 << 30}); err != nil || !over {
+		t.Errorf("a tree deeper than the walk: over=%v err=%v, want over", over, err)
 	}
 }
