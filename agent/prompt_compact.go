@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -17,6 +18,15 @@ import (
 type Example struct {
 	Task, Instruction string
 	Cells             []string
+	// Calls are the same solution as the tools arm makes it: primitive calls with the results they gave
+	// (robotapi.SolutionCalls); the tools arm's compact profile shows these instead of Cells.
+	Calls []ExampleCall
+}
+
+// ExampleCall is one primitive call of a worked example and its (brief) result, both JSON objects.
+type ExampleCall struct {
+	Tool         string
+	Args, Result json.RawMessage
 }
 
 // ExampleTask is what PickExamples needs to know of a task (robotapi.Task has it).

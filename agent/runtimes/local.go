@@ -35,6 +35,7 @@ type localRuntime struct {
 	cfg      OpenAIConfig // the endpoint: the server's, once started
 	loop     LoopConfig
 	chat     Chat      // set by Start
+	toolChat Chat      // the tools arm's (jsonCallChat), set by Start
 	progress io.Writer // in-flight progress lines; nil: none
 	logger   *slog.Logger
 
@@ -59,6 +60,7 @@ func (r *localRuntime) Start(ctx context.Context) error {
 	r.srv = srv
 	r.cfg.BaseURL, r.cfg.Model = srv.BaseURL, srv.Model
 	r.chat = NewOpenAIChat(r.cfg)
+	r.toolChat = newJSONCallChat(r.cfg)
 	sp, err := measureSpeed(ctx, srv)
 	if err != nil {
 		srv.Stop()
@@ -82,7 +84,22 @@ func (r *localRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	if r.progress != nil {
 		loop.Watch = r.watch
 	}
-	return RunLoop(ctx, ep, r.chat, loop)
+	chat := r.chat
+	if primitivesArm(ep.Toolkit().Tools()) {
+		chat = r.toolChat
+	}
+	return RunLoop(ctx, ep, chat, loop)
+}
+
+// primitivesArm says whether tools are the tools arm's (a tool per primitive): neither python (cells)
+// nor run_program (program), whose code the server takes as a code block or a JSON string.
+func primitivesArm(tools []agent.ToolSpec) bool {
+	for _, t := range tools {
+		if t.Name == "python" || t.Name == agent.ToolRunProgram {
+			return false
+		}
+	}
+	return len(tools) > 0
 }
 
 func (r *localRuntime) Close() error {
