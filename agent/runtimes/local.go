@@ -21,6 +21,8 @@ import (
 const (
 	LocalMaxTokens   = 384
 	LocalTemperature = 0.2
+	// localRequestTimeout only backs up the turn deadline, which is the real bound of a reply.
+	localRequestTimeout = 3 * time.Hour
 )
 
 // localRuntime is an embedded llama.cpp server (package llm) behind the openai Chat. Episodes
@@ -264,6 +266,10 @@ func newLocal(s Settings) (Runtime, error) {
 	// The server is on loopback: a failed request is not a flaky network, and a generation that ran
 	// out its deadline would only run out again.
 	cfg.HTTPAttempts = 1
+	// The turn deadline (from the measured speed) bounds each reply; the HTTP client's own 10-minute
+	// default would cut a first turn that a loaded 2-core machine reads for longer (measured: a 3,600-token
+	// prompt at 7 tokens/s, then generation at well under 1 token/s, cut at 600 s with its deadline far off).
+	cfg.RequestTimeout = localRequestTimeout
 	loop := loopSettings(s, s.Model)
 	loop.PlannerAttempts, loop.FinishGrace = 1, -1
 	logger := s.Logger
