@@ -87,23 +87,27 @@ func (c *jsonCallChat) chatFor(tools []agent.ToolSpec) (Chat, error) {
 }
 
 // toolCallSchema is the JSON schema of one call: {"tool": <a tool's name>, "args": <its parameters>}.
+// It is written by hand, not marshalled from a map: llama.cpp's grammar keeps the schema's property
+// order, and the model must name the tool before its arguments (each parameters schema keeps its own
+// order too: xyz before gripper).
 func toolCallSchema(tools []agent.ToolSpec) ([]byte, error) {
 	if len(tools) == 0 {
 		return nil, errors.New("tools arm: no tools to call")
 	}
-	alts := make([]map[string]any, 0, len(tools))
+	alts := make([]string, 0, len(tools))
 	for _, t := range tools {
-		alts = append(alts, map[string]any{
-			"type":                 "object",
-			"properties":           map[string]any{"tool": map[string]any{"const": t.Name}, "args": toolSchema(t)},
-			"required":             []string{"tool", "args"},
-			"additionalProperties": false,
-		})
+		name, _ := json.Marshal(t.Name)
+		var params bytes.Buffer
+		if err := json.Compact(&params, toolSchema(t)); err != nil {
+			return nil, fmt.Errorf("tool %s: its parameters are not JSON: %w", t.Name, err)
+		}
+		alts = append(alts, `{"type":"object","properties":{"tool":{"const":`+string(name)+`},"args":`+params.String()+
+			`},"required":["tool","args"],"additionalProperties":false}`)
 	}
 	if len(alts) == 1 {
-		return json.Marshal(alts[0])
+		return []byte(alts[0]), nil
 	}
-	return json.Marshal(map[string]any{"anyOf": alts})
+	return []byte(`{"anyOf":[` + strings.Join(alts, ",") + `]}`), nil
 }
 
 // jsonCallHistory is the conversation as plain chat: an assistant's calls become the JSON objects of
@@ -128,7 +132,13 @@ func jsonCallHistory(msgs []Message) []Message {
 			if m.IsError {
 				head = "Your call of " + names[m.ToolCallID] + " was refused:\n"
 			}
-			parts := append([]Part{{Text: head}}, m.Parts...)
+			// One text part (sent as a plain string), then the result's images, if any.
+			parts := []Part{{Text: head + m.Text()}}
+			for _, p := range m.Parts {
+				if p.Image != nil {
+					parts = append(parts, p)
+				}
+			}
 			out = append(out, Message{Role: RoleUser, Parts: parts})
 		default:
 			out = append(out, m)

@@ -1,11 +1,14 @@
 package runtimes
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/openaitest"
 )
 
 var parseTools = []agent.ToolSpec{
@@ -112,6 +115,9 @@ func TestToolCallSchema(t *testing.T) {
 		strings.Join(s.AnyOf[0].Required, ",") != "tool,args" {
 		t.Fatalf("first alternative: %s", b)
 	}
+	if !strings.Contains(string(b), `"properties":{"tool":{"const":"segment"},"args":{`) {
+		t.Errorf("the tool must come before its args (llama.cpp's grammar keeps the order): %s", b)
+	}
 	if _, err := toolCallSchema(nil); err == nil {
 		t.Fatal("no tools: want an error")
 	}
@@ -129,5 +135,56 @@ func TestPrimitivesArm(t *testing.T) {
 		if got := primitivesArm(specs); got != c.want {
 			t.Errorf("%v: %v, want %v", c.tools, got, c.want)
 		}
+	}
+}
+
+// TestJSONCallChat runs the tools arm's Chat against the scripted OpenAI-compatible server: the
+// request carries no tools but the one-call grammar, the reply's JSON becomes the tool call, the
+// history goes back as plain chat, and a cut-off reply is no call and says why.
+func TestJSONCallChat(t *testing.T) {
+	srv := openaitest.New(
+		openaitest.Step{Reply: openaitest.Reply{Content: `{"tool": "segment", "args": {"name_or_prompt": "bowl"}}`}},
+		openaitest.Step{Reply: openaitest.Reply{Content: `{"tool": "release", "ar`}},
+	)
+	defer srv.Close()
+	chat := newJSONCallChat(OpenAIConfig{BaseURL: srv.BaseURL(), APIKey: "k", Model: "m", ToolChoice: "required",
+		ExtraBody: map[string]any{"code_block_tool": "python", "top_k": 20}, HTTPAttempts: 1})
+	ctx := context.Background()
+	history := []Message{{Role: RoleUser, Parts: textParts("prompt")}}
+	r, err := chat.Reply(ctx, ChatRequest{Messages: history, Tools: parseTools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.ToolCalls) != 1 || r.ToolCalls[0].Name != "segment" || r.ToolCalls[0].Arguments != `{"name_or_prompt": "bowl"}` ||
+		r.ToolCalls[0].ID == "" || r.Nudge != "" {
+		t.Fatalf("reply %+v", r)
+	}
+	req := srv.Requests()[0].Body
+	if _, has := req["tools"]; has {
+		t.Error("the request carries tools: the chat template would render them again")
+	}
+	for _, k := range []string{"tool_choice", "code_block_tool"} {
+		if _, has := req[k]; has {
+			t.Errorf("the request carries %s", k)
+		}
+	}
+	rf, _ := req["response_format"].(map[string]any)
+	schema, _ := json.Marshal(rf["json_schema"])
+	if rf["type"] != "json_schema" || !strings.Contains(string(schema), `"const":"release"`) || fmt.Sprint(req["top_k"]) != "20" {
+		t.Errorf("request %v (schema %s)", req, schema)
+	}
+	history = append(history, Message{Role: RoleAssistant, ToolCalls: r.ToolCalls},
+		Message{Role: RoleTool, ToolCallID: r.ToolCalls[0].ID, Parts: textParts(`{"found": true}`)})
+	r, err = chat.Reply(ctx, ChatRequest{Messages: history, Tools: parseTools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.ToolCalls) != 0 || !strings.Contains(r.Nudge, "ends before the object closes") || !strings.Contains(r.Nudge, agent.ToolReplyFormat) {
+		t.Fatalf("cut reply: %+v", r)
+	}
+	msgs := srv.Requests()[1].Messages()
+	if len(msgs) != 3 || msgs[1]["role"] != "assistant" || msgs[1]["tool_calls"] != nil || msgs[2]["role"] != "user" ||
+		!strings.HasPrefix(msgs[2]["content"].(string), "Result of segment:") {
+		t.Fatalf("history sent: %v", msgs)
 	}
 }
