@@ -137,8 +137,10 @@ print(f"[demo]   setup           {setup_s + ' s' if setup_s else 'not measured (
 print(f"[demo]   model assembly  {model_s:.1f} s (install and sha256 check; instant when installed)")
 if tm and tm[0].get("prompt_n"):
     t0 = tm[0]
-    print(f"[demo]   cold prompt     {t0['prompt_ms'] / 1000:.1f} s: {t0['prompt_n']} tokens read, "
-          f"{t0.get('cache_n', 0)} from the cache, {t0.get('prompt_per_second', 0):.1f} tokens/s (turn 1)")
+    cached = t0.get("cache_n", 0)
+    how = f"{cached} more came from the saved prefix" if cached else "cold: nothing cached"
+    print(f"[demo]   first prompt    {t0['prompt_ms'] / 1000:.1f} s: {t0['prompt_n']} tokens read at "
+          f"{t0.get('prompt_per_second', 0):.1f} tokens/s ({how})")
 gen_n = sum(t.get("predicted_n", 0) for t in tm)
 gen_ms = sum(t.get("predicted_ms", 0) for t in tm)
 later_n = sum(t.get("prompt_n", 0) for t in tm[1:])
