@@ -50,7 +50,8 @@ func compactToolsContract(p PromptParts) string {
 		"",
 		"1. Read the task card: the task instruction says which object goes where.",
 		"2. Make the calls the worked examples below make (they solve OTHER tasks with the same tools): find " +
-			"positions with `segment`, move above, lower, grasp or release.",
+			"positions with `segment`, move above, lower, grasp or release. How this task's objects move (only " +
+			"blocks can be picked; a drawer moves by its handle) is in the robot facts below the examples.",
 		"3. Numbers come from results: copy positions from the `segment` result you got, never invent " +
 			"coordinates. If a move has `reached` false or a pick `success` false, fix that; never repeat a call unchanged.",
 		"4. Success is decided by the simulator: results carry `terminated`. Once it is true, reply " +
