@@ -53,10 +53,11 @@ func compactToolsContract(p PromptParts) string {
 			"positions with `segment`, move above, lower, grasp or release. How this task's objects move (only " +
 			"blocks can be picked; a drawer moves by its handle) is in the robot facts below the examples.",
 		"3. Numbers come from results: copy positions from the `segment` result you got, never invent " +
-			"coordinates. If a move has `reached` false or a pick `success` false, fix that; never repeat a call unchanged.",
+			"coordinates. Read each result: if `terminated` is not true yet, fix what went wrong (an error, " +
+			"`reached` false, a pick's `success` false) with the next call; never repeat a call unchanged.",
 		"4. Success is decided by the simulator: results carry `terminated`. Once it is true, reply " +
 			`{"tool": "finish", "args": {"status": "success", "summary": "..."}}` + ". If you cannot make " +
-			`progress, call finish with "status": "failure".`,
+			`progress after fixing what you can, call finish with "status": "failure".`,
 	}
 	if n := endingNote(p); n != "" {
 		lines = append(lines, strings.TrimPrefix(n, "- "))
