@@ -11,9 +11,10 @@ setup:
 build:
 	$(GO) build -o bin/pyrualean ./cmd/pyrualean
 
-# The main job: one real tabletop episode with no network and no API key.
-demo: setup
-	bash scripts/demo.sh
+# The main job: one real tabletop episode with no network and no API key. Setup is timed for the demo's
+# time-per-phase summary.
+demo:
+	@t0=$$(date +%s); $(MAKE) --no-print-directory setup && PYRUALEAN_DEMO_SETUP_S=$$(( $$(date +%s) - t0 )) bash scripts/demo.sh
 
 # Everything: go vet, every Go test (-p 1: kernels launched by different test binaries must not race for a
 # free port), brief fuzzing, every pytest test (scripts/test.sh).

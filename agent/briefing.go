@@ -55,14 +55,14 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 	}
 	var examples []Example
 	if s.PromptProfile == spec.ProfileCompact {
-		if examples, err = workedExamples(ctx, s.Robot, firstNonEmpty(card.Task, s.Task)); err != nil {
+		if examples, err = workedExamples(ctx, s.Robot, firstNonEmpty(card.Task, s.Task), s.Arm); err != nil {
 			return err
 		}
 	}
 	b.prompt.Text = BuildPrompt(PromptParts{
 		Profile: s.PromptProfile, Examples: examples,
 		Arm: s.Arm, Images: s.Images, Feedback: s.Feedback, MaxTurns: s.MaxCalls, MaxPrograms: s.MaxPrograms, BudgetS: s.BudgetS,
-		MaxEnvSteps: card.MaxEnvSteps, APIReference: apiText, Knowledge: card.Knowledge,
+		MaxEnvSteps: card.MaxEnvSteps, APIReference: apiText, Tools: b.tools, Knowledge: card.Knowledge,
 		TaskCard: RenderCard(card), TaskLanguage: card.TaskLanguage, GuideFiles: guides, Cameras: card.Cameras, MotionCameras: card.MotionCameras,
 	})
 	if err := e.files.writeFile("prompt.txt", []byte(b.prompt.Text)); err != nil {
@@ -173,8 +173,9 @@ func writeCard(f *runFolder, card Card, cardJSON []byte) ([]Image, error) {
 }
 
 // workedExamples are the compact profile's worked examples: reference solutions of tasks from the
-// robot's other task families (PickExamples). A robot without tasks or solutions gets none.
-func workedExamples(ctx context.Context, robot, own string) ([]Example, error) {
+// robot's other task families (PickExamples), as cells, and for the tools arm as the primitive calls
+// they make (robotapi.SolutionCalls). A robot without tasks or solutions gets none.
+func workedExamples(ctx context.Context, robot, own, arm string) ([]Example, error) {
 	tasks, err := robotapi.Tasks(ctx, robot)
 	if err != nil {
 		return nil, fmt.Errorf("compact prompt: %w", err)
@@ -189,7 +190,17 @@ func workedExamples(ctx context.Context, robot, own string) ([]Example, error) {
 		if err != nil {
 			continue // a task without a reference solution is no example
 		}
-		out = append(out, Example{Task: t.Name, Instruction: t.Instruction, Cells: cells})
+		ex := Example{Task: t.Name, Instruction: t.Instruction, Cells: cells}
+		if arm == spec.ArmTools {
+			calls, err := robotapi.SolutionCalls(robot, t.Name)
+			if err != nil {
+				continue // no calls recorded: no example for the tools arm
+			}
+			for _, c := range calls {
+				ex.Calls = append(ex.Calls, ExampleCall{Tool: c.Tool, Args: c.Args, Result: c.Result})
+			}
+		}
+		out = append(out, ex)
 	}
 	return out, nil
 }

@@ -29,7 +29,8 @@ func (p Prompt) Info() PromptInfo {
 // PromptParts are the pieces a prompt is assembled from.
 type PromptParts struct {
 	Arm, Images, Feedback string
-	// Profile is spec.ProfileDefault ("" too) or spec.ProfileCompact (cells arm only; compactPrompt).
+	// Profile is spec.ProfileDefault ("" too) or spec.ProfileCompact (cells: compactPrompt; tools:
+	// compactToolsPrompt).
 	Profile string
 	// Examples are the compact profile's worked examples (PickExamples: other task families only).
 	Examples     []Example
@@ -38,6 +39,8 @@ type PromptParts struct {
 	BudgetS      float64 // wall clock budget; with MaxTurns > 0 only a safety ceiling the prompt does not state
 	MaxEnvSteps  int
 	APIReference string // `pyrualean api --format text` (cells) or the tools' descriptions
+	// Tools are the robot's primitives as tools (the tools arm's compact profile lists their arguments).
+	Tools        []ToolSpec
 	Knowledge    string // robot knowledge (markdown)
 	TaskCard     string // rendered task card
 	TaskLanguage string // the task instruction (the compact profile repeats it last)
@@ -54,8 +57,13 @@ type PromptParts struct {
 // BuildPrompt assembles the prompt in the original's order (play.build_prompt): contract (with the guides
 // note), API reference, robot knowledge, task card.
 func BuildPrompt(p PromptParts) string {
-	if p.Profile == spec.ProfileCompact && (p.Arm == spec.ArmCells || p.Arm == "") {
-		return compactPrompt(p)
+	if p.Profile == spec.ProfileCompact {
+		switch p.Arm {
+		case spec.ArmCells, "":
+			return compactPrompt(p)
+		case spec.ArmTools:
+			return compactToolsPrompt(p)
+		}
 	}
 	var parts []string
 	contract := cellsContract(p)

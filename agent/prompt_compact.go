@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -17,6 +18,15 @@ import (
 type Example struct {
 	Task, Instruction string
 	Cells             []string
+	// Calls are the same solution as the tools arm makes it: primitive calls with the results they gave
+	// (robotapi.SolutionCalls); the tools arm's compact profile shows these instead of Cells.
+	Calls []ExampleCall
+}
+
+// ExampleCall is one primitive call of a worked example and its (brief) result, both JSON objects.
+type ExampleCall struct {
+	Tool         string
+	Args, Result json.RawMessage
 }
 
 // ExampleTask is what PickExamples needs to know of a task (robotapi.Task has it).
@@ -88,8 +98,9 @@ func compactContract(p PromptParts) string {
 		"",
 		"1. Read the task card: the task instruction says which object goes where.",
 		"2. Write the whole solution in one call, as the worked examples below do (they solve OTHER tasks " +
-			"with the same methods): pick the object, find the target with `robo.segment`, move above it, " +
-			"lower, release, and end with `print(robo.state())`.",
+			"with the same methods): find positions with `robo.segment`, move above, lower, grasp or release, " +
+			"and end with `print(robo.state())`. How this task's objects move (only blocks can be picked; a " +
+			"drawer moves by its handle) is in the robot facts below the examples.",
 		"3. Read the result. If `terminated` is not True yet, fix what went wrong in the next call; never repeat a call unchanged.",
 		"4. Success is decided by the simulator: motion results carry `terminated`, and `robo.done` becomes True. " +
 			"Then call `finish(status=\"success\", summary=...)`. If you cannot make progress, call " +

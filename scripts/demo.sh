@@ -5,6 +5,9 @@
 # Knobs (environment): PYRUALEAN_DEMO_MODEL (default qwen2.5-coder-1.5b, see `pyrualean models`),
 # PYRUALEAN_DEMO_TASK (put_block_in_bowl), PYRUALEAN_DEMO_SEED (0), PYRUALEAN_DEMO_TURNS (10 python
 # calls), PYRUALEAN_DEMO_BUDGET_S (1500 s of policy wall clock), PYRUALEAN_DEMO_THREADS (all cores).
+# At the end it prints where the time went: setup (PYRUALEAN_DEMO_SETUP_S, which `make demo` measures),
+# the model's assembly, the episode's cold first prompt and its generation, with the speeds llama.cpp
+# measured and the CPU they ran on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${PYRUALEAN_DEMO_MODEL:-qwen2.5-coder-1.5b}
@@ -16,7 +19,9 @@ out=runs/demo/$(date -u +%Y%m%dT%H%M%S)-$task-seed$seed
 PY=.venv/bin/python
 
 [[ -x bin/pyrualean ]] || go build -o bin/pyrualean ./cmd/pyrualean
+t_model=$(date +%s.%N)
 bin/pyrualean models install "$model" >/dev/null   # no-op when installed (checksum-verified)
+model_s=$(awk -v a="$t_model" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 echo "[demo] model $model, task $task, seed $seed, at most $turns python calls, ${budget}s budget"
 echo "[demo] run folder $out (trace.ipynb, turns.jsonl, result.json)"
 mkdir -p "$out"
@@ -55,7 +60,7 @@ watcher=$!
 trap 'kill $watcher 2>/dev/null || true' EXIT
 
 args=(--robot tabletop --task "$task" --seed "$seed" --max-turns "$turns" --budget-s "$budget" --images none --out "$out")
-start=$(date +%s)
+start=$(date +%s.%N)
 set +e
 # --runtime local brings its own turn bounds (max tokens, a deadline from the measured speed) and the
 # compact prompt profile; it prints a progress line while a slow turn runs.
@@ -65,8 +70,9 @@ set -e
 touch "$out.done"
 wait $watcher 2>/dev/null || true
 rm -f "$out.done"
-echo "[demo] finished in $(( $(date +%s) - start )) s (exit $rc)"
-"$PY" - "$out" "$task" "$seed" <<'PY'
+episode_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+echo "[demo] finished in ${episode_s} s (exit $rc)"
+"$PY" - "$out" "$task" "$seed" "${PYRUALEAN_DEMO_SETUP_S:-}" "$model_s" "$episode_s" <<'PY'
 import json, sys, pathlib
 out, task, seed = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 try:
@@ -109,5 +115,41 @@ print(f"[demo]   open it in JupyterLab, or re-run it: bin/pyrualean replay {out}
 print(f"[demo] the same episode with a stronger model (any OpenAI-compatible endpoint):")
 print(f"[demo]   OPENAI_API_KEY=... bin/pyrualean play --runtime openai --model gpt-4.1 --task {task} --seed {seed}")
 print(f"[demo]   bin/pyrualean play --base-url http://HOST:PORT/v1 --model NAME --task {task} --seed {seed}")
+
+# Where the time went: each phase, from turns.jsonl's llama.cpp timings.
+setup_s, model_s, episode_s = sys.argv[4], float(sys.argv[5]), float(sys.argv[6])
+turns = []
+try:
+    turns = [json.loads(ln) for ln in (out / "turns.jsonl").read_text().splitlines() if ln.strip()]
+except (OSError, ValueError):
+    pass
+tm = [t.get("timings") or {} for t in turns]
+llm_s = sum(t.get("latency_s") or 0 for t in turns)
+cpu, cores = "unknown CPU", 0
+try:
+    for ln in open("/proc/cpuinfo"):
+        if ln.startswith("model name"):
+            cpu, cores = ln.split(":", 1)[1].strip(), cores + 1
+except OSError:
+    pass
+print(f"[demo] time per phase (CPU: {cpu}, {cores} cores):")
+print(f"[demo]   setup           {setup_s + ' s' if setup_s else 'not measured (run as make demo)'}")
+print(f"[demo]   model assembly  {model_s:.1f} s (install and sha256 check; instant when installed)")
+if tm and tm[0].get("prompt_n"):
+    t0 = tm[0]
+    cached = t0.get("cache_n", 0)
+    how = f"{cached} more came from the saved prefix" if cached else "cold: nothing cached"
+    print(f"[demo]   first prompt    {t0['prompt_ms'] / 1000:.1f} s: {t0['prompt_n']} tokens read at "
+          f"{t0.get('prompt_per_second', 0):.1f} tokens/s ({how})")
+gen_n = sum(t.get("predicted_n", 0) for t in tm)
+gen_ms = sum(t.get("predicted_ms", 0) for t in tm)
+later_n = sum(t.get("prompt_n", 0) for t in tm[1:])
+later_ms = sum(t.get("prompt_ms", 0) for t in tm[1:])
+if gen_ms:
+    print(f"[demo]   generation      {gen_ms / 1000:.1f} s: {gen_n} tokens in {len(tm)} turn(s), {gen_n / gen_ms * 1000:.1f} tokens/s")
+if later_ms:
+    print(f"[demo]   later prompts   {later_ms / 1000:.1f} s: {later_n} new tokens, {later_n / later_ms * 1000:.1f} tokens/s")
+print(f"[demo]   episode         {episode_s:.1f} s in all: {llm_s:.1f} s in model turns, {episode_s - llm_s:.1f} s "
+      f"for the rest (kernel and simulator boot, the model server's start and speed check, the robot's motions)")
 PY
 exit $rc

@@ -56,7 +56,7 @@ type Episode struct {
 	ProgramTimeoutS float64 `json:"program_timeout_s,omitempty"` // program arm: one program's watchdog; 0: CellTimeoutS
 	Images          string  `json:"images"`
 	Feedback        string  `json:"feedback"`
-	PromptProfile   string  `json:"prompt_profile"` // "" : compact for the local runtime's cells arm, else default
+	PromptProfile   string  `json:"prompt_profile"` // "" : compact for the local runtime's cells and tools arms, else default
 	Primitives      string  `json:"primitives"`
 	Guides          bool    `json:"guides"`
 	// MaxCalls bounds the agent's calls (python, primitive or run_program; the original's --max-turns);

@@ -128,7 +128,7 @@ func TestValidate(t *testing.T) {
 		{"unknown robot", func(e *Episode) { e.Robot = "nobot" }, "unknown robot"},
 		{"unknown suite", func(e *Episode) { e.Suite = "nosuite" }, "unknown suite"},
 		{"suite clash", func(e *Episode) { e.Suite, e.Task = "a", "b/1" }, "drop one"},
-		{"compact tools", func(e *Episode) { e.Arm, e.PromptProfile = ArmTools, ProfileCompact }, "compact is for --arm cells"},
+		{"compact program", func(e *Episode) { e.Arm, e.PromptProfile = ArmProgram, ProfileCompact }, "compact is for --arm cells or tools"},
 		{"programs off arm", func(e *Episode) { e.MaxPrograms = 1 }, "need --arm program"},
 		{"vla hidden", func(e *Episode) {
 			e.Primitives, e.RobotOptions = PrimitivesNoVLA, map[string]string{"vla_endpoint": "socket://h:1"}

@@ -49,13 +49,13 @@ func (e *Episode) validate(ctx context.Context, robots Robots) error {
 	}
 	if e.PromptProfile == "" {
 		e.PromptProfile = ProfileDefault
-		if e.Policy.Runtime == "local" && e.Arm == ArmCells {
+		if e.Policy.Runtime == "local" && (e.Arm == ArmCells || e.Arm == ArmTools) {
 			e.PromptProfile = ProfileCompact
 		}
 	}
 	switch {
-	case e.PromptProfile == ProfileCompact && e.Arm != ArmCells:
-		return fmt.Errorf("--prompt-profile compact is for --arm cells (the arm is %s)", e.Arm)
+	case e.PromptProfile == ProfileCompact && e.Arm != ArmCells && e.Arm != ArmTools:
+		return fmt.Errorf("--prompt-profile compact is for --arm cells or tools (the arm is %s)", e.Arm)
 	case (e.MaxPrograms > 0 || e.ProgramTimeoutS > 0) && e.Arm != ArmProgram:
 		return fmt.Errorf("--max-programs and --program-timeout-s need --arm program (the arm is %s)", e.Arm)
 	case e.RobotOptions["vla_endpoint"] != "" && e.Primitives == PrimitivesNoVLA:

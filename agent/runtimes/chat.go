@@ -102,8 +102,11 @@ type Reply struct {
 	Timings  *agent.ServerTimings // the server's own account of the reply (llama.cpp)
 	// Effort is the reasoning effort the request asked for ("" : none sent).
 	Effort string
-	Tokens *Tokens         // token ids and log-probabilities, when asked for and given
-	Raw    json.RawMessage // the reply in the backend's own form, kept in the history (Message.Raw)
+	Tokens *Tokens // token ids and log-probabilities, when asked for and given
+	// Nudge, on a reply without tool calls, is what the model is told next instead of the loop's
+	// generic nudge: why the reply was not a call (a Chat that reads calls out of the text sets it).
+	Nudge string
+	Raw   json.RawMessage // the reply in the backend's own form, kept in the history (Message.Raw)
 }
 
 // Tokens are one LLM call's token-level trajectory: the completion's tokens (and the prompt's, where

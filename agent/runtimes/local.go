@@ -21,6 +21,8 @@ import (
 const (
 	LocalMaxTokens   = 384
 	LocalTemperature = 0.2
+	// localRequestTimeout only backs up the turn deadline, which is the real bound of a reply.
+	localRequestTimeout = 3 * time.Hour
 )
 
 // localRuntime is an embedded llama.cpp server (package llm) behind the openai Chat. Episodes
@@ -35,6 +37,7 @@ type localRuntime struct {
 	cfg      OpenAIConfig // the endpoint: the server's, once started
 	loop     LoopConfig
 	chat     Chat      // set by Start
+	toolChat Chat      // the tools arm's (jsonCallChat), set by Start
 	progress io.Writer // in-flight progress lines; nil: none
 	logger   *slog.Logger
 
@@ -59,6 +62,7 @@ func (r *localRuntime) Start(ctx context.Context) error {
 	r.srv = srv
 	r.cfg.BaseURL, r.cfg.Model = srv.BaseURL, srv.Model
 	r.chat = NewOpenAIChat(r.cfg)
+	r.toolChat = newJSONCallChat(r.cfg)
 	sp, err := measureSpeed(ctx, srv)
 	if err != nil {
 		srv.Stop()
@@ -82,7 +86,22 @@ func (r *localRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	if r.progress != nil {
 		loop.Watch = r.watch
 	}
-	return RunLoop(ctx, ep, r.chat, loop)
+	chat := r.chat
+	if primitivesArm(ep.Toolkit().Tools()) {
+		chat = r.toolChat
+	}
+	return RunLoop(ctx, ep, chat, loop)
+}
+
+// primitivesArm says whether tools are the tools arm's (a tool per primitive): neither python (cells)
+// nor run_program (program), whose code the server takes as a code block or a JSON string.
+func primitivesArm(tools []agent.ToolSpec) bool {
+	for _, t := range tools {
+		if t.Name == "python" || t.Name == agent.ToolRunProgram {
+			return false
+		}
+	}
+	return len(tools) > 0
 }
 
 func (r *localRuntime) Close() error {
@@ -247,6 +266,10 @@ func newLocal(s Settings) (Runtime, error) {
 	// The server is on loopback: a failed request is not a flaky network, and a generation that ran
 	// out its deadline would only run out again.
 	cfg.HTTPAttempts = 1
+	// The turn deadline (from the measured speed) bounds each reply; the HTTP client's own 10-minute
+	// default would cut a first turn that a loaded 2-core machine reads for longer (measured: a 3,600-token
+	// prompt at 7 tokens/s, then generation at well under 1 token/s, cut at 600 s with its deadline far off).
+	cfg.RequestTimeout = localRequestTimeout
 	loop := loopSettings(s, s.Model)
 	loop.PlannerAttempts, loop.FinishGrace = 1, -1
 	logger := s.Logger

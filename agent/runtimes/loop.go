@@ -297,7 +297,11 @@ func (l *loop) act(ctx context.Context, reply Reply) (stop bool, err error) {
 		if l.noToolStreak >= 3 {
 			return true, agent.ErrNoToolCall
 		}
-		l.history = append(l.history, Message{Role: RoleUser, Parts: textParts(nudgeText)})
+		nudge := nudgeText
+		if reply.Nudge != "" {
+			nudge = reply.Nudge
+		}
+		l.history = append(l.history, Message{Role: RoleUser, Parts: textParts(nudge)})
 		return false, nil
 	}
 	l.noToolStreak = 0

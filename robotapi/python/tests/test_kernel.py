@@ -100,7 +100,7 @@ def test_episode_in_a_kernel(kernel, tmp_path):
     assert card["robot"] == "tabletop" and card["task"] == "put_block_in_bowl" and card["seed"] == 1
     assert card["task_language"] == "put the red block in the bowl" and "red_block" in card["object_names"]
     assert set(card["images"]) == {"agentview", "wrist"} and base64.b64decode(card["images"]["wrist"])[1:4] == b"PNG"
-    assert "Frame" in card["knowledge"] and card["max_env_steps"] == 10000
+    assert card["knowledge"].startswith("# Tabletop robot") and "Drawer" in card["knowledge"] and card["max_env_steps"] == 10000
     # the ledger on disk has every call
     lines = [json.loads(x) for x in open(tmp_path / "calls.jsonl")]
     assert lines[0]["tool"] == "show" and lines[-1]["tool"] == "move_to" and lines[-1]["ok"] is False

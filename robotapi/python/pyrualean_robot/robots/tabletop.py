@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ..base import Robot, TaskInfo, tool
+from ..base import Robot, TaskInfo, load_guide, tool
 from ..errors import ToolError
 from ..images import png_bytes
 from ..results import (BackProjection, Gripper, Move, MovePose, Pick, PolicyRun, Release, Rotation, Segment,
@@ -33,20 +33,8 @@ PICKABLE = tasks.BLOCKS
 SEGMENTABLE = ("red_block", "green_block", "blue_block", "bowl", "plate", "cabinet", "drawer", "drawer_handle",
                "table", "robot")
 
-KNOWLEDGE = """\
-# Tabletop robot notes
-- Frame: metres, radians; x away from the robot base, y to the robot's LEFT (the right side of the agentview
-  image), z up; the table top is z = 0. Reach: x 0.3-0.75 and |y| < 0.35 are comfortable.
-- The eef point is between the fingertips. A 4 cm block resting on the table is grasped at z ~= 0.02.
-- Gripper: OPEN = -1, CLOSE = +1; `gripper=None` keeps the current command. `gripper_opening` ~0.08 open,
-  ~0 closed on nothing, 0.02-0.05 holding a block.
-- Carry at z >= 0.15 so held objects clear the bowl rim and other blocks; descend, then `release()`.
-- `segment(name)` gives object positions from the simulator's segmentation + depth (`top_xyz` is the top
-  surface centre); `pick(name)` is a scripted top-down grasp that lifts the object 15 cm.
-- The drawer opens toward the robot (-x). Its handle sticks out of the front; grasp it from above and pull
-  back, or push it (gripper closed) toward +x to close.
-- A motion stops early when the task predicate fires; the next motion then raises EpisodeFinished.
-"""
+# The robot knowledge in every arm's prompt (the original's knowledge/<robot>.md).
+KNOWLEDGE = load_guide("tabletop", "tabletop.md")
 
 
 @lru_cache(maxsize=1)
