@@ -100,6 +100,7 @@ type page struct {
 	Tables    []tableView
 	Groups    []groupView
 	Episodes  []episodeRow
+	Nodes     bool // some episode ran on a Ray node (--engine ray): the episodes table says which
 	Matrix    []string
 	CSP       template.HTMLAttr
 }
@@ -178,6 +179,7 @@ func Write(ctx context.Context, o Options) error {
 			}
 		}
 		pg.Episodes = append(pg.Episodes, row)
+		pg.Nodes = pg.Nodes || r.Node != ""
 	}
 	pg.CSP = template.HTMLAttr(`content="` + CSP + `"`)
 	t, err := template.New("report").Funcs(templateFuncs()).Parse(pageTemplate)
@@ -194,6 +196,7 @@ func Write(ctx context.Context, o Options) error {
 // templateFuncs format the page's figures.
 func templateFuncs() template.FuncMap {
 	return template.FuncMap{
+		"short": func(id string) string { return id[:min(len(id), 8)] }, // Ray's node ids: 56 hex digits
 		"pct": func(iv *eval.Interval) string {
 			if iv == nil {
 				return "-"
