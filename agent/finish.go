@@ -102,7 +102,8 @@ func (e *Episode) Status() EpisodeStatus {
 	default:
 		st.State = "running"
 	}
-	e.clockStatus(&st)
+	st.BudgetS = e.spec.BudgetS
+	e.clock.fill(&st)
 	st.Turn = l.calls + 1
 	if e.spec.MaxCalls > 0 {
 		st.Turn = min(st.Turn, e.spec.MaxCalls)
@@ -122,17 +123,6 @@ func (e *Episode) Status() EpisodeStatus {
 		st.Phase = "thinking"
 	}
 	return st
-}
-
-// clockStatus fills the status's budget, paused and policy times.
-func (e *Episode) clockStatus(st *EpisodeStatus) {
-	st.BudgetS = e.spec.BudgetS
-	st.PausedS = round3(e.clock.pausedFor().Seconds())
-	st.PolicyS = round3(e.clock.elapsed().Seconds())
-	if left, ok := e.clock.left(); ok {
-		v := round3(left.Seconds())
-		st.BudgetLeftS = &v
-	}
 }
 
 // KeepKernel makes Finish leave the kernel (and a sealed episode's robot server) running, for people

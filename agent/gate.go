@@ -317,6 +317,16 @@ func (c *policyClock) pausedLocked(now time.Time) time.Duration {
 	return p
 }
 
+// fill sets a live status's paused and policy times and the budget left (where there is a budget).
+func (c *policyClock) fill(st *EpisodeStatus) {
+	st.PausedS = round3(c.pausedFor().Seconds())
+	st.PolicyS = round3(c.elapsed().Seconds())
+	if left, ok := c.left(); ok {
+		v := round3(left.Seconds())
+		st.BudgetLeftS = &v
+	}
+}
+
 // elapsed is the policy's time so far: wall time since the start less the time held.
 func (c *policyClock) elapsed() time.Duration {
 	c.mu.Lock()
