@@ -340,6 +340,16 @@ func SolutionPath(robot, task string) string {
 // SolutionCells returns the code cells of a task's reference solution (percent format, `# %%` cells;
 // markdown cells are dropped). The setup cell is not included: whoever runs it adds SetupCode first.
 func SolutionCells(robot, task string) ([]string, error) {
+	src, err := readSolution(robot, task, SolutionPath, "solution")
+	if err != nil {
+		return nil, err
+	}
+	return SplitPercentCells(string(src)), nil
+}
+
+// readSolution reads a task's reference-solution file (path gives its repo-relative name), the robot
+// and task checked as names first.
+func readSolution(robot, task string, path func(robot, task string) string, what string) ([]byte, error) {
 	if err := checkName("robot", robot); err != nil {
 		return nil, err
 	}
@@ -350,11 +360,11 @@ func SolutionCells(robot, task string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := os.ReadFile(filepath.Join(root, SolutionPath(robot, task)))
+	src, err := os.ReadFile(filepath.Join(root, path(robot, task)))
 	if err != nil {
-		return nil, fmt.Errorf("robotapi: solution for %s/%s: %w", robot, task, err)
+		return nil, fmt.Errorf("robotapi: %s for %s/%s: %w", what, robot, task, err)
 	}
-	return SplitPercentCells(string(src)), nil
+	return src, nil
 }
 
 // SplitPercentCells splits percent-format source into its code cells (same rules as the Python runner).

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -26,19 +25,9 @@ func SolutionCallsPath(robot, task string) string {
 // SolutionCalls returns a task's reference solution as primitive calls (the tools arm's worked
 // examples); a task without such a file is an error wrapping os.ErrNotExist.
 func SolutionCalls(robot, task string) ([]SolutionCall, error) {
-	if err := checkName("robot", robot); err != nil {
-		return nil, err
-	}
-	if err := checkName("task", task); err != nil {
-		return nil, err
-	}
-	root, err := Root()
+	src, err := readSolution(robot, task, SolutionCallsPath, "solution calls")
 	if err != nil {
 		return nil, err
-	}
-	src, err := os.ReadFile(filepath.Join(root, SolutionCallsPath(robot, task)))
-	if err != nil {
-		return nil, fmt.Errorf("robotapi: solution calls for %s/%s: %w", robot, task, err)
 	}
 	var out []SolutionCall
 	sc := bufio.NewScanner(bytes.NewReader(src))
