@@ -278,6 +278,26 @@ func TestEvalRay(t *testing.T) {
 	if p := episodeProcesses(); len(p) > 0 {
 		t.Errorf("episodes still running after the job was stopped: %v", p)
 	}
+	// The same command again: a new job finishes what the stopped one left, each episode once.
+	stdout.Reset()
+	stderr.Reset()
+	code = cmdEval(ctx, []string{"--runtime", "replay", "--tasks", "stack_blocks,open_drawer", "--seeds", "1", "--arms", "cells", "--images", "none",
+		"--engine", "ray", "--ray-address", cl.Address, "--json", "--out", cutDir}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("the same command after Ctrl-C: exit %d\n%s", code, stderr.String())
+	}
+	cut, _ := eval.ReadManifest(cutDir)
+	if cut == nil || len(cut.Order) != 2 {
+		t.Fatalf("the resumed suite's manifest: %+v", cut)
+	}
+	for _, id := range cut.Order {
+		if st := cut.Episodes[id]; st.Status != agent.StatusCompleted || st.Success == nil || !*st.Success {
+			t.Errorf("%s after the restart: %+v", id, st)
+		}
+	}
+	if n := len(resultFiles(t, cutDir)); n != 2 {
+		t.Errorf("%d run folders after the restart, want 2 (each episode once)", n)
+	}
 
 	// Shut the cluster down: nothing of it may be left.
 	stopped = true
