@@ -59,12 +59,14 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 			return err
 		}
 	}
-	b.prompt.Text = BuildPrompt(PromptParts{
+	parts := PromptParts{
 		Profile: s.PromptProfile, Examples: examples,
 		Arm: s.Arm, Images: s.Images, Feedback: s.Feedback, MaxTurns: s.MaxCalls, MaxPrograms: s.MaxPrograms, BudgetS: s.BudgetS,
 		MaxEnvSteps: card.MaxEnvSteps, APIReference: apiText, Tools: b.tools, Knowledge: card.Knowledge,
-		TaskCard: RenderCard(card), TaskLanguage: card.TaskLanguage, GuideFiles: guides, Cameras: card.Cameras, MotionCameras: card.MotionCameras,
-	})
+		TaskCard: RenderCard(card), Task: firstNonEmpty(card.Task, s.Task), TaskLanguage: card.TaskLanguage,
+		GuideFiles: guides, Cameras: card.Cameras, MotionCameras: card.MotionCameras,
+	}
+	b.prompt.Text, b.prompt.ReplyStart = BuildPrompt(parts), ReplyStart(parts)
 	if err := e.files.writeFile("prompt.txt", []byte(b.prompt.Text)); err != nil {
 		return err
 	}

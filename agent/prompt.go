@@ -14,6 +14,10 @@ import (
 type Prompt struct {
 	Text   string
 	Images []Image
+	// ReplyStart is the text every reply's code begins with where a backend can force it (the embedded
+	// server's code block); "" : none. The compact cells profile sets it to its worked examples' header
+	// for this task.
+	ReplyStart string
 }
 
 // Info describes the prompt for result.json.
@@ -43,6 +47,7 @@ type PromptParts struct {
 	Tools        []ToolSpec
 	Knowledge    string // robot knowledge (markdown)
 	TaskCard     string // rendered task card
+	Task         string // the task's name (the compact profile's ReplyStart)
 	TaskLanguage string // the task instruction (the compact profile repeats it last)
 	// GuideFiles names the guides copied into the workspace's guides/ directory: the contract then says
 	// where they are and that reading them is optional (the original's prompt.GUIDES_NOTE), without inlining them.

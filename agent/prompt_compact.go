@@ -130,9 +130,28 @@ func examplesSection(examples []Example) string {
 			code[i] = strings.TrimRight(c, "\n")
 		}
 		// The task goes in a comment inside the block: a label outside it gets copied into the code.
-		fmt.Fprintf(&b, "\n\n```python\n# Example task %q: %s\n%s\n```", ex.Task, ex.Instruction, strings.Join(code, "\n"))
+		fmt.Fprintf(&b, "\n\n```python\n%s\n%s\n```", taskComment("Example task", ex.Task, ex.Instruction), strings.Join(code, "\n"))
 	}
 	return b.String()
+}
+
+// taskComment is the line that opens a worked example's code, and the episode's own cells (ReplyStart).
+func taskComment(label, task, instruction string) string {
+	return fmt.Sprintf("# %s %q: %s", label, task, instruction)
+}
+
+// ReplyStart is Prompt.ReplyStart: for the compact cells profile, the examples' opening comment naming
+// this task. A 1.5B model otherwise sometimes opens its code with the prompt's last heading ("# Task
+// card") and copies the card, with a made-up task, into every call (measured: 2 of 11 seeds).
+func ReplyStart(p PromptParts) string {
+	if p.Profile != spec.ProfileCompact || (p.Arm != spec.ArmCells && p.Arm != "") || p.Task == "" || p.TaskLanguage == "" {
+		return ""
+	}
+	line := taskComment("Task", p.Task, strings.Join(strings.Fields(p.TaskLanguage), " "))
+	if strings.Contains(line, "`") {
+		return "" // it would end the code block
+	}
+	return line + "\n"
 }
 
 var roboCall = regexp.MustCompile(`robo\.([a-z][a-z0-9_]*)\(`)

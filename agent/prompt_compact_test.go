@@ -118,3 +118,32 @@ func trimAll(cells []string) []string {
 	}
 	return out
 }
+
+// TestReplyStart: the compact cells profile opens the episode's cells with its examples' comment naming
+// the task (one line, the instruction's whitespace folded); other profiles and arms, and a line that
+// would end the server's code block, get none.
+func TestReplyStart(t *testing.T) {
+	compact := PromptParts{Arm: spec.ArmCells, Profile: spec.ProfileCompact, Task: "put_block_in_bowl", TaskLanguage: "put the red block\n in the bowl"}
+	with := func(f func(*PromptParts)) PromptParts { p := compact; f(&p); return p }
+	for _, tc := range []struct {
+		name string
+		p    PromptParts
+		want string
+	}{
+		{"compact cells", compact, "# Task \"put_block_in_bowl\": put the red block in the bowl\n"},
+		{"arm unset", with(func(p *PromptParts) { p.Arm = "" }), "# Task \"put_block_in_bowl\": put the red block in the bowl\n"},
+		{"tools arm", with(func(p *PromptParts) { p.Arm = spec.ArmTools }), ""},
+		{"default profile", with(func(p *PromptParts) { p.Profile = spec.ProfileDefault }), ""},
+		{"no instruction", with(func(p *PromptParts) { p.TaskLanguage = "" }), ""},
+		{"backtick", with(func(p *PromptParts) { p.TaskLanguage = "open ```the``` drawer" }), ""},
+	} {
+		if got := ReplyStart(tc.p); got != tc.want {
+			t.Errorf("%s: ReplyStart %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// The start is the examples' own comment for this task: what the model reads is what it continues.
+	ex := examplesSection([]Example{{Task: "stack_blocks", Instruction: "stack it", Cells: []string{"x = 1"}}})
+	if !strings.Contains(ex, "```python\n# Example task \"stack_blocks\": stack it\nx = 1\n```") {
+		t.Errorf("examples section:\n%s", ex)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,13 +48,19 @@ func TestLocalEpisode(t *testing.T) {
 		t.Fatalf("StartEpisode: %v", err)
 	}
 	temp := 0.0 // greedy: the tiny model's cells stay reproducible
+	start := ep.Prompt().ReplyStart
+	if start == "" {
+		t.Fatal("the compact cells prompt has no ReplyStart")
+	}
 	pctx, pcancel := ep.Context(ctx)
 	runErr := runtimes.RunOpenAI(pctx, ep, runtimes.OpenAIConfig{
 		BaseURL: srv.BaseURL, APIKey: "local", Model: srv.Model, ToolChoice: "required", Temperature: &temp,
 		MaxTokens: 300, TextOnly: true,
-		// A 135M model loops on one token inside a long string; the penalty keeps its cells short.
-		ExtraBody: map[string]any{"repeat_penalty": 1.3, "frequency_penalty": 0.5, "seed": 7}, MaxLLMCalls: maxTurns + 3, Backoff: 100 * time.Millisecond,
-		PlannerRetryWait: 100 * time.Millisecond,
+		// The local runtime's code-block replies, opened with the episode's ReplyStart. A 135M model
+		// loops on a phrase until max_tokens; DRY's penalty on repeated sequences lets it close the block.
+		ExtraBody: map[string]any{"code_block_tool": "python", "code_block_start": start,
+			"dry_multiplier": 2.0, "dry_allowed_length": 2, "repeat_penalty": 1.1, "seed": 7},
+		MaxLLMCalls: maxTurns + 3, Backoff: 100 * time.Millisecond, PlannerRetryWait: 100 * time.Millisecond,
 	})
 	pcancel()
 	res, err := ep.Finish(context.WithoutCancel(ctx), "", runErr)
@@ -107,6 +114,9 @@ func TestLocalEpisode(t *testing.T) {
 		t.Errorf("turns.jsonl input tokens %d != result.json %d", inTok, res.Generation.InputTokens)
 	}
 	if pythonCalls == 0 {
+		for i, tr := range turns {
+			t.Logf("turn %d: finish %q, calls %v: %.400q", i+1, tr.FinishReason, tr.ToolCalls, tr.Content)
+		}
 		t.Fatal("the model never called python: nothing reached the kernel")
 	}
 
@@ -125,6 +135,9 @@ func TestLocalEpisode(t *testing.T) {
 	// tool_turns counts every call, refused ones too, as the original does.
 	if len(agentCells) != min(pythonCalls, maxTurns) || res.ToolTurns != allCalls {
 		t.Fatalf("%d agent cells in the trace, %d python calls and %d tool calls in turns.jsonl, tool_turns %d", len(agentCells), pythonCalls, allCalls, res.ToolTurns)
+	}
+	if src := agentCells[0].Source; !strings.HasPrefix(src, start) {
+		t.Errorf("the first agent cell does not open with ReplyStart %q:\n%s", start, src)
 	}
 	for i, c := range agentCells {
 		m := c.Metadata["pyrualean"].(map[string]any)

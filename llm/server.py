@@ -208,6 +208,23 @@ def shape_reply(reply: dict[str, Any], names: set[str]) -> dict[str, Any]:
 
 CODE_BLOCK_GRAMMAR = 'root ::= "```python\\n" body "```"\nbody ::= ( [^`] | "`" [^`] | "``" [^`] )*\n'
 
+
+def gbnf_literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    esc = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return '"' + "".join(esc.get(ch, ch) for ch in text) + '"'
+
+
+def code_block_grammar(start: str) -> str:
+    """The grammar of one ```python block whose code begins with ``start`` (a line such as the worked
+    examples' ``# Example task ...`` header: without it a 1.5B model sometimes copies the prompt's last
+    heading, the task card, into its code and then repeats that every turn)."""
+    if not start:
+        return CODE_BLOCK_GRAMMAR
+    if "`" in start:
+        raise ValueError("code_block_start must not contain a backtick")
+    return CODE_BLOCK_GRAMMAR.replace('"```python\\n" body', '"```python\\n" ' + gbnf_literal(start) + " body", 1)
+
 _BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
@@ -221,6 +238,10 @@ def _call_source(name: str, args: dict[str, Any]) -> str:
 
 def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The chat request without tools, its history in code blocks, and each tool's parameter names."""
+    start = req.pop("code_block_start", "") or ""
+    if not isinstance(start, str):
+        raise ValueError("code_block_start must be a string")
+    grammar = code_block_grammar(start)
     params = {}
     for t in req.get("tools") or []:
         fn = t.get("function") or {}
@@ -252,7 +273,7 @@ def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], 
             msgs.append(m)
     out = {k: v for k, v in req.items() if k not in ("tools", "tool_choice", "response_format", "parallel_tool_calls")}
     out["messages"] = msgs
-    out["grammar"] = CODE_BLOCK_GRAMMAR
+    out["grammar"] = grammar
     return out, params
 
 

@@ -130,6 +130,22 @@ def test_code_block_request_and_reply() -> None:
     assert _calls(got["message"]["tool_calls"]) == [("python", {"code": "print(2)\n"})]
 
 
+@pytest.mark.parametrize("start,want", [
+    ("", server.CODE_BLOCK_GRAMMAR),
+    ('# Task "a\\b": x\n', 'root ::= "```python\\n" "# Task \\"a\\\\b\\": x\\n" body "```"\n'),
+])
+def test_code_block_start(start: str, want: str) -> None:
+    req = {"model": "m", "tools": TOOLS, "code_block_start": start, "messages": [{"role": "user", "content": "do it"}]}
+    out, _ = server.code_block_request(req, "python")
+    assert "code_block_start" not in out and out["grammar"].startswith(want)
+
+
+@pytest.mark.parametrize("start", ["# ```\n", 7])
+def test_code_block_start_refused(start: object) -> None:
+    with pytest.raises(ValueError, match="code_block_start"):
+        server.code_block_request({"tools": TOOLS, "code_block_start": start, "messages": []}, "python")
+
+
 def test_assemble_stream() -> None:
     events = [
         b'data: {"id": "c1", "created": 5, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]}\n',

@@ -24,6 +24,9 @@ type ChatRequest struct {
 	// Tokens asks for the reply's token ids and log-probabilities (Reply.Tokens), where the endpoint
 	// gives them (--record-tokens).
 	Tokens bool
+	// Extra is merged into this request's body, after the backend's own extra body (an endpoint's
+	// extensions, such as the embedded server's code_block_start); backends without a JSON body ignore it.
+	Extra map[string]any
 }
 
 // Role is who wrote a message.

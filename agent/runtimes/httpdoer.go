@@ -62,9 +62,10 @@ func newProviderDoer(client *http.Client, extra map[string]any, p httpPolicy, lo
 	return d
 }
 
-// rawSink collects what one logical request saw on the wire.
+// rawSink collects what one logical request saw on the wire, and carries the request's own extra body.
 type rawSink struct {
-	Body     []byte // the last response body
+	Extra    map[string]any // merged into the body after the doer's extra
+	Body     []byte         // the last response body
 	Attempts int
 	Status   int
 }
@@ -73,6 +74,13 @@ type rawSinkKey struct{}
 
 func withRawSink(ctx context.Context, s *rawSink) context.Context {
 	return context.WithValue(ctx, rawSinkKey{}, s)
+}
+
+func sinkExtra(s *rawSink) map[string]any {
+	if s == nil {
+		return nil
+	}
+	return s.Extra
 }
 
 // retryableStatus says whether an HTTP status is worth another attempt.
@@ -93,12 +101,14 @@ func (d *providerDoer) Do(req *http.Request) (*http.Response, error) {
 		}
 		body = b
 	}
-	if len(d.extra) > 0 && len(body) > 0 {
-		merged, err := mergeJSONObject(body, d.extra)
-		if err != nil {
-			return nil, err
+	for _, extra := range []map[string]any{d.extra, sinkExtra(sink)} {
+		if len(extra) > 0 && len(body) > 0 {
+			merged, err := mergeJSONObject(body, extra)
+			if err != nil {
+				return nil, err
+			}
+			body = merged
 		}
-		body = merged
 	}
 	attempts := max(d.attempts, 1)
 	var lastErr error

@@ -89,8 +89,26 @@ func (r *localRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	chat := r.chat
 	if primitivesArm(ep.Toolkit().Tools()) {
 		chat = r.toolChat
+	} else if start := ep.Prompt().ReplyStart; start != "" {
+		chat = startChat{chat, start}
 	}
 	return RunLoop(ctx, ep, chat, loop)
+}
+
+// startChat has the server begin every code block it writes with start (Prompt.ReplyStart; the server's
+// code_block_start, llm/server.py): the model writes the rest of the cell.
+type startChat struct {
+	Chat
+	start string
+}
+
+func (c startChat) Reply(ctx context.Context, req ChatRequest) (Reply, error) {
+	extra := map[string]any{"code_block_start": c.start}
+	for k, v := range req.Extra {
+		extra[k] = v
+	}
+	req.Extra = extra
+	return c.Chat.Reply(ctx, req)
 }
 
 // primitivesArm says whether tools are the tools arm's (a tool per primitive): neither python (cells)

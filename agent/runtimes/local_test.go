@@ -178,6 +178,13 @@ func TestLocalRecordTokens(t *testing.T) {
 				}
 			}
 		}
+		// A code block opens with the episode's ReplyStart (the server's code_block_start), in every turn.
+		for i, l := range lines {
+			want := "```python\n# Task \"put_block_in_bowl\": put the red block in the bowl\n"
+			if got := strings.Join(l.Completion, ""); codeBlock != "" && !strings.HasPrefix(got, want[:min(len(want), len(got))]) {
+				t.Errorf("%s line %d: the reply %q does not open with %q", arm, i, got, want)
+			}
+		}
 		t.Logf("%s: turn 1 wrote %q (ids %v...): calls %v, finish %s", arm, strings.Join(lines[0].Completion, ""),
 			lines[0].CompletionIDs[:min(5, len(lines[0].CompletionIDs))], turns[0].ToolCalls, turns[0].FinishReason)
 	}

@@ -105,7 +105,7 @@ func (c *openaiChat) Reply(ctx context.Context, req ChatRequest) (Reply, error) 
 		// top_logprobs 1, not 0: llama.cpp takes it as its n_probs and returns no logprobs for 0.
 		oreq.LogProbs, oreq.TopLogProbs = true, 1
 	}
-	sink := &rawSink{}
+	sink := &rawSink{Extra: req.Extra}
 	resp, err := c.client.CreateChatCompletion(withRawSink(ctx, sink), oreq)
 	r := Reply{Attempts: sink.Attempts, Effort: c.effort}
 	if err != nil {

@@ -67,7 +67,8 @@ func TestProviderDoer(t *testing.T) {
 	defer srv.Close()
 	d := &providerDoer{client: srv.Client(), extra: map[string]any{"top_k": 5, "temperature": 0.0}, attempts: 4,
 		backoff: time.Millisecond, maxBackoff: 5 * time.Millisecond, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	sink := &rawSink{}
+	// The request's own extra (ChatRequest.Extra) goes on after the doer's, and wins.
+	sink := &rawSink{Extra: map[string]any{"top_k": 7, "code_block_start": "# go\n"}}
 	req, _ := http.NewRequestWithContext(withRawSink(context.Background(), sink), "POST", srv.URL+"/v1", strings.NewReader(`{"model":"m","temperature":0.7}`))
 	resp, err := d.Do(req)
 	if err != nil {
@@ -79,7 +80,7 @@ func TestProviderDoer(t *testing.T) {
 	}
 	var sent map[string]any
 	json.Unmarshal([]byte(lastBody.Load().(string)), &sent)
-	if sent["top_k"] != 5.0 || sent["temperature"] != 0.0 || sent["model"] != "m" {
+	if sent["top_k"] != 7.0 || sent["temperature"] != 0.0 || sent["model"] != "m" || sent["code_block_start"] != "# go\n" {
 		t.Errorf("body on the wire = %v", sent)
 	}
 	hits.Store(10)

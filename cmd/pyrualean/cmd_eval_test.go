@@ -163,8 +163,9 @@ func scriptedAgent(t *testing.T, longCell chan<- struct{}) func(openaitest.Reque
 	return func(req openaitest.Request) openaitest.Reply {
 		msgs, _ := json.Marshal(req.Messages())
 		text := string(msgs)
+		// The task card names the task; the worked examples name others (open_drawer among them).
 		task := "stack_blocks"
-		if strings.Contains(text, "open the drawer") {
+		if strings.Contains(text, `- task: open_drawer\n`) {
 			task = "open_drawer"
 		}
 		cellsArm := strings.Contains(string(req.Raw), `"name":"python"`)
