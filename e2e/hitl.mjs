@@ -101,7 +101,7 @@ const heldVisible = async (code) => {
   if (b.height < 60 || p.y + p.height > b.y + b.height + 1 || b.y + b.height > nb.y + 1) {
     throw new Error(`the held cell is not drawn in the bar above the notebook: bar ${JSON.stringify(b)} code ${JSON.stringify(p)} notebook ${JSON.stringify(nb)}`);
   }
-  for (const a of ["step", "discard"]) {
+  for (const a of ["step", "discard", "edit"]) {
     if (!(await page.locator(`${P} .pyrualean-held-${a}`).isVisible())) throw new Error(`no ${a} button by the held cell`);
   }
 };
@@ -276,6 +276,37 @@ await step("discard-held-cell", async () => {
   await page.locator(`${P} .pyrualean-held-discard`).click();
   await waitBar("phase", "waiting");
   if (await output("discarded cell").isVisible()) throw new Error("the discarded cell ran");
+});
+
+// Edit as mine: the held cell is discarded and its code becomes the person's new cell, in edit mode at
+// the end; changed and run, it is the person's (counted as theirs), and the agent's version never runs.
+await step("edit-held-as-mine", async () => {
+  await click("resume");
+  await waitOutput("pre-edit");
+  await click("pause");
+  await waitBar("phase", "held");
+  await heldVisible("print('taken', 'over')");
+  const humansBefore = (await api()).human_cells ?? 0;
+  await page.locator(`${P} .pyrualean-held-edit`).click();
+  await waitBar("phase", "waiting");
+  const cell = page.locator(`${P} .jp-Notebook .jp-Cell.jp-mod-active`).first();
+  await cell.locator(".jp-InputArea-editor", { hasText: "print('taken', 'over')" }).waitFor({ state: "visible", timeout });
+  const last = await page.locator(`${P} .jp-Notebook .jp-Cell`).last().innerText();
+  if (!last.includes("print('taken', 'over')")) throw new Error(`the new cell is not the last one: ${JSON.stringify(last)}`);
+  const editing = await page.evaluate(() => !!document.activeElement?.closest(".jp-Cell.jp-mod-active .jp-InputArea-editor"));
+  if (!editing) throw new Error("the new cell's editor does not have the focus");
+  await shot("edit-as-mine");
+  await page.keyboard.press("Control+a");
+  await page.keyboard.insertText("print('edited', 'by me')");
+  await page.keyboard.press("Control+Enter");
+  await waitOutput("edited by me");
+  for (const until = Date.now() + timeout; ; ) {
+    const ep = await api();
+    if ((ep.human_cells ?? 0) === humansBefore + 1) break;
+    if (Date.now() > until) throw new Error(`human_cells ${ep.human_cells}, want ${humansBefore + 1}`);
+    await page.waitForTimeout(200);
+  }
+  if (await output("taken over").isVisible()) throw new Error("the agent's held cell ran");
 });
 
 await step("resume-to-the-end", async () => {

@@ -52,7 +52,7 @@ func pyCalls(cells ...string) openaitest.Reply {
 // that the gateway refused a restart, steps,
 // resumes, reloads in the middle of a streaming cell and loses nothing, sees the reply's next cell held
 // (its code in the bar, above the notebook) through a reload and a pause longer than the whole budget,
-// steps it, discards another, sees the end, works in the
+// steps it, discards another, takes a third over as their own cell (Edit as mine), sees the end, works in the
 // lingering kernel and sees the gateway go without a hanging cell. Then the run folder: the trace's
 // tags and events, the person's calls in calls.jsonl and result.json, never the agent's. Screenshots
 // of each step go to $PYRUALEAN_E2E_ARTIFACTS (else the test's temp dir); the live-output delay is logged.
@@ -87,6 +87,8 @@ func TestLabLiveEpisode(t *testing.T) {
 		openaitest.Step{Reply: pyCalls("import time\nfor i in range(12):\n    print(f'slow {i} {time.time():.3f}', flush=True)\n    time.sleep(0.4)",
 			"print('held cell ran', 6 * 7)")},
 		openaitest.Step{Reply: pyCalls("import time\nprint('pre-discard', flush=True)\ntime.sleep(3)", "print('discarded', 'cell')")},
+		// The person takes the held cell over (Edit as mine), changes it and runs it as their own.
+		openaitest.Step{Reply: pyCalls("import time\nprint('pre-edit', flush=True)\ntime.sleep(3)", "print('taken', 'over')")},
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "e2e"}`}}}},
 	)
 	defer srv.Close()
@@ -212,14 +214,14 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 			}
 		}
 	}
-	if len(humans) != 2 || humans[1].Ledger == nil || humans[1].Ledger.StatefulCalls != 1 || humans[1].Ledger.EnvSteps == 0 {
+	if len(humans) != 3 || humans[1].Ledger == nil || humans[1].Ledger.StatefulCalls != 1 || humans[1].Ledger.EnvSteps == 0 {
 		t.Errorf("people's cells in the trace: %+v", humans)
 	}
 	var kinds []string
 	for _, ev := range notebooks.ParseEpisodeMeta(nb.Metadata).Events {
 		kinds = append(kinds, ev.Kind)
 	}
-	wantEvents := strings.Repeat("pause resume ", labHolds) + "pause step resume pause step resume pause discard resume"
+	wantEvents := strings.Repeat("pause resume ", labHolds) + "pause step resume pause step resume pause discard resume pause discard resume"
 	if strings.Join(kinds, " ") != wantEvents {
 		t.Errorf("trace events %v, want %s", kinds, wantEvents)
 	}
@@ -231,7 +233,7 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 	if !res.Sealed {
 		t.Errorf("the episode was not sealed: %+v", res.Seal)
 	}
-	if res.StatefulCalls != 0 || res.EnvSteps != 0 || res.HumanCells != 2 || res.HumanStatefulCalls != 1 || res.HumanEnvSteps == 0 || res.ToolTurns != 8 { // 6 cells run, 1 discarded, finish
+	if res.StatefulCalls != 0 || res.EnvSteps != 0 || res.HumanCells != 3 || res.HumanStatefulCalls != 1 || res.HumanEnvSteps == 0 || res.ToolTurns != 10 { // 7 cells run, 2 discarded, finish
 		t.Errorf("result.json: agent stateful %d steps %d, person cells %d stateful %d steps %d, turns %d",
 			res.StatefulCalls, res.EnvSteps, res.HumanCells, res.HumanStatefulCalls, res.HumanEnvSteps, res.ToolTurns)
 	}
@@ -269,11 +271,16 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 		t.Errorf("turns.jsonl: the call the Pause cut is not marked cancelled: %+v (%v)", turns, err)
 	}
 	// The decision after the step was told, before the model call, that the person moved the robot.
-	if len(reqs) != 6+labHolds {
-		t.Fatalf("%d model calls, want %d", len(reqs), 6+labHolds)
+	if len(reqs) != 7+labHolds {
+		t.Fatalf("%d model calls, want %d", len(reqs), 7+labHolds)
 	}
 	told, _ := json.Marshal(reqs[2+labHolds].Messages())
 	if !strings.Contains(string(told), "MOVED THE ROBOT") || !strings.Contains(string(told), "hello from a person") {
 		t.Errorf("the third decision was not told about the person's cells: %s", agent.TrimMiddle(string(told), 3000))
+	}
+	// The last decision knows its held cell was discarded and what the person ran instead (Edit as mine).
+	last, _ := json.Marshal(reqs[len(reqs)-1].Messages())
+	if tail := string(last)[max(0, len(last)-6000):]; !strings.Contains(tail, "discarded this call") || !strings.Contains(tail, "edited") {
+		t.Errorf("the last decision was not told of the takeover: %s", agent.TrimMiddle(tail, 3000))
 	}
 }

@@ -89,7 +89,7 @@ class EpisodeView {
   seenRefusals = new Set<string>();
   private fitted = -1;
 
-  constructor(private panel: NotebookPanel, act: (ep: Episode, action: string) => void) {
+  constructor(private panel: NotebookPanel, act: (ep: Episode, action: string) => Promise<boolean>) {
     this.bar = new Widget();
     this.bar.addClass('pyrualean-episode-bar');
     // The bar sits in the panel's content header, a Lumino box that sizes it by its CSS min-height:
@@ -109,15 +109,25 @@ class EpisodeView {
     actions.className = 'pyrualean-held-actions';
     for (const [action, label, tip] of [
       ['step', 'Step: run it', 'Run the held cell, then pause again'],
-      ['discard', 'Discard', 'Do not run the held cell: the agent is told and decides again (still paused)']
+      ['discard', 'Discard', 'Do not run the held cell: the agent is told and decides again (still paused)'],
+      ['edit', 'Edit as mine', 'Discard the held cell and put its code in a new cell of yours at the end, to change and run as your own (the agent is told of the discard and of what you run)']
     ]) {
       const b = document.createElement('button');
       b.className = `jp-Button jp-mod-styled pyrualean-held-${action}`;
       b.textContent = label;
       b.title = tip;
-      b.onclick = () => {
-        if (this.episode) {
-          act(this.episode, action);
+      b.onclick = async () => {
+        if (!this.episode) {
+          return;
+        }
+        if (action !== 'edit') {
+          void act(this.episode, action);
+          return;
+        }
+        // The code as shown when pressed: the cell the person chose to take over.
+        const code = this.held.textContent ?? '';
+        if (await act(this.episode, 'discard')) {
+          this.addOwnCell(code);
         }
       };
       actions.append(b);
@@ -132,7 +142,7 @@ class EpisodeView {
     this.openLive.style.display = 'none';
     this.openLive.onclick = () => {
       if (this.episode) {
-        act(this.episode, 'open-live');
+        void act(this.episode, 'open-live');
       }
     };
     this.inner.append(this.text, this.openLive, this.heldBox);
@@ -150,7 +160,7 @@ class EpisodeView {
         tooltip: tip,
         onClick: () => {
           if (this.episode) {
-            act(this.episode, action);
+            void act(this.episode, action);
           }
         }
       });
@@ -178,6 +188,24 @@ class EpisodeView {
 
   asked = ''; // the episode id the person was asked about (wrong-episode dialog), once
   keep = ''; // the episode id whose kernel the person chose to keep this notebook on
+
+  /** A new cell of the person's at the end of the notebook holding code, in edit mode: Edit as mine. */
+  addOwnCell(code: string): void {
+    const nb = this.panel.content;
+    if (nb.widgets.length > 0) {
+      nb.activeCellIndex = nb.widgets.length - 1;
+    }
+    nb.mode = 'command';
+    NotebookActions.insertBelow(nb);
+    const cell = nb.activeCell;
+    if (!cell) {
+      return;
+    }
+    cell.model.sharedModel.setSource(code);
+    nb.mode = 'edit';
+    cell.editor?.focus();
+    void nb.scrollToItem(nb.activeCellIndex);
+  }
 
   /** Makes the content header as tall as the bar's content (Lumino sizes it by min-height). */
   fit(): void {
@@ -228,7 +256,7 @@ class EpisodeView {
     this.text.textContent = line;
     const h = ep.state !== 'over' ? ep.held_cell : undefined;
     if (h) {
-      this.heldTitle.textContent = `Held: the agent’s cell ${h.turn || under} (${h.tool}), not run yet — Step runs it, Discard drops it`;
+      this.heldTitle.textContent = `Held: the agent’s cell ${h.turn || under} (${h.tool}), not run yet — Step runs it, Discard drops it, Edit as mine makes it your cell`;
       if (this.held.textContent !== h.code) {
         this.held.textContent = h.code;
       }
@@ -361,15 +389,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       return body;
     };
 
-    const act = async (ep: Episode, action: string): Promise<void> => {
+    // act performs a bar or toolbar action; it says whether the gateway took it.
+    const act = async (ep: Episode, action: string): Promise<boolean> => {
       if (action === 'open-live') {
         try {
           const out = (await request(URLExt.join(api, ep.id, 'live'), { method: 'POST', body: '{}' })) as { path: string };
           await app.commands.execute('docmanager:open', { path: out.path });
+          return true;
         } catch (err) {
           Notification.error(`Episode ${ep.id}: cannot open its live notebook: ${(err as Error).message}`, { autoClose: 8000 });
+          return false;
         }
-        return;
       }
       try {
         const updated = (await request(URLExt.join(api, ep.id, action), { method: 'POST' })) as Episode;
@@ -383,8 +413,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         for (const ms of [150, 500]) {
           setTimeout(() => void poll(), ms);
         }
+        return true;
       } catch (err) {
         Notification.error(`Episode ${ep.id}: ${(err as Error).message}`, { autoClose: 8000 });
+        return false;
       }
     };
 
@@ -550,7 +582,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     tracker.widgetAdded.connect((_, panel) => {
-      const v = new EpisodeView(panel, (ep, action) => void act(ep, action));
+      const v = new EpisodeView(panel, act);
       views.set(panel, v);
       panel.sessionContext.kernelChanged.connect(() => refresh());
       panel.disposed.connect(() => views.delete(panel));
