@@ -267,12 +267,17 @@ await step("step-runs-held-cell", async () => {
   await waitBar("phase", "waiting");
 });
 
-await step("discard-held-cell", async () => {
+// Resume until the agent's next cell prints `shown`, pause, and wait for its second cell, `code`, held.
+const holdNext = async (shown, code) => {
   await click("resume");
-  await waitOutput("pre-discard");
+  await waitOutput(shown);
   await click("pause");
   await waitBar("phase", "held");
-  await heldVisible("print('discarded', 'cell')");
+  await heldVisible(code);
+};
+
+await step("discard-held-cell", async () => {
+  await holdNext("pre-discard", "print('discarded', 'cell')");
   await page.locator(`${P} .pyrualean-held-discard`).click();
   await waitBar("phase", "waiting");
   if (await output("discarded cell").isVisible()) throw new Error("the discarded cell ran");
@@ -280,12 +285,9 @@ await step("discard-held-cell", async () => {
 
 // Edit as mine: the held cell is discarded and its code becomes the person's new cell, in edit mode at
 // the end; changed and run, it is the person's (counted as theirs), and the agent's version never runs.
+// The agent's code carries markup meant to run in the person's page: it stays text, in the bar and the cell.
 await step("edit-held-as-mine", async () => {
-  await click("resume");
-  await waitOutput("pre-edit");
-  await click("pause");
-  await waitBar("phase", "held");
-  await heldVisible("print('taken', 'over')");
+  await holdNext("pre-edit", "print('taken', 'over')");
   const humansBefore = (await api()).human_cells ?? 0;
   await page.locator(`${P} .pyrualean-held-edit`).click();
   await waitBar("phase", "waiting");
@@ -295,6 +297,15 @@ await step("edit-held-as-mine", async () => {
   if (!last.includes("print('taken', 'over')")) throw new Error(`the new cell is not the last one: ${JSON.stringify(last)}`);
   const editing = await page.evaluate(() => !!document.activeElement?.closest(".jp-Cell.jp-mod-active .jp-InputArea-editor"));
   if (!editing) throw new Error("the new cell's editor does not have the focus");
+  const source = await page.evaluate(() => {
+    const nb = document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook");
+    const cells = nb ? nb.querySelectorAll(".jp-Cell") : [];
+    return cells.length ? cells[cells.length - 1].querySelector(".cm-content")?.textContent ?? "" : "";
+  });
+  if (!source.includes('<img src=x onerror="window.__pwned=1">')) throw new Error(`the new cell's code lost the agent's text: ${JSON.stringify(source)}`);
+  if (await page.evaluate(() => window.__pwned === 1 || document.querySelector(".pyrualean-held img, .jp-Cell .jp-InputArea img") !== null)) {
+    throw new Error("the agent's markup became part of the page");
+  }
   await shot("edit-as-mine");
   await page.keyboard.press("Control+a");
   await page.keyboard.insertText("print('edited', 'by me')");

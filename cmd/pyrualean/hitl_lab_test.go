@@ -87,8 +87,10 @@ func TestLabLiveEpisode(t *testing.T) {
 		openaitest.Step{Reply: pyCalls("import time\nfor i in range(12):\n    print(f'slow {i} {time.time():.3f}', flush=True)\n    time.sleep(0.4)",
 			"print('held cell ran', 6 * 7)")},
 		openaitest.Step{Reply: pyCalls("import time\nprint('pre-discard', flush=True)\ntime.sleep(3)", "print('discarded', 'cell')")},
-		// The person takes the held cell over (Edit as mine), changes it and runs it as their own.
-		openaitest.Step{Reply: pyCalls("import time\nprint('pre-edit', flush=True)\ntime.sleep(3)", "print('taken', 'over')")},
+		// The person takes the held cell over (Edit as mine), changes it and runs it as their own. Its
+		// comment is markup an attacking agent hopes the person's page renders.
+		openaitest.Step{Reply: pyCalls("import time\nprint('pre-edit', flush=True)\ntime.sleep(3)",
+			"print('taken', 'over')  # </pre><img src=x onerror=\"window.__pwned=1\">")},
 		openaitest.Step{Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "e2e"}`}}}},
 	)
 	defer srv.Close()
