@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 )
 
 // Driver is what a runtime sees of a live episode: the tools to call, the prompt to send, and where
@@ -31,6 +32,12 @@ type Driver interface {
 	Decide(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
+// ModelWaiter is a Driver whose policy clock can stop while its model call waits for a shared model
+// server (result.json's model_queued_s): the wait is other episodes' time, not the agent's.
+type ModelWaiter interface {
+	WaitForModel() (done func())
+}
+
 // ErrPlanner marks a provider failure that ended an episode (status planner_error).
 var ErrPlanner = errors.New("planner error")
 
@@ -52,6 +59,9 @@ type Turn struct {
 	// ReasoningEffort is the effort the request asked for ("" : none was sent).
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	Error           string `json:"error,omitempty"`
+	// QueuedS is the time the call waited, before it was sent, for a model server busy with other
+	// episodes' calls; latency_s starts after it.
+	QueuedS float64 `json:"queued_s,omitempty"`
 	// Cancelled says a person's Pause cut the call (ErrDecisionPaused); its tokens, when the server
 	// said them, are still counted.
 	Cancelled bool `json:"cancelled,omitempty"`
@@ -107,6 +117,14 @@ func (e *Episode) Dir() string { return e.spec.Out }
 // Decide derives one model call's context: a Pause while it is under way cancels it (gate.go).
 func (e *Episode) Decide(ctx context.Context) (context.Context, context.CancelFunc) {
 	return e.gate.decide(ctx)
+}
+
+// WaitForModel stops the policy clock while a model call waits its turn on a server that other
+// episodes' calls occupy (ModelWaiter); the returned func starts it again.
+func (e *Episode) WaitForModel() (done func()) {
+	e.clock.hold(holdModelQueue)
+	var once sync.Once
+	return func() { once.Do(func() { e.clock.release(holdModelQueue) }) }
 }
 
 // RecordTurn appends one LLM call to turns.jsonl and the episode's accounting.

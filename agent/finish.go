@@ -162,7 +162,9 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	cancel()
 	e.steps.settle(context.WithoutCancel(ctx))
 	kernelDead := e.kern != nil && isDone(e.kern.Done())
-	e.book.update(func(r *Result) { r.PausedS = round3(e.clock.pausedFor().Seconds()) })
+	e.book.update(func(r *Result) {
+		r.PausedS, r.ModelQueuedS = round3(e.clock.pausedFor().Seconds()), round3(e.clock.heldFor(holdModelQueue).Seconds())
+	})
 	r := e.book.close(status, runErr, kernelDead, e.clock.elapsed(), time.Since(e.created))
 	var errs []error
 	if err := e.book.setMeta(func(m *notebooks.EpisodeMeta) {

@@ -270,8 +270,8 @@ func (g *gate) toolWait(ctx context.Context, call CellInfo) (held bool, err erro
 // heldWaitLocked is waitLocked with the policy clock held: the agent waits on a person.
 func (g *gate) heldWaitLocked(ctx context.Context) error {
 	if g.clock != nil {
-		g.clock.hold()
-		defer g.clock.release()
+		g.clock.hold(holdPause)
+		defer g.clock.release(holdPause)
 	}
 	return g.waitLocked(ctx)
 }
@@ -290,17 +290,27 @@ func (g *gate) waitLocked(ctx context.Context) error {
 }
 
 // policyClock is the policy's wall clock: when it started, its budget, and the time the agent was
-// held by a person's pause (not the agent's: it neither counts in policy time nor spends the budget).
+// held, which is not the agent's (it neither counts in policy time nor spends the budget): by a
+// person's pause, or waiting for a model server that other episodes' calls occupy.
 type policyClock struct {
-	mu        sync.Mutex
-	started   time.Time
-	budget    time.Duration
-	paused    time.Duration // holds that ended
-	holds     int           // holds under way (a decision and a CLI's tool calls may wait at once)
-	heldSince time.Time
-	out       func()      // called when the budget runs out (onBudget)
-	timer     *time.Timer // armed while not held
+	mu      sync.Mutex
+	started time.Time
+	budget  time.Duration
+	held    [holdKinds]time.Duration // holds that ended, by kind
+	holds   [holdKinds]int           // holds under way (a decision and a CLI's tool calls may wait at once)
+	since   [holdKinds]time.Time
+	out     func()      // called when the budget runs out (onBudget)
+	timer   *time.Timer // armed while not held
 }
+
+// holdKind says why the clock is held.
+type holdKind int
+
+const (
+	holdPause      holdKind = iota // a person paused the agent (result.json's paused_s)
+	holdModelQueue                 // the model call waits its turn on a shared server (model_queued_s)
+	holdKinds
+)
 
 func (c *policyClock) start(budget time.Duration) {
 	c.mu.Lock()
@@ -308,13 +318,31 @@ func (c *policyClock) start(budget time.Duration) {
 	c.started, c.budget = time.Now(), budget
 }
 
-// pausedLocked is the time held so far, the hold under way included.
-func (c *policyClock) pausedLocked(now time.Time) time.Duration {
-	p := c.paused
-	if c.holds > 0 {
-		p += now.Sub(c.heldSince)
+// heldLocked is the time held for kind so far, the hold under way included.
+func (c *policyClock) heldLocked(now time.Time, k holdKind) time.Duration {
+	p := c.held[k]
+	if c.holds[k] > 0 {
+		p += now.Sub(c.since[k])
 	}
 	return p
+}
+
+// offLocked is the time held for any reason (the kinds' holds never overlap: a pause cuts a queued call).
+func (c *policyClock) offLocked(now time.Time) time.Duration {
+	var p time.Duration
+	for k := range holdKinds {
+		p += c.heldLocked(now, k)
+	}
+	return p
+}
+
+func (c *policyClock) heldNow() bool {
+	for _, n := range c.holds {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // fill sets a live status's paused and policy times and the budget left (where there is a budget).
@@ -335,14 +363,17 @@ func (c *policyClock) elapsed() time.Duration {
 		return 0
 	}
 	now := time.Now()
-	return now.Sub(c.started) - c.pausedLocked(now)
+	return now.Sub(c.started) - c.offLocked(now)
 }
 
 // pausedFor is the time the agent has been held by a pause.
-func (c *policyClock) pausedFor() time.Duration {
+func (c *policyClock) pausedFor() time.Duration { return c.heldFor(holdPause) }
+
+// heldFor is the time the clock has been held for kind.
+func (c *policyClock) heldFor(k holdKind) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pausedLocked(time.Now())
+	return c.heldLocked(time.Now(), k)
 }
 
 // left is the budget not spent yet (ok false: no budget).
@@ -356,7 +387,7 @@ func (c *policyClock) left() (left time.Duration, ok bool) {
 		return c.budget, true
 	}
 	now := time.Now()
-	return max(0, c.budget-(now.Sub(c.started)-c.pausedLocked(now))), true
+	return max(0, c.budget-(now.Sub(c.started)-c.offLocked(now))), true
 }
 
 // onBudget calls f when the budget runs out (never without one; the clock stops while held); the
@@ -368,7 +399,7 @@ func (c *policyClock) onBudget(f func()) (stop func()) {
 		return func() {}
 	}
 	c.out = f
-	if c.holds == 0 {
+	if !c.heldNow() {
 		c.armLocked()
 	}
 	return func() {
@@ -385,7 +416,7 @@ func (c *policyClock) armLocked() {
 		return
 	}
 	now := time.Now()
-	left := c.budget - (now.Sub(c.started) - c.pausedLocked(now))
+	left := c.budget - (now.Sub(c.started) - c.offLocked(now))
 	c.timer = time.AfterFunc(max(0, left), c.out)
 }
 
@@ -396,26 +427,30 @@ func (c *policyClock) disarmLocked() {
 	}
 }
 
-// hold stops the clock (the agent waits on a person); release starts it again.
-func (c *policyClock) hold() {
+// hold stops the clock for kind (the agent waits on a person or a shared model); release starts it again.
+func (c *policyClock) hold(k holdKind) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.holds == 0 {
-		c.heldSince = time.Now()
+	if !c.heldNow() {
 		c.disarmLocked()
 	}
-	c.holds++
+	if c.holds[k] == 0 {
+		c.since[k] = time.Now()
+	}
+	c.holds[k]++
 }
 
-func (c *policyClock) release() {
+func (c *policyClock) release(k holdKind) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.holds == 0 {
+	if c.holds[k] == 0 {
 		return
 	}
-	c.holds--
-	if c.holds == 0 {
-		c.paused += time.Since(c.heldSince)
+	c.holds[k]--
+	if c.holds[k] == 0 {
+		c.held[k] += time.Since(c.since[k])
+	}
+	if !c.heldNow() {
 		c.armLocked()
 	}
 }

@@ -66,7 +66,7 @@ func TestPolicyClockStopsWhileHeld(t *testing.T) {
 	stop := c.onBudget(func() { fired <- time.Now() })
 	defer stop()
 	time.Sleep(50 * time.Millisecond)
-	c.hold()
+	c.hold(holdPause)
 	select {
 	case <-fired:
 		t.Fatal("the budget ran out while held")
@@ -77,7 +77,7 @@ func TestPolicyClockStopsWhileHeld(t *testing.T) {
 		t.Errorf("left while held: %s", left)
 	}
 	released := time.Now()
-	c.release()
+	c.release(holdPause)
 	at := <-fired
 	if d := at.Sub(released); d < 60*time.Millisecond || d > 400*time.Millisecond {
 		t.Errorf("the budget ran out %s after the release, want the ~100 ms left", d)
@@ -96,5 +96,25 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(end) {
 			t.Fatal("timed out")
 		}
+	}
+}
+
+// TestPolicyClockModelQueue: a wait for a shared model server stops the clock as a pause does, but is
+// counted apart (model_queued_s): paused_s stays the person's.
+func TestPolicyClockModelQueue(t *testing.T) {
+	var c policyClock
+	c.start(time.Hour)
+	c.hold(holdModelQueue)
+	time.Sleep(100 * time.Millisecond)
+	c.release(holdModelQueue)
+	c.release(holdModelQueue) // a second release is a no-op
+	if p := c.pausedFor(); p != 0 {
+		t.Errorf("paused %s, want 0: the queue is not a person's pause", p)
+	}
+	if q := c.heldFor(holdModelQueue); q < 100*time.Millisecond {
+		t.Errorf("queued %s, want ≥ 100 ms", q)
+	}
+	if e := c.elapsed(); e > 50*time.Millisecond {
+		t.Errorf("elapsed %s includes the queue", e)
 	}
 }

@@ -52,9 +52,12 @@ type Result struct {
 	PolicyWallS     float64 `json:"policy_wall_s"`
 	// PausedS is the time the agent was held by a person's pause: not in policy_wall_s, nor spent of
 	// the wall-clock budget.
-	PausedS      float64    `json:"paused_s"`
-	StartupS     float64    `json:"startup_s"`
-	QueuedS      float64    `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
+	PausedS  float64 `json:"paused_s"`
+	StartupS float64 `json:"startup_s"`
+	QueuedS  float64 `json:"queued_s,omitempty"` // booted, waiting for a suite's slot to act
+	// ModelQueuedS is the time the agent's model calls waited for a model server busy with other
+	// episodes' calls (the local runtime's one llama.cpp slot): not in policy_wall_s nor the budget.
+	ModelQueuedS float64    `json:"model_queued_s,omitempty"`
 	TotalWallS   float64    `json:"total_wall_s"`
 	TimeoutS     float64    `json:"timeout_s"`
 	CellTimeoutS float64    `json:"cell_timeout_s"`

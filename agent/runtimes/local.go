@@ -41,6 +41,10 @@ type localRuntime struct {
 	progress io.Writer // in-flight progress lines; nil: none
 	logger   *slog.Logger
 
+	// turn is the server's one slot: one request at a time. Episodes run at once take turns, each
+	// turn's deadline starting when it has the slot, its prompt prefix restored when another held it.
+	turn chan struct{}
+
 	mu       sync.Mutex
 	speed    speed
 	slotKey  string          // the prompt prefix slot 0 holds (or was restored to)
@@ -78,8 +82,8 @@ func (r *localRuntime) Run(ctx context.Context, ep agent.Driver) error {
 		return fmt.Errorf("local runtime: Run before Start")
 	}
 	key := r.prefixKey(ep)
-	r.useSlot(ctx, key)
 	loop := r.loop
+	loop.Admit = func(ctx context.Context) (func(), error) { return r.admit(ctx, key) }
 	loop.Model = r.cfg.Model
 	loop.TurnDeadline = r.deadline
 	loop.OnReply = func(ctx context.Context, t agent.Turn) { r.learn(ctx, key, t) }
@@ -174,6 +178,18 @@ func (r *localRuntime) learn(ctx context.Context, key string, t agent.Turn) {
 	} else {
 		r.logger.Info("local model: prompt cache saved", "tokens", n, "file", r.srv.SlotFile(key))
 	}
+}
+
+// admit waits for the server's slot, then has it hold the prefix of key (useSlot).
+func (r *localRuntime) admit(ctx context.Context, key string) (release func(), err error) {
+	select {
+	case r.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	r.useSlot(ctx, key)
+	var once sync.Once
+	return func() { once.Do(func() { <-r.turn }) }, nil
 }
 
 // useSlot restores the slot file of key into the server's slot when the slot holds another prefix
@@ -297,6 +313,6 @@ func newLocal(s Settings) (Runtime, error) {
 	return &localRuntime{
 		opts: llm.Options{Model: s.Model, Logger: s.Logger, Port: s.Local.Port, SlotDir: s.Local.SlotDir},
 		cfg:  cfg, loop: loop, progress: s.Progress, logger: logger,
-		saved: map[string]bool{}, restored: map[string]int{},
+		saved: map[string]bool{}, restored: map[string]int{}, turn: make(chan struct{}, 1),
 	}, nil
 }

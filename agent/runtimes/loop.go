@@ -45,6 +45,11 @@ type LoopConfig struct {
 	Watch func(ctx context.Context, turn int)
 	// OnReply, when set, sees each reply's record (the local runtime's speed and prompt cache).
 	OnReply func(ctx context.Context, t agent.Turn)
+	// Admit, when set, waits before each LLM call until the backend can take it (the local runtime's
+	// one server slot, which the episodes of a suite share) and returns the func that frees it, once
+	// the reply is handled (OnReply included). The wait is the turn's queued_s, outside its latency and
+	// deadline, and the episode's clock stops meanwhile (agent.ModelWaiter): it is other episodes' time.
+	Admit func(ctx context.Context) (release func(), err error)
 
 	Logger *slog.Logger
 }
@@ -169,7 +174,15 @@ func (l *loop) hearPeople(ctx context.Context) error {
 
 // call makes one LLM call and records it; a failed call is errRetry (a planner retry) or final.
 func (l *loop) call(ctx context.Context, turn int) (Reply, error) {
-	reply, rec, err := l.complete(ctx, turn)
+	callCtx, cancel := l.ep.Decide(ctx)
+	defer cancel()
+	release, queued, err := l.admit(ctx, callCtx)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer release()
+	reply, rec, err := l.complete(ctx, callCtx, turn)
+	rec.QueuedS = round3(queued.Seconds())
 	if errors.Is(err, agent.ErrDecisionPaused) {
 		return reply, l.paused(rec)
 	}
@@ -191,6 +204,31 @@ func (l *loop) call(ctx context.Context, turn int) (Reply, error) {
 	}
 	l.history = append(l.history, Message{Role: RoleAssistant, Parts: textParts(reply.Text), ToolCalls: reply.ToolCalls, Raw: reply.Raw})
 	return reply, nil
+}
+
+// admit waits for the backend to take the call (LoopConfig.Admit) with the episode's clock stopped.
+// A Pause meanwhile means nothing was sent (errNotSent); the end of the episode, its cause.
+func (l *loop) admit(ctx, callCtx context.Context) (release func(), queued time.Duration, err error) {
+	if errors.Is(context.Cause(callCtx), agent.ErrDecisionPaused) || l.cfg.Admit == nil {
+		return func() {}, 0, nil // complete says it was paused
+	}
+	start := time.Now()
+	resume := func() {}
+	if w, ok := l.ep.(agent.ModelWaiter); ok {
+		resume = w.WaitForModel()
+	}
+	release, err = l.cfg.Admit(callCtx)
+	resume()
+	queued = time.Since(start)
+	switch {
+	case err == nil:
+		return release, queued, nil
+	case ctx.Err() != nil:
+		return nil, queued, context.Cause(ctx)
+	case errors.Is(context.Cause(callCtx), agent.ErrDecisionPaused):
+		return nil, queued, errNotSent
+	}
+	return nil, queued, fmt.Errorf("%w: waiting for the model server: %w", agent.ErrPlanner, err)
 }
 
 // paused records a call a person's Pause cut (marked cancelled; tokens counted when known) and asks
@@ -236,9 +274,8 @@ func (l *loop) failed(ctx context.Context, rec agent.Turn, err error) error {
 }
 
 // complete asks the backend for a reply under the turn's deadline and watch, and makes its record.
-func (l *loop) complete(ctx context.Context, turn int) (Reply, agent.Turn, error) {
-	callCtx, cancel := l.ep.Decide(ctx)
-	defer cancel()
+// callCtx is the call's context (the episode's, with a Pause's cut: Driver.Decide).
+func (l *loop) complete(ctx, callCtx context.Context, turn int) (Reply, agent.Turn, error) {
 	if errors.Is(context.Cause(callCtx), agent.ErrDecisionPaused) {
 		return Reply{}, agent.Turn{}, agent.ErrDecisionPaused
 	}
