@@ -53,11 +53,15 @@ type Options struct {
 	// Limits are the server process's memory, open-file, file-size and CPU limits (seal's; zero: its
 	// defaults, the sealed kernel's).
 	Limits seal.Limits
+	// Forker, when set, forks the server from a process that has its modules imported (cheaper); where it
+	// cannot (gone, another PYTHONPATH or MUJOCO_GL), the server is exec'd, with a warning.
+	Forker *Forker
 }
 
 // Server is a running robot server.
 type Server struct {
-	cmd       *exec.Cmd
+	pid       int  // the server's process (and process group)
+	forked    bool // started by a Forker, not exec'd
 	stdin     io.WriteCloser
 	sockDir   string
 	agentSock string
@@ -132,7 +136,7 @@ func Launch(o Options) (*Server, error) {
 		},
 		DisableKeepAlives: true, // the Python server speaks HTTP/1.0, one request per connection
 	}}
-	args := []string{"-m", "pyrualean_robot.served", "--robot", o.Robot, "--workspace", o.Dir,
+	args := []string{"--robot", o.Robot, "--workspace", o.Dir,
 		"--agent-socket", s.agentSock, "--host-socket", s.hostSock}
 	add := func(flag, v string) {
 		if v != "" {
@@ -150,33 +154,24 @@ func Launch(o Options) (*Server, error) {
 	for _, k := range slices.Sorted(maps.Keys(o.Options)) {
 		args = append(args, "--opt", k+"="+o.Options[k])
 	}
-	// The server reads the agent's requests outside the sandbox: the kernel's limits bind it too (its
-	// threads are bounded by the agent socket's connection cap).
-	argv := o.Limits.LimitArgv(append([]string{python}, args...))
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = o.Dir
-	cmd.Env = serverEnv(o)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = s.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		os.RemoveAll(sockDir)
-		return nil, err
-	}
-	// stdin stays open: the server exits when it closes (we died or Close ran).
-	if s.stdin, err = cmd.StdinPipe(); err != nil {
-		os.RemoveAll(sockDir)
-		return nil, err
-	}
+	env := serverEnv(o)
 	s.started = time.Now()
 	s.readyTimeout = o.ReadyTimeout
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(sockDir)
-		return nil, fmt.Errorf("robotserver: start %s: %w", python, err)
+	var stdout io.ReadCloser
+	if o.Forker != nil {
+		if stdout, err = s.fork(o.Forker, args, env, o); err != nil {
+			s.log.Warn("robot server: not forked, exec'ing it", "err", err)
+		}
 	}
-	s.cmd = cmd
+	if stdout == nil {
+		if stdout, err = s.exec(python, args, env, o); err != nil {
+			os.RemoveAll(sockDir)
+			return nil, err
+		}
+	}
 	s.ready = make(chan struct{})
 	go func() {
+		defer stdout.Close()
 		sc := bufio.NewScanner(stdout)
 		signalled := false
 		for sc.Scan() {
@@ -189,11 +184,71 @@ func Launch(o Options) (*Server, error) {
 			s.log.Debug("robot server", "stdout", sc.Text())
 		}
 	}()
+	return s, nil
+}
+
+// exec starts the server as `python -m pyrualean_robot.served ARGS`.
+func (s *Server) exec(python string, args, env []string, o Options) (io.ReadCloser, error) {
+	// The server reads the agent's requests outside the sandbox: the kernel's limits bind it too (its
+	// threads are bounded by the agent socket's connection cap).
+	argv := o.Limits.LimitArgv(append([]string{python, "-m", "pyrualean_robot.served"}, args...))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = o.Dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = s.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	// stdin stays open: the server exits when it closes (we died or Close ran).
+	if s.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("robotserver: start %s: %w", python, err)
+	}
+	s.pid = cmd.Process.Pid
 	go func() {
 		s.exitErr = cmd.Wait()
 		close(s.exited)
 	}()
-	return s, nil
+	return stdout, nil
+}
+
+// fork has f start the server on pipes of ours (the same arguments, environment, folder and limits).
+func (s *Server) fork(f *Forker, args, env []string, o Options) (io.ReadCloser, error) {
+	var ends [6]*os.File // stdin r/w, stdout r/w, stderr r/w
+	for i := 0; i < 6; i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, e := range ends[:i] {
+				e.Close()
+			}
+			return nil, err
+		}
+		ends[i], ends[i+1] = r, w
+	}
+	p, err := f.fork(args, env, o.Dir, o.Limits, [3]*os.File{ends[0], ends[3], ends[5]})
+	ends[0].Close() // the child's ends: it has its own copies now
+	ends[3].Close()
+	ends[5].Close()
+	if err != nil {
+		ends[1].Close()
+		ends[2].Close()
+		ends[4].Close()
+		return nil, err
+	}
+	s.pid, s.forked, s.stdin = p.pid, true, ends[1]
+	go func() {
+		_, _ = io.Copy(s.stderr, ends[4])
+		ends[4].Close()
+	}()
+	go func() {
+		s.exitErr = <-p.exit
+		close(s.exited)
+	}()
+	return ends[2], nil
 }
 
 // WaitReady returns once the robot has booted and both sockets listen; on failure the server is closed.
@@ -269,7 +324,10 @@ func (s *Server) AgentSocket() string { return s.agentSock }
 func (s *Server) AgentDir() string { return filepath.Dir(s.agentSock) }
 
 // Pid is the server process's pid.
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
+func (s *Server) Pid() int { return s.pid }
+
+// Forked says whether a Forker started the server (else it was exec'd).
+func (s *Server) Forked() bool { return s.forked }
 
 // Done closes when the server process has exited.
 func (s *Server) Done() <-chan struct{} { return s.exited }
@@ -371,7 +429,7 @@ func (s *Server) Close() error {
 			select {
 			case <-s.exited:
 			case <-time.After(10 * time.Second):
-				_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+				_ = syscall.Kill(-s.pid, syscall.SIGKILL)
 				<-s.exited
 			}
 		}

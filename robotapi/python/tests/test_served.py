@@ -134,3 +134,46 @@ def test_binary_reply_round_trip_and_malformed():
         decode_buffers(body[:-1])  # truncated
     with pytest.raises(ValueError):
         decode_buffers(b"\x00\x00")
+
+
+# --- the forker: what a peer on its socket may ask ---------------------------------------------------------
+
+from pyrualean_robot.served.forker import RequestError, parse_request  # noqa: E402
+
+_PINNED = {"PYTHONPATH": "/repo/robotapi/python", "MUJOCO_GL": "egl"}
+_LIMITS = {"as": 1 << 34, "nofile": 4096, "fsize": 1 << 30, "cpu": 14400}
+
+
+def _request(**over):
+    import json
+
+    req = {"argv": ["--robot", "tabletop"], "env": dict(_PINNED, HOME="/root"), "cwd": "/tmp", "limits": dict(_LIMITS)}
+    req.update(over)
+    return json.dumps(req).encode()
+
+
+@pytest.mark.parametrize("msg, fds, why", [
+    (_request(), [3, 4], "3 file descriptors"),
+    (b"not json", [3, 4, 5], "not JSON"),
+    (b"[1, 2]", [3, 4, 5], "JSON object"),
+    (_request(shell="rm -rf /"), [3, 4, 5], "unknown request fields"),
+    (_request(argv=[]), [3, 4, 5], "argv"),
+    (_request(argv=["a\x00b"]), [3, 4, 5], "NUL"),
+    (_request(env={"A=B": "x", **_PINNED}), [3, 4, 5], "variable name"),
+    (_request(env={"PYTHONPATH": "/evil", "MUJOCO_GL": "egl"}), [3, 4, 5], "PYTHONPATH"),
+    (_request(env={"PYTHONPATH": _PINNED["PYTHONPATH"]}), [3, 4, 5], "MUJOCO_GL"),
+    (_request(cwd="relative"), [3, 4, 5], "absolute"),
+    (_request(cwd="/no/such/folder"), [3, 4, 5], "folder"),
+    (_request(limits={"as": 1}), [3, 4, 5], "limits must name"),
+    (_request(limits=dict(_LIMITS, cpu=0)), [3, 4, 5], "positive"),
+    (_request(limits=dict(_LIMITS, cpu=True)), [3, 4, 5], "positive"),
+])
+def test_forker_refuses_bad_requests(msg, fds, why):
+    with pytest.raises(RequestError, match=why):
+        parse_request(msg, fds, _PINNED)
+
+
+def test_forker_request_ok():
+    req = parse_request(_request(), [7, 8, 9], _PINNED)
+    assert req.argv == ("--robot", "tabletop") and req.fds == (7, 8, 9) and req.cwd == "/tmp"
+    assert req.env["HOME"] == "/root" and req.limits == _LIMITS

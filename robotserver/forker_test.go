@@ -1,0 +1,120 @@
+package robotserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pyrualean/pyrualean/notebooks/nbtest"
+	"github.com/pyrualean/pyrualean/seal"
+)
+
+// TestForkedServers starts servers from a forker and checks that each is what an exec'd server is: its
+// own process group (a child of the forker, not ours), the requested limits, a judge that answers, a
+// kill reported as a signal; a server the forker cannot serve (another MUJOCO_GL) is exec'd; a closed
+// forker leaves its servers serving, and later launches exec.
+func TestForkedServers(t *testing.T) {
+	nbtest.Heavy(t, "a robot forker and servers")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root := repoRoot(t)
+	env := map[string]string{"PYTHONPATH": filepath.Join(root, "robotapi", "python"), "MUJOCO_GL": "egl"}
+	f, err := StartForker(ctx, ForkerOptions{Root: root, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	launch := func(env map[string]string, limits seal.Limits) *Server {
+		t.Helper()
+		s, err := Start(ctx, Options{Root: root, Robot: "tabletop", Task: "stack_blocks", Seed: 1, Images: "none",
+			Dir: t.TempDir(), Env: env, Forker: f, Limits: limits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	s := launch(env, seal.Limits{MaxFiles: 777, CPUSeconds: 999})
+	if !s.Forked() {
+		t.Fatal("the server was not forked")
+	}
+	if ppid := procField(t, s.Pid(), 1); ppid != f.Pid() {
+		t.Errorf("parent %d, want the forker %d", ppid, f.Pid())
+	}
+	if pgid := procField(t, s.Pid(), 2); pgid != s.Pid() {
+		t.Errorf("process group %d, want its own %d", pgid, s.Pid())
+	}
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", s.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`Max open files\s+777\s+777`, `Max cpu time\s+999\s+999`} {
+		if !matchLine(string(limits), want) {
+			t.Errorf("limits lack %q:\n%s", want, limits)
+		}
+	}
+	if r, err := s.Report(ctx); err != nil || r.Done {
+		t.Fatalf("report: %+v %v", r, err)
+	}
+
+	killed := launch(env, seal.Limits{})
+	if err := syscall.Kill(killed.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-killed.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a killed server's exit was not reported")
+	}
+	if _, err := killed.Report(ctx); !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "signal: killed") {
+		t.Errorf("a killed server's report: %v", err)
+	}
+
+	other := launch(map[string]string{"PYTHONPATH": env["PYTHONPATH"], "MUJOCO_GL": "osmesa"}, seal.Limits{})
+	if other.Forked() {
+		t.Error("a server with another MUJOCO_GL was forked from the forker's imports")
+	}
+
+	f.Close()
+	if _, err := s.Report(ctx); err != nil {
+		t.Errorf("a forked server stopped serving when its forker closed: %v", err)
+	}
+	if later := launch(env, seal.Limits{}); later.Forked() {
+		t.Error("a launch after the forker closed was forked")
+	}
+	if err := s.Close(); err != nil {
+		t.Error(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a closed server's exit was not reported")
+	}
+}
+
+// procField is field n of /proc/pid/stat after the command name (0 the state, 1 the parent, 2 the group).
+func procField(t *testing.T, pid, n int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	v, err := strconv.Atoi(fields[n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func matchLine(text, pattern string) bool {
+	return regexp.MustCompile(`(?m)^` + pattern).MatchString(text)
+}
