@@ -13,6 +13,7 @@ import (
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/robotserver"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
@@ -35,6 +36,9 @@ type Host struct {
 	Admit func(ctx context.Context) error
 	// References returns the robot's API reference (robotapi.Reference when nil; a suite caches it).
 	References func(ctx context.Context, robot, primitives, format string) (string, error)
+	// Forker, when set, forks sealed episodes' robot servers from one process with their modules imported
+	// (a suite's or an environment server's; cheaper than exec'ing each); nil: exec.
+	Forker *robotserver.Forker
 }
 
 // KernelSource hands out a launched kernel that is the caller's from then on (kernel.Pool).

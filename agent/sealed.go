@@ -21,11 +21,13 @@ var ErrNotSealed = errors.New("episode: cannot seal the kernel")
 
 // SealInfo is result.json's "seal": where the robot and the judge live, and the kernel's sandbox.
 type SealInfo struct {
-	Mode           string  `json:"mode"`  // off | auto | on
-	Robot          string  `json:"robot"` // "server" (outside the kernel) | "kernel"
-	Judge          string  `json:"judge"` // where success, env steps and the ledger are read: "robot_server" | "kernel"
-	RobotServerPID int     `json:"robot_server_pid,omitempty"`
-	RobotStartupS  float64 `json:"robot_startup_s,omitempty"`
+	Mode           string `json:"mode"`  // off | auto | on
+	Robot          string `json:"robot"` // "server" (outside the kernel) | "kernel"
+	Judge          string `json:"judge"` // where success, env steps and the ledger are read: "robot_server" | "kernel"
+	RobotServerPID int    `json:"robot_server_pid,omitempty"`
+	// RobotServerForked says the server was forked from a suite's forker (imports shared), not exec'd.
+	RobotServerForked bool    `json:"robot_server_forked,omitempty"`
+	RobotStartupS     float64 `json:"robot_startup_s,omitempty"`
 	seal.Info
 	// Refused lists the agent's raw RPCs the robot server refused (private names); RefusedTotal counts all.
 	Refused      []string `json:"refused,omitempty"`
@@ -62,13 +64,14 @@ func (b booter) serve(ctx context.Context, ks kernel.Spec, opts kernel.LaunchOpt
 	srv, err := robotserver.Launch(robotserver.Options{
 		Root: e.host.Root, Robot: s.Robot, Task: s.Task, Seed: s.Seed, Suite: s.Suite, Images: s.Images,
 		Primitives: s.Primitives, MaxEnvSteps: s.MaxEnvSteps, Options: s.RobotOptions,
-		Dir: filepath.Join(s.Out, "robot"), Env: srvEnv, Logger: e.log,
+		Dir: filepath.Join(s.Out, "robot"), Env: srvEnv, Logger: e.log, Forker: e.host.Forker,
 	})
 	if err != nil {
 		return ks, opts, fmt.Errorf("robot server: %w", err)
 	}
 	e.served = &served{srv: srv}
 	info.Robot, info.Judge, info.RobotServerPID = "server", "robot_server", srv.Pid()
+	info.RobotServerForked = srv.Forked()
 	pythonPath := robotserver.PythonPath(e.host.Root, os.Getenv("PYTHONPATH"))
 	if checkErr != nil {
 		// Loudly: the robot and the judge are out of the kernel, but the kernel sees this machine.

@@ -74,9 +74,9 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		StartupS    float64 `json:"mean_startup_s"` // kernel to robot ready, per episode
 		VsShellLoop float64 `json:"vs_shell_loop"`
 	}
-	runEval := func(name string, n int) (way, *eval.Manifest, error) {
+	runEval := func(name string, n int, extra ...string) (way, *eval.Manifest, error) {
 		out := filepath.Join(dir, name)
-		cmd := exec.CommandContext(ctx, exe, append(common, "--jobs", strconv.Itoa(n), "--out", out)...)
+		cmd := exec.CommandContext(ctx, exe, append(append(common, extra...), "--jobs", strconv.Itoa(n), "--out", out)...)
 		var errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = io.Discard, &errOut
 		t0 := time.Now()
@@ -111,6 +111,18 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
 		return 1
 	}
+	// Sealed episodes' robot servers are forked (eval's default): the same run with them exec'd shows
+	// what the forker saves.
+	var unforked *way
+	if *sealed != spec.SealOff {
+		fmt.Fprintf(stderr, "bench suite: eval --jobs %d --fork-robots=false ...\n", *jobs)
+		w, _, err := runEval("jobs"+strconv.Itoa(*jobs)+"-unforked", *jobs, "--fork-robots=false")
+		if err != nil {
+			fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
+			return 1
+		}
+		unforked = &w
+	}
 	// The anchor: one play process per episode, from a shell loop, replaying the same actions.
 	root, err := robotapi.Root()
 	if err != nil {
@@ -140,6 +152,9 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	loop := way{Name: "shell loop of play", Episodes: n, WallS: time.Since(t0).Seconds(), StartupS: meanStartup(loopDir)}
 	ways := []*way{&loop, &one, &par}
+	if unforked != nil {
+		ways = append(ways, unforked)
+	}
 	for _, w := range ways {
 		w.PerMinute = float64(w.Episodes) / (w.WallS / 60)
 	}
@@ -148,7 +163,9 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	// With one job the suite's wall time is its episodes' cells plus everything else the runner did.
 	one.OverheadMS = 1000 * (one.WallS - one.CellsS) / float64(one.Episodes)
-	par.OverheadMS = 1000 * (par.WallS*float64(*jobs) - par.CellsS) / float64(par.Episodes)
+	for _, w := range ways[2:] {
+		w.OverheadMS = 1000 * (w.WallS*float64(*jobs) - w.CellsS) / float64(w.Episodes)
+	}
 	if *asJSON {
 		json.NewEncoder(stdout).Encode(map[string]any{"tasks": *tasks, "seeds": *seeds, "sealed": *sealed, "boot_ahead": *ahead, "ways": ways})
 		return 0

@@ -52,7 +52,7 @@ type evalFlags struct {
 	matrix, robot, suiteName, tasks, seeds, arms, runtime, models, out, status string
 	jobs, bootAhead, maxConns, retries, samples                                int
 	backoffS                                                                   float64
-	asJSON, verbose                                                            bool
+	asJSON, verbose, forkRobots                                                bool
 	settings                                                                   map[string]string
 	ray                                                                        rayFlags
 }
@@ -76,6 +76,7 @@ func newEvalFlagSet(stderr io.Writer) (*flag.FlagSet, *evalFlags) {
 	fs.IntVar(&f.maxConns, "max-connections", 8, "requests in flight per LLM endpoint, over all episodes (0: no limit)")
 	fs.IntVar(&f.retries, "retries", 2, "further attempts of an interrupted, boot_error or planner_error episode in one run")
 	fs.Float64Var(&f.backoffS, "retry-backoff-s", 2, "wait before the first retry (doubles each time)")
+	fs.BoolVar(&f.forkRobots, "fork-robots", true, "fork sealed episodes' robot servers from one process that has their modules imported (cheaper than exec'ing each; false: exec)")
 	fs.BoolVar(&f.asJSON, "json", false, "stream events as JSON lines on stdout, then the results")
 	fs.BoolVar(&f.verbose, "v", false, "log episodes' progress to stderr")
 	fs.StringVar(&f.status, "status", "", "report the suite in DIR (running or not) and exit")
@@ -328,9 +329,14 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 		engine, exec = ray, ray
-	} else if spec, err := kernel.FindSpec("pyrualean"); err == nil {
-		x.kernels = &warmKernels{spec: spec, jobs: f.jobs,
-			opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{eval.EvalEnv: absDir}, Logger: logger}}
+	} else {
+		if spec, err := kernel.FindSpec("pyrualean"); err == nil {
+			x.kernels = &warmKernels{spec: spec, jobs: f.jobs,
+				opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{eval.EvalEnv: absDir}, Logger: logger}}
+		}
+		if f.forkRobots {
+			x.forker = &lazyForker{log: logger}
+		}
 	}
 	defer x.close()
 	var view eval.View

@@ -85,6 +85,10 @@ func TestEvalReplaySuite(t *testing.T) {
 	if err != nil || tools.Arm != spec.ArmTools || tools.ToolTurns < 2 || tools.Images != "none" {
 		t.Fatalf("tools episode: %+v (%v)", tools, err)
 	}
+	// the suite forks its sealed episodes' robot servers (--fork-robots, the default)
+	if tools.Seal == nil || tools.Seal.Robot != "server" || !tools.Seal.RobotServerForked {
+		t.Errorf("the tools episode's robot server was not forked: %+v", tools.Seal)
+	}
 	out := stdout.String()
 	for _, want := range []string{"success 100.0% (8/8)", "cells  success 100% [51, 100] (4/4", "pairs 4  jointly solved 4", "drawer", "stack"} {
 		if !strings.Contains(out, want) {

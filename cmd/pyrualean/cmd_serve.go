@@ -94,6 +94,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		<-oeCtx.Done()
 		if oe != nil {
 			oe.Close()
+			oef.close()
 		}
 	}()
 	if oe != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/robotserver"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
@@ -29,6 +30,7 @@ type evalExec struct {
 	// acting holds a token per episode past boot (--jobs of them); nil: no limit. The engine runs more
 	// workers than that (--boot-ahead), so the next episodes boot while these act.
 	acting chan struct{}
+	forker *lazyForker // sealed episodes' robot servers are forked from it; nil: exec'd
 
 	mu       sync.Mutex
 	runtimes map[runtimeKey]*sharedRuntime
@@ -71,6 +73,9 @@ func (x *evalExec) Execute(ctx context.Context, j eval.Job) eval.Outcome {
 		Release: func(release func()) { x.releases.Go(release) }}
 	if x.kernels != nil && takesWarmKernel(s) {
 		host.Kernels = x.kernels
+	}
+	if x.forker != nil && s.Sealed != spec.SealOff {
+		host.Forker = x.forker.get(ctx)
 	}
 	rt, out := x.runtimeFor(ctx, j, s)
 	if rt == nil {
@@ -223,6 +228,37 @@ func (x *evalExec) close() {
 		x.kernels.close()
 	}
 	x.releases.Wait() // no kernel or robot server outlives the suite
+	if x.forker != nil {
+		x.forker.close()
+	}
+}
+
+// lazyForker starts a robot-server forker at the first sealed episode (a suite of unsealed ones needs
+// none). One that fails to start is logged once; its episodes' servers are exec'd.
+type lazyForker struct {
+	log  *slog.Logger
+	once sync.Once
+	f    *robotserver.Forker
+}
+
+func (l *lazyForker) get(ctx context.Context) *robotserver.Forker {
+	l.once.Do(func() {
+		root, err := robotapi.Root()
+		if err == nil {
+			l.f, err = robotserver.StartForker(ctx, robotserver.ForkerOptions{Root: root, Logger: l.log})
+		}
+		if err != nil {
+			l.log.Warn("robot servers will be exec'd, not forked", "err", err)
+		}
+	})
+	return l.f
+}
+
+func (l *lazyForker) close() {
+	l.once.Do(func() {}) // a get racing close starts nothing
+	if l.f != nil {
+		l.f.Close()
+	}
 }
 
 // warmKernels hands out tabletop kernels from a kernel.Pool (robot package imported, model

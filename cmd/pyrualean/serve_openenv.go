@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/openenv"
 	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/robotserver"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
@@ -28,6 +30,7 @@ type openenvFlags struct {
 	maxBudgetS, maxCellS float64
 	sealed               string
 	allow, set           listFlag
+	forker               *robotserver.Forker // the sessions' robot servers are forked from it (nil: exec'd)
 }
 
 func addOpenEnvFlags(fs *flag.FlagSet) *openenvFlags {
@@ -87,12 +90,31 @@ func (f *openenvFlags) server(gw *gateway.Server, log *slog.Logger) (*openenv.Se
 	if err != nil {
 		return nil, err
 	}
-	return openenv.New(openenv.Config{
-		Base: base, Out: out, Robots: &robotapi.Registry{}, Host: agent.Host{Logger: log},
+	if root, err := robotapi.Root(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		f.forker, err = robotserver.StartForker(ctx, robotserver.ForkerOptions{Root: root, Logger: log})
+		cancel()
+		if err != nil {
+			log.Warn("openenv: robot servers will be exec'd, not forked", "err", err)
+		}
+	}
+	srv, err := openenv.New(openenv.Config{
+		Base: base, Out: out, Robots: &robotapi.Registry{}, Host: agent.Host{Logger: log, Forker: f.forker},
 		Limits:      openenv.Limits{Settings: allow, MaxTurns: f.maxTurns, MaxSteps: f.maxSteps, MaxBudgetS: f.maxBudgetS, MaxCellTimeoutS: f.maxCellS},
 		MaxSessions: f.maxSessions, IdleTimeout: f.idle, MaxFrameBytes: f.maxFrame, CheckOrigin: gw.OriginAllowed,
 		OnEpisode: func(ep *agent.Episode) func() { return listEpisode(gw, ep, log) }, Logger: log,
 	})
+	if err != nil {
+		f.close()
+	}
+	return srv, err
+}
+
+// close stops the forker (once the sessions have ended: their servers run on until then).
+func (f *openenvFlags) close() {
+	if f.forker != nil {
+		f.forker.Close()
+	}
 }
 
 // listEpisode lists an OpenEnv episode's kernel and its /api/episodes entry in the gateway, as play

@@ -163,6 +163,9 @@ func TestServeOpenEnvClient(t *testing.T) {
 		case job["policy"] == "model" && res.Status != agent.StatusCompleted && res.Status != agent.StatusCallBudget:
 			t.Errorf("job %d: the model's episode ended %s (%v)", r.Job, res.Status, res.Error)
 		}
+		if res.Seal == nil || !res.Seal.RobotServerForked {
+			t.Errorf("job %d: the session's robot server was not forked from serve's forker: %+v", r.Job, res.Seal)
+		}
 		if job["probe"] == true && (len(r.Steps) == 0 || !r.Steps[0].IsError || r.Steps[0].Done || !strings.Contains(r.Steps[0].Text, "unknown tool")) {
 			t.Errorf("job %d: a call of no such tool is not an error observation: %+v", r.Job, r.Steps[:1])
 		}
