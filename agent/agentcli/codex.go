@@ -103,7 +103,20 @@ func apiKey(cfg Config, runtime string) (string, error) {
 	if cfg.BaseURL != "" {
 		return "unused", nil
 	}
+	if runtime == "codex" && LoggedIn(cfg.Home) {
+		return "", nil // Codex reads its login from CODEX_HOME
+	}
 	return "", fmt.Errorf("cli: %w: $%s is empty (set it, or name another variable with --api-key-env)", ErrNoAPIKey, name)
+}
+
+// LoggedIn says whether home is a CODEX_HOME that `codex login` has signed in (its auth.json): Codex then
+// needs no API key, as the original runs it.
+func LoggedIn(home string) bool {
+	if home == "" {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(home, "auth.json"))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func apiKeyEnv(cfg Config, runtime string) string {
@@ -146,7 +159,11 @@ func (c *codexCLI) newStream() cliStream { return &codexStream{home: c.home} }
 func (c *codexCLI) command(ep Driver, cfg Config, s cliSetup, r *run) (*exec.Cmd, io.Reader) {
 	cmd := exec.Command(s.bin, codexArgs(cfg, r.session.http.URL, r.workspace, filepath.Join(ep.Dir(), LastMessage), c.images)...)
 	cmd.Dir = r.workspace
-	cmd.Env = baseEnv(append([]string{"CODEX_HOME=" + s.home, apiKeyEnv(cfg, "codex") + "=" + s.key}, cfg.Env...)...)
+	env := []string{"CODEX_HOME=" + s.home}
+	if s.key != "" { // else its login in CODEX_HOME
+		env = append(env, apiKeyEnv(cfg, "codex")+"="+s.key)
+	}
+	cmd.Env = baseEnv(append(env, cfg.Env...)...)
 	return cmd, strings.NewReader(ep.Prompt().Text)
 }
 

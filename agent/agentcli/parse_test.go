@@ -205,6 +205,10 @@ func TestAPIKey(t *testing.T) {
 	t.Setenv("PYR_TEST_KEY", "sk-1")
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant")
+	loggedIn, bare := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(loggedIn, "auth.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		cfg     Config
@@ -216,6 +220,9 @@ func TestAPIKey(t *testing.T) {
 		{"claude default variable", Config{}, "claude", "sk-ant", false},
 		{"empty, remote endpoint", Config{}, "codex", "", true},
 		{"empty, local server", Config{BaseURL: "http://127.0.0.1:8080/v1"}, "codex", "unused", false},
+		{"empty, codex login's home", Config{Home: loggedIn}, "codex", "", false},
+		{"empty, a home not signed in", Config{Home: bare}, "codex", "", true},
+		{"empty, claude with a codex home", Config{Home: loggedIn, APIKeyEnv: "OPENAI_API_KEY"}, "claude", "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,11 +42,15 @@ func needKey(s Settings, runtime, keyEnv string) error {
 	if s.APIKeyEnv != "" {
 		keyEnv = s.APIKeyEnv
 	}
-	if os.Getenv(keyEnv) != "" || s.BaseURL != "" {
+	if os.Getenv(keyEnv) != "" || s.BaseURL != "" || (runtime == "codex" && agentcli.LoggedIn(s.CodexHome)) {
 		return nil
 	}
+	login := ""
+	if runtime == "codex" {
+		login = ", or sign in with `codex login` and set PYRUALEAN_CODEX_HOME to its home (~/.codex)"
+	}
 	return fmt.Errorf("--runtime %s needs the model's API key: $%s is empty (set it, or name another variable with --api-key-env, "+
-		"or give --base-url of your own endpoint; for an embedded model offline, --runtime local)", runtime, keyEnv)
+		"or give --base-url of your own endpoint%s; for an embedded model offline, --runtime local)", runtime, keyEnv, login)
 }
 
 // newCodex: Codex gets $PYRUALEAN_MODEL or the original's model when none is named.

@@ -103,4 +103,16 @@ func TestCLIRuntimesNeedTheirKey(t *testing.T) {
 			t.Errorf("%s with an endpoint of its own: %v", name, err)
 		}
 	}
+	// Codex as the original runs it: `codex login`'s home, no key.
+	t.Setenv("OPENAI_API_KEY", "")
+	home := t.TempDir()
+	if _, err := New("codex", Settings{CodexHome: home}); err == nil || !strings.Contains(err.Error(), "codex login") {
+		t.Errorf("codex with a home that is not signed in: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "auth.json"), []byte(`{"tokens": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New("codex", Settings{CodexHome: home}); err != nil {
+		t.Errorf("codex signed in with codex login: %v", err)
+	}
 }
