@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/png"
 	"strings"
@@ -257,6 +258,10 @@ func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 		if k := keys(res.Text); len(k) < 3 || k[1] != "exception" || k[2] != "stdout" {
 			t.Errorf("exception keys %v", k)
 		}
+		// the frame is named as the original names it, by the agent's call, not IPython's count
+		if want := fmt.Sprintf(`File "<cell %s>", line 1`, str(m["cell"])); !strings.Contains(str(m["exception"]), want) || strings.Contains(str(m["exception"]), "Cell In[") {
+			t.Errorf("exception %s: want the frame %s", m["exception"], want)
+		}
 		run(t, ep, ctx, "grasp = robo.pick(\"red_block\")\nassert grasp.success, grasp\n"+
 			"base = robo.segment(\"blue block\")\nx, y, top = base.top_xyz\nrobo.move_to([x, y, top + 0.10])\n"+
 			"robo.move_to([x, y, top + 0.025], step_clip=0.01)\nrobo.release()\n")
@@ -281,6 +286,28 @@ func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 			t.Errorf("third call with max_turns=2: %s", res.Text)
 		}
 	})
+}
+
+// relabelCells names IPython's "Cell In[N]" frames by the episode's labels; counts it has no label for stay.
+func TestRelabelCells(t *testing.T) {
+	labels := map[int]string{4: "<cell 3>", 6: "<a person's cell 1>"}
+	tests := []struct{ name, in, want string }{
+		{"agent's cell", "  Cell In[4], line 3\n    f()", `  File "<cell 3>", line 3` + "\n    f()"},
+		{"person's cell", "Cell In[6], line 1", `File "<a person's cell 1>", line 1`},
+		{"two frames", "Cell In[6], line 2\nCell In[4], line 9", `File "<a person's cell 1>", line 2` + "\n" + `File "<cell 3>", line 9`},
+		{"setup cell unlabelled", "Cell In[1], line 1", "Cell In[1], line 1"},
+		{"no frame", "ValueError: Cell In[4] is text here", "ValueError: Cell In[4] is text here"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := relabelCells(tc.in, labels); got != tc.want {
+				t.Errorf("relabelCells(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+	if got := relabelCells("Cell In[4], line 1", nil); got != "Cell In[4], line 1" {
+		t.Errorf("no labels: %q", got)
+	}
 }
 
 // Exceptions read like traceback.format_exc (the original's cells), not like IPython's verbose report.
