@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,5 +89,102 @@ func TestSealedRobotServerFlood(t *testing.T) {
 	server := readJSONL(t, filepath.Join(cfg.Out, "robot", "calls.jsonl"))
 	if len(server) != 1 || res.EnvSteps == 0 || res.EnvSteps != res.EnvStepsTotal || res.Status != "completed" {
 		t.Errorf("after the floods: server calls %d, env_steps %d of %d, status %s", len(server), res.EnvSteps, res.EnvStepsTotal, res.Status)
+	}
+}
+
+const exhaustModule = `import os, sys
+from IPython.display import display, HTML
+def stdout_flood():
+    for _ in range(50):
+        sys.stdout.write(("x" * 1023 + "\\n") * 1024)
+    print("FINAL-LINE")
+def rich_flood():
+    for i in range(1500):
+        display(HTML("<b>%d</b>" % i))
+    print("RICH-END")
+def file_size():
+    with open("big.bin", "wb", buffering=0) as f:
+        f.seek(2 << 30)
+        try:
+            f.write(b"x")
+            print("WROTE")
+        except OSError as e:
+            print("FSIZE", e.errno)
+    try:
+        with open("big.bin", "r+b", buffering=0) as f:
+            f.truncate(3 << 30)
+        print("TRUNCATED")
+    except OSError as e:
+        print("TRUNC", e.errno, e)
+    print("ON DISK", os.stat("big.bin").st_blocks * 512)
+def memory():
+    try:
+        b = bytearray(20 << 30)
+        print("ALLOCATED", len(b))
+    except MemoryError:
+        print("MEMORY-REFUSED")
+`
+
+// TestSealedEpisodeExhaustion: the issue's output flood and the limits as agent cells in a real sealed
+// episode. 50 MB printed (its last line after it), 1,500 rich outputs, a file written past RLIMIT_FSIZE
+// (sparse: no disk used), 20 GiB asked of RLIMIT_AS: each cell ends with its own error or a marked,
+// bounded output whose end is kept, the trace stays small, and the episode goes on to move the robot.
+func TestSealedEpisodeExhaustion(t *testing.T) {
+	type attempt struct{ name, code string }
+	attempts := []attempt{ // the module, written by the first cell, is what the in-kernel check never reads
+		{"module", "open('exhaust.py', 'w').write(" + pyQuote(exhaustModule) + ")"},
+		{"stdout_flood", "import exhaust\nexhaust.stdout_flood()"},
+		{"rich_flood", "exhaust.rich_flood()"},
+		{"file_size", "exhaust.file_size()"},
+		{"memory", "exhaust.memory()"},
+		{"after", "print('STILL-SERVING', robo.move_to([0.5, 0.1, 0.3]).reached)"},
+	}
+	var steps []openaitest.Step
+	for _, a := range attempts {
+		steps = append(steps, call(py(a.code)))
+	}
+	srv := openaitest.New(append(steps, call(finish("failure", "exhausted")))...)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if !res.Sealed || res.Status != "completed" {
+		t.Fatalf("sealed %v, status %s: %+v", res.Sealed, res.Status, res.Seal)
+	}
+	cells := cellsBy(readTrace(t, cfg.Out), notebooks.AuthorAgent)
+	if len(cells) != len(attempts) {
+		t.Fatalf("trace: %d agent cells, want %d", len(cells), len(attempts))
+	}
+	out := map[string]string{}
+	for i, a := range attempts {
+		var b strings.Builder
+		for _, o := range cells[i].Outputs {
+			b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
+		}
+		out[a.name] = b.String()
+		t.Logf("%s: %d outputs, %d bytes of text, omitted %v", a.name, len(cells[i].Outputs), b.Len(), notebooks.CellMetaOf(cells[i]).Extra["outputs_omitted"])
+	}
+	flood := out["stdout_flood"]
+	if !strings.Contains(flood, "FINAL-LINE") || !strings.Contains(flood, "bytes omitted") || len(flood) > 4<<20 {
+		t.Errorf("stdout flood: %d bytes kept, final line kept %v, marked %v", len(flood), strings.Contains(flood, "FINAL-LINE"), strings.Contains(flood, "bytes omitted"))
+	}
+	if n := len(cells[2].Outputs); n > 1001 || !strings.Contains(out["rich_flood"], "RICH-END") {
+		t.Errorf("rich flood: %d outputs kept (the cap is 1000), end kept %v", n, strings.Contains(out["rich_flood"], "RICH-END"))
+	}
+	for name, want := range map[string][]string{
+		"file_size": {"FSIZE 27", "TRUNC 27", "ON DISK 0"},
+		"memory":    {"MEMORY-REFUSED"},
+		"after":     {"STILL-SERVING True"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(out[name], w) {
+				t.Errorf("%s lacks %q: %s", name, w, out[name])
+			}
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(cfg.Out, "trace.ipynb")); err != nil || fi.Size() > 8<<20 {
+		t.Errorf("trace.ipynb: %v bytes after 50 MB of output (%v)", fi.Size(), err)
+	}
+	if res.EnvSteps == 0 || res.EnvSteps != res.EnvStepsTotal {
+		t.Errorf("env steps %d of %d", res.EnvSteps, res.EnvStepsTotal)
 	}
 }
