@@ -116,6 +116,22 @@ func TestEvalReplaySuite(t *testing.T) {
 		t.Errorf("status exit %d:\n%s", code, stdout.String())
 	}
 	checkReportInChromium(t, dir)
+	// eval -> report -> compare: the paper's table straight from the eval folder (replayed episodes call
+	// no model: 0 calls, 0 tokens, $0)
+	stdout.Reset()
+	stderr.Reset()
+	if code := cmdCompare(context.Background(), []string{"--format", "md", dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("compare exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		"| benchmark | n | jointly solved | success tools (%) | success cells (%) | difference (points) | LLM calls | input tokens | cost (US$) |",
+		"| tabletop | 4 | 4 | 100.0 [51.0, 100.0] | 100.0 [51.0, 100.0] | +0.0 [+0.0, +0.0] | 0.0 → 0.0 | 0 → 0 | $0 → $0 |",
+		"| **All** | 4 | 4 | 100.0 [51.0, 100.0] |",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("compare --format md lacks %q:\n%s", want, stdout.String())
+		}
+	}
 }
 
 // checkReportInChromium writes the suite's report and opens it with e2e/report.mjs.
