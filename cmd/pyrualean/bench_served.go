@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/pyrualean/pyrualean/kernel"
@@ -26,6 +27,8 @@ type servedBench struct {
 	// robot ready in a fresh kernel: today's (launch + make() in-process) versus sealed (robot server
 	// boot, sealed launch, setup cell connecting the proxy), and the robot server's boot alone
 	SealedEpisodeStartMS, RobotServerStartMS float64
+	// the same with the robot server forked from a Forker (eval's default)
+	ForkedEpisodeStartMS, ForkedServerStartMS float64
 }
 
 func measureServed(ctx context.Context, reps int) (*servedBench, error) {
@@ -63,7 +66,12 @@ func measureServed(ctx context.Context, reps int) (*servedBench, error) {
 		return nil, err
 	}
 	pypath := robotserver.PythonPath(root, os.Getenv("PYTHONPATH"))
-	var plain, sealed, episode, server []float64
+	forker, err := robotserver.StartForker(ctx, robotserver.ForkerOptions{Root: root})
+	if err != nil {
+		return nil, err
+	}
+	defer forker.Close()
+	var plain, sealed, episode, server, forkedEpisode, forkedServer []float64
 	for range reps {
 		ws, err := os.MkdirTemp(dir, "ws-")
 		if err != nil {
@@ -84,33 +92,53 @@ func measureServed(ctx context.Context, reps int) (*servedBench, error) {
 			return nil, err
 		}
 		sealed = append(sealed, ms)
-		// a whole sealed boot, as an episode does it
-		t0 := time.Now()
-		srv, err := robotserver.Launch(robotserver.Options{Root: root, Robot: robotapi.DefaultRobot, Task: "stack_blocks",
-			Images: "on-demand", Primitives: "full", Dir: ws + "-robot"})
-		if err != nil {
-			return nil, err
-		}
-		sb, err = seal.New(ctx, spec, seal.Options{Workspace: ws, ReadOnly: []string{srv.AgentDir()}, PythonPath: pypath,
-			Env: map[string]string{"PYRUALEAN_ROBOT_SERVER": srv.AgentSocket()}})
-		if err != nil {
-			srv.Close()
-			return nil, err
-		}
-		setup := robotapi.SetupCode(robotapi.SetupOptions{Task: "stack_blocks", Workspace: ws, Images: "on-demand"})
-		// as an episode boots: the robot server boots while the sealed kernel starts
-		_, err = timeKernelAfter(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC}, setup, srv.WaitReady)
-		server = append(server, float64(srv.StartupDur.Microseconds())/1000)
-		episode = append(episode, float64(time.Since(t0).Microseconds())/1000)
-		sb.Close()
-		srv.Close()
-		if err != nil {
-			return nil, err
+		// a whole sealed boot, as an episode does it, with the robot server exec'd and forked (interleaved)
+		for _, f := range []*robotserver.Forker{nil, forker} {
+			ems, sms, err := sealedBoot(ctx, root, spec, pypath, ws, f)
+			if err != nil {
+				return nil, err
+			}
+			if f == nil {
+				episode, server = append(episode, ems), append(server, sms)
+			} else {
+				forkedEpisode, forkedServer = append(forkedEpisode, ems), append(forkedServer, sms)
+			}
 		}
 	}
 	b.KernelLaunchMS, b.SealedKernelLaunchMS = median(plain), median(sealed)
 	b.SealedEpisodeStartMS, b.RobotServerStartMS = median(episode), median(server)
+	b.ForkedEpisodeStartMS, b.ForkedServerStartMS = median(forkedEpisode), median(forkedServer)
 	return b, nil
+}
+
+// sealedBoot boots as a sealed episode does (the robot server, forked by f when set, boots while the
+// sealed kernel starts; then the setup cell): ms to the robot ready in the kernel, and the server's boot.
+func sealedBoot(ctx context.Context, root string, spec kernel.Spec, pypath, ws string, f *robotserver.Forker) (float64, float64, error) {
+	t0 := time.Now()
+	dir, err := os.MkdirTemp(filepath.Dir(ws), "robot-")
+	if err != nil {
+		return 0, 0, err
+	}
+	srv, err := robotserver.Launch(robotserver.Options{Root: root, Robot: robotapi.DefaultRobot, Task: "stack_blocks",
+		Images: "on-demand", Primitives: "full", Dir: dir, Forker: f})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer srv.Close()
+	if f != nil && !srv.Forked() {
+		return 0, 0, fmt.Errorf("the robot server was not forked")
+	}
+	sb, err := seal.New(ctx, spec, seal.Options{Workspace: ws, ReadOnly: []string{srv.AgentDir()}, PythonPath: pypath,
+		Env: map[string]string{"PYRUALEAN_ROBOT_SERVER": srv.AgentSocket()}})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sb.Close()
+	setup := robotapi.SetupCode(robotapi.SetupOptions{Task: "stack_blocks", Workspace: ws, Images: "on-demand"})
+	if _, err := timeKernelAfter(ctx, sb.Spec, kernel.LaunchOptions{Dir: ws, IPC: sb.IPC}, setup, srv.WaitReady); err != nil {
+		return 0, 0, err
+	}
+	return float64(time.Since(t0).Microseconds()) / 1000, float64(srv.StartupDur.Microseconds()) / 1000, nil
 }
 
 // timeKernel launches a kernel, runs code until it answers ok, shuts it down; ms to the answer.
@@ -163,6 +191,7 @@ func (b *servedBench) addTo(res map[string]float64) {
 	}
 	res["kernel_launch_ms"], res["sealed_kernel_launch_ms"] = b.KernelLaunchMS, b.SealedKernelLaunchMS
 	res["sealed_episode_start_ms"], res["robot_server_start_ms"] = b.SealedEpisodeStartMS, b.RobotServerStartMS
+	res["forked_episode_start_ms"], res["forked_server_start_ms"] = b.ForkedEpisodeStartMS, b.ForkedServerStartMS
 }
 
 func (b *servedBench) print(w io.Writer, coldStartMS float64) {
@@ -182,4 +211,6 @@ func (b *servedBench) print(w io.Writer, coldStartMS float64) {
 	fmt.Fprintf(w, "kernel launch       %8.1f ms   sealed %8.1f ms (%.2fx)\n", b.KernelLaunchMS, b.SealedKernelLaunchMS, b.SealedKernelLaunchMS/b.KernelLaunchMS)
 	fmt.Fprintf(w, "robot ready (cold)  %8.1f ms   sealed %8.1f ms (%.2fx; robot server boot %.0f ms of it)\n",
 		coldStartMS, b.SealedEpisodeStartMS, b.SealedEpisodeStartMS/coldStartMS, b.RobotServerStartMS)
+	fmt.Fprintf(w, "  robot server forked        sealed %8.1f ms (%.2fx; robot server boot %.0f ms of it, %.2fx of exec'd)\n",
+		b.ForkedEpisodeStartMS, b.ForkedEpisodeStartMS/coldStartMS, b.ForkedServerStartMS, b.ForkedServerStartMS/b.RobotServerStartMS)
 }
