@@ -96,6 +96,10 @@ func (b booter) serve(ctx context.Context, ks kernel.Spec, opts kernel.LaunchOpt
 	}
 	e.served.sb = sb
 	info.Info = sb.Info
+	if sb.Info.HostUIDNote != "" {
+		e.log.Warn("the sealed kernel's user is root on the host (an escape from its namespaces would be root); "+
+			"result.json seal.host_uid_note says why", "note", sb.Info.HostUIDNote)
+	}
 	opts.IPC = sb.IPC
 	opts.Env = e.host.KernelEnv // bwrap's own environment; the sandbox starts from --clearenv
 	return sb.Spec, opts, nil
