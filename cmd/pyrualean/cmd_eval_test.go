@@ -134,6 +134,54 @@ func TestEvalReplaySuite(t *testing.T) {
 	}
 }
 
+// checkAgentHTMLInChromium writes the suite's report and opens it and the trace of the episode under
+// episode (its cell displayed htmlAttack) in Chromium: no payload runs, nothing is fetched off the page,
+// the CSP is on both, and the cell's inert output is still there.
+func checkAgentHTMLInChromium(t *testing.T, dir, episode string) {
+	t.Helper()
+	html := filepath.Join(t.TempDir(), "report.html")
+	if err := report.Write(context.Background(), report.Options{SuiteDir: dir, Out: html, Traces: true}); err != nil {
+		t.Fatal(err)
+	}
+	traces, _ := filepath.Glob(filepath.Join(dir, "episodes", filepath.FromSlash(episode), "*", "*", "trace.html"))
+	if len(traces) != 1 {
+		t.Fatalf("trace.html of %s: %v", episode, traces)
+	}
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(traces[0]), "trace.ipynb")); err != nil || !strings.Contains(string(b), `"text/html": [`) {
+		t.Fatalf("the episode's trace lacks the agent's HTML output (%v)", err)
+	}
+	root, err := robotapi.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "report_traces.mjs")
+	cmd.Dir = filepath.Join(root, "e2e")
+	cmd.Env = append(os.Environ(), "PAGES="+html+"\n"+traces[0])
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("report_traces.mjs: %v\n%s", err, out)
+	}
+	var seen []struct {
+		Path                   string
+		Blocked, Errors, Pwned []string
+		CSP, Text              string
+	}
+	line := bytes.TrimSpace(out)
+	if err := json.Unmarshal(line[bytes.LastIndexByte(line, '\n')+1:], &seen); err != nil || len(seen) != 2 {
+		t.Fatalf("report_traces.mjs output %q: %v", out, err)
+	}
+	for _, s := range seen {
+		if len(s.Pwned) > 0 || len(s.Blocked) > 0 || s.CSP != report.CSP {
+			t.Errorf("%s: agent script ran %v, requests off the page %v, CSP %q", s.Path, s.Pwned, s.Blocked, s.CSP)
+		}
+	}
+	if !strings.Contains(seen[1].Text, "HTML-ATTACK-SHOWN") {
+		t.Errorf("the trace page lost the cell's inert output: %.400q", seen[1].Text)
+	}
+}
+
 // checkReportInChromium writes the suite's report and opens it with e2e/report.mjs.
 func checkReportInChromium(t *testing.T, dir string) {
 	t.Helper()
@@ -168,6 +216,17 @@ func checkReportInChromium(t *testing.T, dir string) {
 	}
 }
 
+// htmlAttack writes a workspace module (which the in-kernel check never reads) that displays active HTML
+// when the next cell imports it: a script, an onerror handler, fetches off the page; each payload
+// appends to window.__pwned.
+const htmlAttack = "open('show.py', 'w').write(" + `"""from IPython.display import HTML, display
+display(HTML('<script>window.__pwned = (window.__pwned || []).concat(["script"]); fetch("http://127.0.0.1:9/x")</script>'
+             '<img src="x" onerror="window.__pwned = (window.__pwned || []).concat([\\'onerror\\'])">'
+             '<iframe src="http://127.0.0.1:9/frame"></iframe><b>AGENT-HTML</b>'))
+print("HTML-ATTACK-SHOWN")
+""")
+`
+
 // scriptedAgent answers like a model: the cells arm runs the task's reference solution in one cell,
 // then finishes; the tools arm gives up at once. One episode (open_drawer, seed 1, cells) runs a
 // long cell instead, during which the test kills its kernel.
@@ -193,9 +252,18 @@ func scriptedAgent(t *testing.T, longCell chan<- struct{}) func(openaitest.Reque
 		finish := func(status string) openaitest.Reply {
 			return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: fmt.Sprintf(`{"status": %q, "summary": "scripted"}`, status)}}}
 		}
+		attacker := task == "stack_blocks" && strings.Contains(text, `- seed: 0\n`) // issue 26's agent HTML
+		python := func(src string) openaitest.Reply {
+			code, _ := json.Marshal(map[string]string{"code": src})
+			return openaitest.Reply{Content: "running the plan", ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: string(code)}}}
+		}
 		switch {
 		case !cellsArm:
 			return finish("failure")
+		case attacker && !called:
+			return python(htmlAttack)
+		case attacker && strings.Count(text, `"role":"tool"`) == 1:
+			return python("import show\n" + solution[task])
 		case called:
 			return finish("success")
 		case task == "open_drawer" && strings.Contains(text, "- seed: 1"):
@@ -205,8 +273,7 @@ func scriptedAgent(t *testing.T, longCell chan<- struct{}) func(openaitest.Reque
 			}
 			return openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: `{"code": "import time; time.sleep(120)"}`}}}
 		}
-		code, _ := json.Marshal(map[string]string{"code": solution[task]})
-		return openaitest.Reply{Content: "running the plan", ToolCalls: []openaitest.ToolCall{{Name: "python", Arguments: string(code)}}}
+		return python(solution[task])
 	}
 }
 
@@ -291,6 +358,7 @@ func TestEvalOpenAISuite(t *testing.T) {
 			t.Errorf("%s: no input tokens counted", id)
 		}
 	}
+	checkAgentHTMLInChromium(t, dir, "tabletop/default/stack_blocks/0/cells")
 	res := eval.Analyze(eval.LoadRecords(dir, man))
 	if len(res.Groups) != 1 || res.Groups[0].Paired == nil || res.Groups[0].Paired.Pairs != 4 {
 		t.Fatalf("results %+v", res)
