@@ -96,6 +96,7 @@ func TestWorkspaceUnderRelativeAndAbsoluteOut(t *testing.T) {
 			if err != nil || st.Mode().Perm() != 0o644 {
 				t.Errorf("result.json mode %v (%v), want 0644 like trace.ipynb", st.Mode().Perm(), err)
 			}
+			checkResultTypes(t, filepath.Join(dir, "runs", "ep", "result.json"))
 		})
 	}
 }
@@ -153,5 +154,43 @@ func TestFinishAfterPredicateFiredMidCell(t *testing.T) {
 	}
 	if res.AfterSuccess == nil || res.AfterSuccess.LLMCalls != 1 {
 		t.Errorf("after_success %+v, want the finish call", res.AfterSuccess)
+	}
+}
+
+// checkResultTypes reads result.json as the original's loader does (untyped JSON) and checks the types
+// it expects: host an object, notes a list, guides a record with each file's sha256 (false without
+// guides), max_programs present (null: no limit), max_episode_steps a number.
+func checkResultTypes(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := r["host"].(map[string]any); !ok || h["hostname"] == nil {
+		t.Errorf("host: %#v, want an object with the hostname", r["host"])
+	}
+	if _, ok := r["notes"].([]any); !ok {
+		t.Errorf("notes: %#v, want a list", r["notes"])
+	}
+	if g, ok := r["guides"].(map[string]any); !ok {
+		t.Errorf("guides: %#v, want a record", r["guides"])
+	} else if files, ok := g["files"].(map[string]any); !ok || len(files) == 0 || g["paper"] != false {
+		t.Errorf("guides: %#v, want files and paper false", g)
+	} else {
+		for name, sum := range files {
+			if s, _ := sum.(string); len(s) != 64 {
+				t.Errorf("guides.files[%s] = %#v, want a sha256", name, sum)
+			}
+		}
+	}
+	if v, ok := r["max_programs"]; !ok || v != nil {
+		t.Errorf("max_programs: %#v (present %v), want null for the cells arm", v, ok)
+	}
+	if n, ok := r["max_episode_steps"].(float64); !ok || n <= 0 {
+		t.Errorf("max_episode_steps: %#v, want a number", r["max_episode_steps"])
 	}
 }
