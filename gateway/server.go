@@ -91,6 +91,7 @@ type Server struct {
 	token    string
 	env      envPolicy
 	mux      *http.ServeMux
+	public   map[string]bool // mux patterns served without the token (HandlePublic)
 	handler  http.Handler
 	upgrader websocket.Upgrader
 
@@ -181,6 +182,17 @@ func (s *Server) Token() string { return s.token }
 // CORS, base URL and token (serve --openenv mounts OpenEnv's /ws here).
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
+// HandlePublic is Handle without the token check (Host, CORS and base URL still apply): for routes that
+// describe a service and hold no secret, which clients probe before they have a token (an OpenEnv
+// environment's /health, /metadata, /schema). Call it before serving.
+func (s *Server) HandlePublic(pattern string, h http.Handler) {
+	if s.public == nil {
+		s.public = map[string]bool{}
+	}
+	s.public[pattern] = true
+	s.mux.Handle(pattern, h)
+}
+
 // OriginAllowed is the gateway's WebSocket origin check, for a handler mounted with Handle.
 func (s *Server) OriginAllowed(r *http.Request) bool { return s.originAllowed(r) }
 
@@ -247,11 +259,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 		r2.URL.RawPath = ""
 		r = r2
 	}
-	if !s.authorized(r) {
+	_, pattern := s.mux.Handler(r)
+	if !s.public[pattern] && !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "missing or wrong token: send 'Authorization: token <token>' or ?token=<token>")
 		return
 	}
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	if pattern == "" {
 		// No route: the mux would answer 404, or 405 when another method matches; say it in JSON.
 		rec := &allowRecorder{header: http.Header{}}
 		h, _ := s.mux.Handler(r)

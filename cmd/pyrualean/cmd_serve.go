@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/gateway"
+	"github.com/pyrualean/pyrualean/openenv"
 )
 
 // listFlag collects a repeatable flag; each value may also be comma-separated.
@@ -99,6 +100,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}()
 	if oe != nil {
 		srv.Handle("GET /ws", oe)
+		for pattern, h := range openenv.Describe(buildVersion()) {
+			srv.HandlePublic(pattern, h) // OpenEnv's description routes: no secret, probed before a token
+		}
 	}
 	if err := srv.Prespawn(*prespawn); err != nil {
 		fmt.Fprintf(stderr, "pyrualean serve: %v\n", err)
@@ -153,4 +157,14 @@ func printServing(w io.Writer, a net.Addr, srv *gateway.Server, openEnv bool) {
 	if openEnv {
 		fmt.Fprintf(w, "openenv: %s/ws (GenericEnvClient(base_url=%q, headers={\"Authorization\": \"token <token>\"}))\n", "ws"+strings.TrimPrefix(u, "http"), u)
 	}
+}
+
+// buildVersion is this binary's version as one string (module version, and the commit when built from one).
+func buildVersion() string {
+	v := versions()
+	out := v["pyrualean"]
+	if rev := v["vcs.revision"]; rev != "" {
+		out += "+" + rev[:min(12, len(rev))]
+	}
+	return out
 }

@@ -218,3 +218,68 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestServeOpenEnvValidator runs OpenEnv's own runtime validator (openenv.cli._validation) against
+// serve --openenv: OpenAPI, /health, /metadata, /schema and /mcp answer as its production mode (sessions
+// over /ws only) wants, without the token; the token still guards /ws and the gateway's API.
+func TestServeOpenEnvValidator(t *testing.T) {
+	py := nbtest.Python(t)
+	if err := exec.Command(py, "-c", "import openenv.cli._validation").Run(); err != nil {
+		t.Fatalf("OpenEnv is not installed in .venv (requirements/openenv.txt; make setup): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sctx, stop := context.WithCancel(ctx)
+	var stdout syncBuffer
+	served := make(chan int, 1)
+	go func() {
+		served <- cmdServe(sctx, []string{"--port", "0", "--token", "tok-validator", "--openenv", "--openenv-out", t.TempDir()}, &stdout, io.Discard)
+	}()
+	defer func() {
+		stop()
+		if code := <-served; code != 0 {
+			t.Errorf("serve exited %d", code)
+		}
+	}()
+	re := regexp.MustCompile(`serving on (http://\S+)`)
+	var m []string
+	for deadline := time.Now().Add(60 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		m = re.FindStringSubmatch(stdout.String())
+	}
+	if m == nil {
+		t.Fatalf("serve printed no URL: %q", stdout.String())
+	}
+	base := strings.TrimSuffix(m[1], "/")
+	out, err := exec.CommandContext(ctx, py, "-c", `import json, sys
+from openenv.cli._validation import validate_running_environment
+print(json.dumps(validate_running_environment(sys.argv[1])))`, base).CombinedOutput()
+	if err != nil {
+		t.Fatalf("validator: %v\n%s", err, out)
+	}
+	var report struct {
+		Passed   bool   `json:"passed"`
+		Mode     string `json:"mode"`
+		Profile  string `json:"standard_profile"`
+		Criteria []struct {
+			ID     string `json:"id"`
+			Passed bool   `json:"passed"`
+			Actual any    `json:"actual"`
+		} `json:"criteria"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("validator output %q: %v", out, err)
+	}
+	if !report.Passed || report.Mode != "production" || report.Profile != "openenv-http/1.x" || len(report.Criteria) < 6 {
+		t.Errorf("OpenEnv's validator: %s", out)
+	}
+	for _, path := range []string{"/ws", "/api/kernels"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: %d, want 401", path, resp.StatusCode)
+		}
+	}
+}
