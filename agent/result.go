@@ -3,6 +3,9 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/pyrualean/pyrualean/spec"
 )
@@ -201,4 +204,17 @@ func (h *HostInfo) UnmarshalJSON(b []byte) error {
 	}
 	type plain HostInfo
 	return json.Unmarshal(b, (*plain)(h))
+}
+
+// ReadResult reads a run folder's result.json.
+func ReadResult(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "result.json"), err)
+	}
+	return &r, nil
 }

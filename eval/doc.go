@@ -2,8 +2,8 @@
 // expanded into episodes with deterministic ids and run folders, recorded in a manifest that makes a
 // rerun resume, scheduled by an Engine, watched live, and summarised with confidence intervals.
 //
-// The package knows nothing about how one episode runs: the caller (cmd/pyrualean's eval) hands the
-// engine an Executor that runs one Episode into its run folder. A later engine (a cluster one) only
+// The package knows nothing about how one episode runs: the caller hands the engine an Executor that runs
+// one Episode into its run folder (eval/inproc's, in this process; inproc.Run is a whole suite from Go). A later engine (a cluster one) only
 // has to implement Engine; ids, folders, manifest, resume and statistics stay the same.
 //
 //	matrix.go    Matrix and Row (flags or a TOML/YAML file), task and seed selections

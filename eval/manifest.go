@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -107,4 +109,19 @@ func (f *manifestFile) state(id string) EpisodeState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return *f.m.Episodes[id]
+}
+
+// BuildVersions are this binary's versions, recorded in the manifest (each trace also records the
+// kernel's): Go, the module's, and the commit it was built from.
+func BuildVersions() map[string]string {
+	v := map[string]string{"go": runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v["pyrualean"] = bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
+				v[s.Key] = s.Value
+			}
+		}
+	}
+	return v
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pyrualean/pyrualean/agent/runs"
+	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/prices"
 	"github.com/pyrualean/pyrualean/spec"
 )
@@ -329,4 +330,15 @@ func pctInterval(iv *Interval) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f%% [%.0f, %.0f]", 100*iv.Value, 100*iv.Lo, 100*iv.Hi)
+}
+
+// SaveResults reads a suite's records, computes its statistics and writes them to results.json (whole,
+// atomically).
+func SaveResults(dir string, m *Manifest) ([]Record, Results, error) {
+	recs := LoadRecords(dir, m)
+	res := Analyze(recs)
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "results.json"), res); err != nil {
+		return recs, res, fmt.Errorf("results.json: %w", err)
+	}
+	return recs, res, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/eval"
+	"github.com/pyrualean/pyrualean/eval/inproc"
 )
 
 // cmdEpisode runs one suite episode from a job file (eval.NodeJob) and writes its outcome (suite.
@@ -52,10 +53,11 @@ func cmdEpisode(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	x := &evalExec{logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-		endpoints: &eval.Endpoints{Max: *maxConns}, suiteDir: job.Suite}
+	// a Ray node runs one episode: no warm pool, no forker (its imports would serve nobody else)
+	x := inproc.New(job.Suite, inproc.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		MaxConnections: *maxConns, NoWarmKernels: true, NoFork: true})
 	out := x.Execute(ctx, eval.Job{Episode: job.Episode, Dir: job.Dir})
-	x.close()
+	x.Close()
 	if out.Status == "" {
 		out.Status = agent.StatusError // as the runner records it
 	}

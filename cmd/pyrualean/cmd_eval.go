@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -15,8 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,9 +19,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pyrualean/pyrualean/agent/runtimes"
-	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/eval"
-	"github.com/pyrualean/pyrualean/kernel"
+	"github.com/pyrualean/pyrualean/eval/inproc"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
 )
@@ -154,81 +148,15 @@ func planEval(ctx context.Context, f *evalFlags, set map[string]bool) (*evalPlan
 		r.Models = splitList(f.models)
 		m.Rows = []eval.Row{r}
 	}
-	for i := range m.Rows {
-		if err := checkRow(&m.Rows[i]); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Rows[i].Label(i), err)
-		}
-	}
-	robots, err := robotapi.Robots(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("robots: %w", err)
-	}
-	eps, err := eval.Expand(ctx, m, robots, robotapi.Tasks)
+	m, eps, err := inproc.Plan(ctx, m)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkSpecs(ctx, m, eps); err != nil {
-		return nil, err
-	}
-	if len(eps) == 0 {
-		return nil, errors.New("the matrix has no episodes")
 	}
 	dir := f.out
 	if dir == "" {
-		b, _ := json.Marshal(m)
-		h := sha256.Sum256(b)
-		dir = filepath.Join("runs", "suite-"+hex.EncodeToString(h[:])[:10])
+		dir = inproc.DefaultDir(m)
 	}
 	return &evalPlan{matrix: m, episodes: eps, dir: dir}, nil
-}
-
-// checkRow fills a row's defaults: the robot, and the runtime (chosen as play would, from the row's
-// settings and first model).
-func checkRow(r *eval.Row) error {
-	if r.Robot == "" {
-		r.Robot = robotapi.DefaultRobot
-	}
-	p := spec.Policy{Runtime: r.Runtime, BaseURL: r.Settings["base-url"]}
-	if len(r.Models) > 0 {
-		p.Model = r.Models[0]
-	}
-	if err := runtimes.Resolve(&p); err != nil {
-		return err
-	}
-	r.Runtime = p.Runtime // one name per runtime in ids
-	if r.Runtime == "replay" && slices.Contains(r.Arms, spec.ArmProgram) {
-		return errors.New("arm program: the replay runtime has no reference program to replay (tasks have cell scripts)")
-	}
-	return nil
-}
-
-// checkSpecs validates every episode's spec (the robot registry is asked once) and builds each row's
-// runtime once, so that a wrong setting is refused, naming its row, before anything runs.
-func checkSpecs(ctx context.Context, m eval.Matrix, eps []eval.Episode) error {
-	reg := &robotapi.Registry{}
-	built := map[int]bool{}
-	for i := range eps {
-		e := &eps[i]
-		label := m.Rows[e.Row].Label(e.Row)
-		if err := runtimes.Resolve(&e.Spec.Policy); err != nil {
-			return fmt.Errorf("%s: %w", label, err)
-		}
-		if err := e.Spec.Validate(ctx, reg); err != nil {
-			return fmt.Errorf("%s: %w", label, err)
-		}
-		if built[e.Row] {
-			continue
-		}
-		built[e.Row] = true
-		probe := e.Spec
-		if probe.Policy.Runtime == "replay" {
-			probe.Arm = spec.ArmCells // a replayed tools episode replays its cells twin's calls (toolActions)
-		}
-		if _, err := runtimes.For(probe, runtimes.Wiring{}); err != nil {
-			return fmt.Errorf("%s: %w", label, err)
-		}
-	}
-	return nil
 }
 
 func splitList(s string) []string {
@@ -239,39 +167,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// toolActions turns a cells episode's primitive calls (calls.jsonl) into tools-arm actions: the
-// reference solution lowered to the tool calls it made, for the same task and seed.
-func toolActions(cellsDir string) ([]runtimes.Action, error) {
-	f, err := os.Open(filepath.Join(cellsDir, "calls.jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var acts []runtimes.Action
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var c struct {
-			Tool   string          `json:"tool"`
-			Kwargs json.RawMessage `json:"kwargs"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil || c.Tool == "" {
-			continue
-		}
-		if len(c.Kwargs) == 0 || string(c.Kwargs) == "null" {
-			c.Kwargs = json.RawMessage("{}")
-		}
-		acts = append(acts, runtimes.Action{Tool: c.Tool, Args: c.Kwargs})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(acts) == 0 {
-		return nil, fmt.Errorf("%s: no primitive calls", filepath.Join(cellsDir, "calls.jsonl"))
-	}
-	return acts, nil
 }
 
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -314,14 +209,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	x := &evalExec{logger: logger, endpoints: &eval.Endpoints{Max: f.maxConns}}
-	absDir, _ := filepath.Abs(plan.dir)
-	x.suiteDir = absDir
 	var engine eval.Engine = eval.Local{Jobs: f.jobs + f.bootAhead}
-	if f.bootAhead > 0 {
-		x.acting = make(chan struct{}, f.jobs)
-	}
-	var exec eval.Executor = x
+	var exec eval.Executor
+	var onPlan func([]eval.Job)
 	if f.ray.engine == "ray" {
 		ray, err := f.ray.engineFor(ctx, f.maxConns, logger, stderr)
 		if err != nil {
@@ -330,15 +220,11 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		engine, exec = ray, ray
 	} else {
-		if spec, err := kernel.FindSpec("pyrualean"); err == nil {
-			x.kernels = &warmKernels{spec: spec, jobs: f.jobs,
-				opts: kernel.LaunchOptions{Dir: absDir, Env: map[string]string{eval.EvalEnv: absDir}, Logger: logger}}
-		}
-		if f.forkRobots {
-			x.forker = &lazyForker{log: logger}
-		}
+		x := inproc.New(plan.dir, inproc.Options{Logger: logger, Jobs: f.jobs, BootAhead: f.bootAhead,
+			MaxConnections: f.maxConns, NoFork: !f.forkRobots})
+		defer x.Close()
+		exec, onPlan = x, x.Expect
 	}
-	defer x.close()
 	var view eval.View
 	switch {
 	case f.asJSON:
@@ -352,11 +238,8 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if retries == 0 {
 		retries = -1
 	}
-	r := &eval.Runner{Dir: plan.dir, Engine: engine, Exec: exec, Retries: retries,
-		Backoff: time.Duration(f.backoffS * float64(time.Second)), Versions: versions(), Events: view.Event, Logger: logger}
-	if x.kernels != nil {
-		r.OnPlan = func(jobs []eval.Job) { x.kernels.expect(poolTakes(jobs)) }
-	}
+	r := &eval.Runner{Dir: plan.dir, Engine: engine, Exec: exec, Retries: retries, OnPlan: onPlan,
+		Backoff: time.Duration(f.backoffS * float64(time.Second)), Versions: eval.BuildVersions(), Events: view.Event, Logger: logger}
 	if os.MkdirAll(plan.dir, 0o755) == nil {
 		os.MkdirAll(filepath.Join(plan.dir, "episodes"), 0o755)
 	}
@@ -366,10 +249,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pyrualean eval: %v\n", runErr)
 		return exitFailed
 	}
-	recs := eval.LoadRecords(r.Dir, man)
-	res := eval.Analyze(recs)
-	if err := atomicfile.WriteJSON(filepath.Join(r.Dir, "results.json"), res); err != nil {
-		fmt.Fprintf(stderr, "pyrualean eval: results.json: %v\n", err)
+	recs, res, err := eval.SaveResults(r.Dir, man)
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
 	}
 	if f.asJSON {
 		json.NewEncoder(stdout).Encode(map[string]any{"event": "results", "dir": r.Dir, "results": res})
@@ -384,23 +266,6 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// poolTakes counts the jobs that will take a warm kernel.
-func poolTakes(jobs []eval.Job) int {
-	n := 0
-	for _, j := range jobs {
-		if takesWarmKernel(j.Spec) {
-			n++
-		}
-	}
-	return n
-}
-
-// takesWarmKernel: the pool's kernels carry the embedded robot in-process on the default device, so
-// only unsealed tabletop episodes can use one (a sealed kernel starts in its sandbox).
-func takesWarmKernel(s spec.Episode) bool {
-	return s.Robot == robotapi.DefaultRobot && s.CUDADevice == "" && s.Sealed == spec.SealOff
-}
-
 // isTerminal says whether w is a terminal a progress bar can draw on (one that reports a width).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -409,20 +274,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	width, _, err := term.GetSize(int(f.Fd()))
 	return err == nil && width > 0
-}
-
-// versions are this binary's, recorded in the manifest (each trace also records the kernel's).
-func versions() map[string]string {
-	v := map[string]string{"go": runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v["pyrualean"] = bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
-				v[s.Key] = s.Value
-			}
-		}
-	}
-	return v
 }
 
 // evalStatus reports a eval folder, running or not, from its manifest and run folders.

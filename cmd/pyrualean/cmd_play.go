@@ -286,14 +286,4 @@ func liveSpecName(id string) string {
 	}, id)
 }
 
-func readResult(dir string) (*agent.Result, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
-	if err != nil {
-		return nil, err
-	}
-	var r agent.Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
+func readResult(dir string) (*agent.Result, error) { return agent.ReadResult(dir) }

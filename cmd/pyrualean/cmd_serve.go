@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/gateway"
 	"github.com/pyrualean/pyrualean/openenv"
 )
@@ -161,7 +162,7 @@ func printServing(w io.Writer, a net.Addr, srv *gateway.Server, openEnv bool) {
 
 // buildVersion is this binary's version as one string (module version, and the commit when built from one).
 func buildVersion() string {
-	v := versions()
+	v := eval.BuildVersions()
 	out := v["pyrualean"]
 	if rev := v["vcs.revision"]; rev != "" {
 		out += "+" + rev[:min(12, len(rev))]

@@ -1,9 +1,21 @@
-package main
+// Package inproc runs an evaluation's episodes in this process: the Executor eval's engines call (the
+// local pool, and `pyrualean episode` on a Ray node), Plan (a matrix checked and expanded as eval's CLI
+// does) and Run, which runs a suite from Go code without the CLI:
+//
+//	m := eval.Matrix{Rows: []eval.Row{{Tasks: "stack_blocks", Seeds: "0-4", Arms: []string{"cells", "tools"},
+//		Runtime: "openai", Models: []string{"gpt-x"}, Settings: map[string]string{"base-url": url}}}}
+//	man, res, err := inproc.Run(ctx, "runs/my-suite", m, inproc.Options{Jobs: 2})
+//
+// Running the same call again resumes, as `pyrualean eval` does.
+package inproc
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -13,22 +25,72 @@ import (
 	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/robotapi"
-	"github.com/pyrualean/pyrualean/robotserver"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
-// evalExec runs one episode in this process: play's setup, with the suite's shared parts: one
-// started runtime per row and model (so local episodes share one llama.cpp server and its prompt
-// cache), warm kernels, the robot's API reference fetched once, and one HTTP transport with
-// per-endpoint limits.
-type evalExec struct {
+// Options say how an Executor runs episodes. The zero value runs them one at a time, with warm kernels
+// (unsealed tabletop episodes) and forked robot servers (sealed ones).
+type Options struct {
+	Logger *slog.Logger
+	// Jobs is how many episodes act at once (0: no limit of the Executor's own; Run: 1). BootAhead more
+	// may boot meanwhile (kernel, robot, setup cell) and wait for a slot.
+	Jobs, BootAhead int
+	// MaxConnections bounds requests in flight per LLM endpoint over all episodes (0: no limit).
+	MaxConnections int
+	// NoWarmKernels boots every kernel cold; NoFork execs every robot server.
+	NoWarmKernels, NoFork bool
+	// Retries (Run) are further attempts of an interrupted, boot_error or planner_error episode (0: 2;
+	// <0: none).
+	Retries int
+	// Events (Run) receives the suite's events (eval.NewLines, NewJSON, NewProgress are views).
+	Events func(eval.Event)
+}
+
+// New returns an Executor for the suite in suiteDir.
+func New(suiteDir string, o Options) *Executor {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	abs, err := filepath.Abs(suiteDir)
+	if err != nil {
+		abs = suiteDir
+	}
+	x := &Executor{logger: o.Logger, endpoints: &eval.Endpoints{Max: o.MaxConnections}, suiteDir: abs}
+	if o.Jobs > 0 && o.BootAhead > 0 {
+		x.acting = make(chan struct{}, o.Jobs)
+	}
+	if !o.NoWarmKernels {
+		if spec, err := kernel.FindSpec("pyrualean"); err == nil {
+			x.kernels = &warmKernels{spec: spec, jobs: max(o.Jobs, 1),
+				opts: kernel.LaunchOptions{Dir: abs, Env: map[string]string{eval.EvalEnv: abs}, Logger: o.Logger}}
+		}
+	}
+	if !o.NoFork {
+		x.forker = &lazyForker{log: o.Logger}
+	}
+	return x
+}
+
+// Expect tells the Executor which episodes this run will run (eval.Runner's OnPlan): the warm-kernel
+// pool warms no more kernels than they take.
+func (x *Executor) Expect(jobs []eval.Job) {
+	if x.kernels != nil {
+		x.kernels.expect(poolTakes(jobs))
+	}
+}
+
+// Executor runs one episode in this process (eval.Executor): play's setup, with the suite's shared parts:
+// one started runtime per row and model (so local episodes share one llama.cpp server and its prompt
+// cache), warm kernels, sealed episodes' robot servers forked from one forker, the robot's API reference
+// fetched once, and one HTTP transport with per-endpoint limits. Close it when the suite is done.
+type Executor struct {
 	logger    *slog.Logger
 	endpoints *eval.Endpoints
 	kernels   *warmKernels   // nil: every episode boots a cold kernel
 	releases  sync.WaitGroup // episodes' kernel shutdowns, off the episodes' critical path
 	suiteDir  string         // absolute; marks every kernel (eval.EvalEnv) so a resumed run finds orphans
-	// acting holds a token per episode past boot (--jobs of them); nil: no limit. The engine runs more
-	// workers than that (--boot-ahead), so the next episodes boot while these act.
+	// acting holds a token per episode past boot (Jobs of them); nil: no limit. The engine runs more
+	// workers than that (BootAhead), so the next episodes boot while these act.
 	acting chan struct{}
 	forker *lazyForker // sealed episodes' robot servers are forked from it; nil: exec'd
 
@@ -59,7 +121,7 @@ func (r scriptRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	return runtimes.RunScript(ctx, ep, r.actions)
 }
 
-func (x *evalExec) Execute(ctx context.Context, j eval.Job) eval.Outcome {
+func (x *Executor) Execute(ctx context.Context, j eval.Job) eval.Outcome {
 	s := j.Spec
 	s.Out = j.Dir
 	if s.Policy.Runtime == "replay" { // the reference solution in this machine's repository
@@ -101,7 +163,7 @@ func (x *evalExec) Execute(ctx context.Context, j eval.Job) eval.Outcome {
 	}
 	ep, err := agent.StartEpisode(ctx, s, host)
 	if err != nil {
-		if res, rerr := readResult(j.Dir); rerr == nil {
+		if res, rerr := agent.ReadResult(j.Dir); rerr == nil {
 			return outcome(res, err)
 		}
 		return eval.Outcome{Status: agent.StatusBootError, Err: err}
@@ -116,7 +178,7 @@ func (x *evalExec) Execute(ctx context.Context, j eval.Job) eval.Outcome {
 // runtimeFor is what drives the job's episode: a replayed tools episode replays the primitive calls of
 // its cells twin, a replayed cells episode its task's solution, anything else the row's runtime shared
 // by the suite's episodes. A nil runtime comes with the outcome to record instead.
-func (x *evalExec) runtimeFor(ctx context.Context, j eval.Job, s spec.Episode) (runtimes.Runtime, eval.Outcome) {
+func (x *Executor) runtimeFor(ctx context.Context, j eval.Job, s spec.Episode) (runtimes.Runtime, eval.Outcome) {
 	switch {
 	case s.Policy.Runtime == "replay" && s.Arm == spec.ArmTools:
 		twin := j.TwinDir()
@@ -153,7 +215,7 @@ func outcome(res *agent.Result, err error) eval.Outcome {
 
 // shared returns the row's runtime for the episode's model, configured from the episode's settings
 // and started at the first episode that needs it (a local model loads once for the suite).
-func (x *evalExec) shared(ctx context.Context, j eval.Job, s spec.Episode) (runtimes.Runtime, error) {
+func (x *Executor) shared(ctx context.Context, j eval.Job, s spec.Episode) (runtimes.Runtime, error) {
 	key := runtimeKey{j.Row, j.Model}
 	x.mu.Lock()
 	if x.runtimes == nil {
@@ -187,7 +249,7 @@ type reference struct {
 
 // reference returns the robot's API reference, asking the robot package once per (robot,
 // primitives, format) instead of once per episode; a failed fetch is not kept.
-func (x *evalExec) reference(ctx context.Context, robot, primitives, format string) (string, error) {
+func (x *Executor) reference(ctx context.Context, robot, primitives, format string) (string, error) {
 	key := [3]string{robot, primitives, format}
 	x.mu.Lock()
 	if x.refs == nil {
@@ -216,7 +278,9 @@ func (x *evalExec) reference(ctx context.Context, robot, primitives, format stri
 	}
 }
 
-func (x *evalExec) close() {
+// Close stops the shared runtimes, the warm kernels and the forker, once every episode's kernel and robot
+// server are shut down.
+func (x *Executor) Close() {
 	x.mu.Lock()
 	for _, sr := range x.runtimes {
 		if sr.rt != nil && sr.err == nil {
@@ -233,91 +297,52 @@ func (x *evalExec) close() {
 	}
 }
 
-// lazyForker starts a robot-server forker at the first sealed episode (a suite of unsealed ones needs
-// none). One that fails to start is logged once; its episodes' servers are exec'd.
-type lazyForker struct {
-	log  *slog.Logger
-	once sync.Once
-	f    *robotserver.Forker
-}
-
-func (l *lazyForker) get(ctx context.Context) *robotserver.Forker {
-	l.once.Do(func() {
-		root, err := robotapi.Root()
-		if err == nil {
-			l.f, err = robotserver.StartForker(ctx, robotserver.ForkerOptions{Root: root, Logger: l.log})
+// toolActions turns a cells episode's primitive calls (calls.jsonl) into tools-arm actions: the
+// reference solution lowered to the tool calls it made, for the same task and seed.
+func toolActions(cellsDir string) ([]runtimes.Action, error) {
+	f, err := os.Open(filepath.Join(cellsDir, "calls.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var acts []runtimes.Action
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var c struct {
+			Tool   string          `json:"tool"`
+			Kwargs json.RawMessage `json:"kwargs"`
 		}
-		if err != nil {
-			l.log.Warn("robot servers will be exec'd, not forked", "err", err)
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil || c.Tool == "" {
+			continue
 		}
-	})
-	return l.f
-}
-
-func (l *lazyForker) close() {
-	l.once.Do(func() {}) // a get racing close starts nothing
-	if l.f != nil {
-		l.f.Close()
-	}
-}
-
-// warmKernels hands out tabletop kernels from a kernel.Pool (robot package imported, model
-// compiled), started at the first episode. The pool warms a replacement at each take; once every
-// expected take is done it is closed, so no kernel warms for nobody (a warm-up costs a core for
-// seconds, taken from the episodes still running). A take past that (a retry) launches a kernel.
-type warmKernels struct {
-	spec kernel.Spec
-	opts kernel.LaunchOptions
-	jobs int
-
-	mu     sync.Mutex
-	left   int // takes still expected
-	pool   *kernel.Pool
-	closed bool
-}
-
-// expect sets how many takes are coming (the episodes the runner will run).
-func (w *warmKernels) expect(n int) {
-	w.mu.Lock()
-	w.left = n
-	w.mu.Unlock()
-}
-
-func (w *warmKernels) Take(ctx context.Context) (*kernel.Kernel, error) {
-	w.mu.Lock()
-	if w.closed || w.left <= 0 {
-		w.mu.Unlock()
-		return kernel.Launch(ctx, w.spec, w.opts)
-	}
-	if w.pool == nil {
-		p, err := kernel.NewPool(ctx, w.spec, max(1, min(w.jobs, w.left)), robotapi.WarmCode, w.opts)
-		if err != nil {
-			w.closed = true
-			w.mu.Unlock()
-			return kernel.Launch(ctx, w.spec, w.opts)
+		if len(c.Kwargs) == 0 || string(c.Kwargs) == "null" {
+			c.Kwargs = json.RawMessage("{}")
 		}
-		w.pool = p
+		acts = append(acts, runtimes.Action{Tool: c.Tool, Args: c.Kwargs})
 	}
-	p := w.pool
-	w.left--
-	last := w.left <= 0
-	if last {
-		w.closed = true
+	if err := sc.Err(); err != nil {
+		return nil, err
 	}
-	w.mu.Unlock()
-	k, err := p.Take(ctx)
-	if last {
-		go p.Close()
+	if len(acts) == 0 {
+		return nil, fmt.Errorf("%s: no primitive calls", filepath.Join(cellsDir, "calls.jsonl"))
 	}
-	return k, err
+	return acts, nil
 }
 
-func (w *warmKernels) close() {
-	w.mu.Lock()
-	p := w.pool
-	w.closed = true
-	w.mu.Unlock()
-	if p != nil {
-		p.Close()
+// poolTakes counts the jobs that will take a warm kernel.
+func poolTakes(jobs []eval.Job) int {
+	n := 0
+	for _, j := range jobs {
+		if takesWarmKernel(j.Spec) {
+			n++
+		}
 	}
+	return n
+}
+
+// takesWarmKernel: the pool's kernels carry the embedded robot in-process on the default device, so
+// only unsealed tabletop episodes can use one (a sealed kernel starts in its sandbox).
+func takesWarmKernel(s spec.Episode) bool {
+	return s.Robot == robotapi.DefaultRobot && s.CUDADevice == "" && s.Sealed == spec.SealOff
 }
