@@ -64,28 +64,8 @@ func TestServeOpenEnvClient(t *testing.T) {
 	defer model.Stop()
 
 	out := t.TempDir()
-	sctx, stop := context.WithCancel(ctx)
-	var stdout syncBuffer
-	served := make(chan int, 1)
-	go func() {
-		served <- cmdServe(sctx, []string{"--port", "0", "--token", "tok-openenv-test", "--openenv", "--openenv-out", out,
-			"--openenv-set", "images=none", "--openenv-max-turns", "8", "--openenv-max-steps", "5"}, &stdout, io.Discard)
-	}()
-	defer func() {
-		stop()
-		if code := <-served; code != 0 {
-			t.Errorf("serve exited %d", code)
-		}
-	}()
-	re := regexp.MustCompile(`serving on (http://\S+)`)
-	var m []string
-	for deadline := time.Now().Add(20 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		m = re.FindStringSubmatch(stdout.String())
-	}
-	if m == nil || !strings.Contains(stdout.String(), "openenv: ws://") {
-		t.Fatalf("serve printed no URL: %q", stdout.String())
-	}
-	base := m[1]
+	base := startServe(t, ctx, "--token", "tok-openenv-test", "--openenv", "--openenv-out", out,
+		"--openenv-set", "images=none", "--openenv-max-turns", "8", "--openenv-max-steps", "5")
 	ws := "ws" + strings.TrimPrefix(base, "http") + "/ws"
 	if _, resp, err := websocket.DefaultDialer.Dial(ws, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a client without the token: %v %v, want 401", err, resp)
@@ -229,27 +209,7 @@ func TestServeOpenEnvValidator(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sctx, stop := context.WithCancel(ctx)
-	var stdout syncBuffer
-	served := make(chan int, 1)
-	go func() {
-		served <- cmdServe(sctx, []string{"--port", "0", "--token", "tok-validator", "--openenv", "--openenv-out", t.TempDir()}, &stdout, io.Discard)
-	}()
-	defer func() {
-		stop()
-		if code := <-served; code != 0 {
-			t.Errorf("serve exited %d", code)
-		}
-	}()
-	re := regexp.MustCompile(`serving on (http://\S+)`)
-	var m []string
-	for deadline := time.Now().Add(60 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		m = re.FindStringSubmatch(stdout.String())
-	}
-	if m == nil {
-		t.Fatalf("serve printed no URL: %q", stdout.String())
-	}
-	base := strings.TrimSuffix(m[1], "/")
+	base := startServe(t, ctx, "--token", "tok-validator", "--openenv", "--openenv-out", t.TempDir())
 	out, err := exec.CommandContext(ctx, py, "-c", `import json, sys
 from openenv.cli._validation import validate_running_environment
 print(json.dumps(validate_running_environment(sys.argv[1])))`, base).CombinedOutput()
@@ -282,4 +242,29 @@ print(json.dumps(validate_running_environment(sys.argv[1])))`, base).CombinedOut
 			t.Errorf("GET %s without the token: %d, want 401", path, resp.StatusCode)
 		}
 	}
+}
+
+// startServe runs `pyrualean serve --port 0 ARGS` with OpenEnv on until the test ends (serve must then exit
+// 0) and returns its base URL, without a trailing slash.
+func startServe(t *testing.T, ctx context.Context, args ...string) string {
+	t.Helper()
+	sctx, stop := context.WithCancel(ctx)
+	var stdout syncBuffer
+	served := make(chan int, 1)
+	go func() { served <- cmdServe(sctx, append([]string{"--port", "0"}, args...), &stdout, io.Discard) }()
+	t.Cleanup(func() {
+		stop()
+		if code := <-served; code != 0 {
+			t.Errorf("serve exited %d", code)
+		}
+	})
+	re := regexp.MustCompile(`serving on (http://\S+)`)
+	var m []string
+	for deadline := time.Now().Add(60 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		m = re.FindStringSubmatch(stdout.String())
+	}
+	if m == nil || !strings.Contains(stdout.String(), "openenv: ws://") {
+		t.Fatalf("serve printed no URL: %q", stdout.String())
+	}
+	return strings.TrimSuffix(m[1], "/")
 }
