@@ -15,13 +15,10 @@ import (
 type Driver interface {
 	Toolkit() Toolkit
 	Prompt() Prompt
-	RecordTurn(Turn) error // one LLM call: turns.jsonl and the episode's accounting
-	Finished() bool        // finish was called or the episode is over
-	Success() *bool        // the benchmark predicate so far (nil: unknown)
-	SetPlannerAttempts(n int)
-	Dir() string                              // the run folder
-	SetCLI(CLIInfo)                           // result.json "cli" (agent CLI runtimes)
-	SetUsageTotals(u Usage, costUSD *float64) // authoritative totals from a CLI's own summary
+	Record() Recorder // where the runtime records what its model did
+	Finished() bool   // finish was called or the episode is over
+	Success() *bool   // the benchmark predicate so far (nil: unknown)
+	Dir() string      // the run folder
 	// AwaitTurn comes before each model decision of a runtime that makes the model call itself: it
 	// waits while a person has the episode paused and returns what people did meanwhile, to tell the
 	// model before it decides (people.go).
@@ -30,6 +27,15 @@ type Driver interface {
 	// under way ends it with cause ErrDecisionPaused; the runtime records the call as cancelled and
 	// goes back to AwaitTurn, so the model is asked again when the episode goes on.
 	Decide(ctx context.Context) (context.Context, context.CancelFunc)
+}
+
+// Recorder is where a runtime records what its model did: each LLM call, and what an agent CLI reports of
+// itself. An episode's goes to turns.jsonl and result.json.
+type Recorder interface {
+	Turn(Turn) error                       // one LLM call: turns.jsonl and the episode's accounting
+	PlannerAttempts(n int)                 // how many times the runtime had to start the planner
+	CLI(CLIInfo)                           // result.json "cli" (agent CLI runtimes)
+	UsageTotals(u Usage, costUSD *float64) // authoritative totals from a CLI's own summary
 }
 
 // ModelWaiter is a Driver whose policy clock can stop while its model call waits for a shared model
@@ -127,21 +133,27 @@ func (e *Episode) WaitForModel() (done func()) {
 	return func() { once.Do(func() { e.clock.release(holdModelQueue) }) }
 }
 
-// RecordTurn appends one LLM call to turns.jsonl and the episode's accounting.
-func (e *Episode) RecordTurn(t Turn) error { return e.book.recordTurn(t) }
+// Record returns the episode's Recorder (its ledger).
+func (e *Episode) Record() Recorder { return recorder{e.book} }
 
-// SetPlannerAttempts records how many times the runtime had to start the planner.
-func (e *Episode) SetPlannerAttempts(n int) { e.book.update(func(r *Result) { r.PlannerAttempts = n }) }
+// recorder is the ledger as a runtime's Recorder.
+type recorder struct{ b *ledger }
 
-// SetCLI records the agent CLI that drives the episode (codex, claude runtimes).
-func (e *Episode) SetCLI(info CLIInfo) {
-	e.book.update(func(r *Result) { r.CLI = &info })
-	_ = e.book.save()
+// Turn appends one LLM call to turns.jsonl and the episode's accounting.
+func (r recorder) Turn(t Turn) error { return r.b.recordTurn(t) }
+
+// PlannerAttempts records how many times the runtime had to start the planner.
+func (r recorder) PlannerAttempts(n int) { r.b.update(func(res *Result) { res.PlannerAttempts = n }) }
+
+// CLI records the agent CLI that drives the episode (codex, claude runtimes).
+func (r recorder) CLI(info CLIInfo) {
+	r.b.update(func(res *Result) { res.CLI = &info })
+	_ = r.b.save()
 }
 
-// SetUsageTotals replaces the episode's token totals with a runtime's authoritative ones (a CLI's own
+// UsageTotals replaces the episode's token totals with a runtime's authoritative ones (a CLI's own
 // summary), keeping the LLM-call count when the totals do not say.
-func (e *Episode) SetUsageTotals(u Usage, costUSD *float64) {
-	e.book.setUsageTotals(u, costUSD)
-	_ = e.book.save()
+func (r recorder) UsageTotals(u Usage, costUSD *float64) {
+	r.b.setUsageTotals(u, costUSD)
+	_ = r.b.save()
 }

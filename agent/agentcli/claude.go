@@ -111,7 +111,7 @@ func (st *claudeStream) session() string { return st.sessionID }
 func (st *claudeStream) settle(ep Driver, info *Info, cfg Config) {
 	if st.result != nil {
 		info.CostUSD = st.result.TotalCostUSD
-		ep.SetUsageTotals(st.totals, st.result.TotalCostUSD)
+		ep.Record().UsageTotals(st.totals, st.result.TotalCostUSD)
 		if st.result.Result != "" {
 			_ = os.WriteFile(filepath.Join(ep.Dir(), LastMessage), []byte(st.result.Result+"\n"), 0o644)
 		}

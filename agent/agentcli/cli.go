@@ -49,7 +49,7 @@ const CLIFile = "cli.json"
 
 // publish hands info to the episode (result.json "cli") and writes cli.json.
 func publish(ep Driver, info Info) {
-	ep.SetCLI(agent.CLIInfo{Name: info.Name, Version: info.Version, Events: info.Events, Stderr: info.Stderr,
+	ep.Record().CLI(agent.CLIInfo{Name: info.Name, Version: info.Version, Events: info.Events, Stderr: info.Stderr,
 		SessionID: info.SessionID, ExitCode: info.ExitCode, Killed: info.Killed})
 	b, _ := json.MarshalIndent(info, "", "  ")
 	_ = os.WriteFile(filepath.Join(ep.Dir(), CLIFile), append(b, '\n'), 0o644)

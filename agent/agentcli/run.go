@@ -95,7 +95,7 @@ type attempts struct {
 // once runs the CLI for attempt n and records what it did. end says the run is over (with err, nil
 // when the model finished); otherwise why is the attempt's failure, "" when it ended well.
 func (a *attempts) once(n int) (why string, end bool, err error) {
-	a.ep.SetPlannerAttempts(n)
+	a.ep.Record().PlannerAttempts(n)
 	st := a.cli.newStream()
 	cmd, stdin := a.cli.command(a.ep, a.cfg, a.setup, a.run)
 	done := make(chan struct{})
@@ -110,7 +110,7 @@ func (a *attempts) once(n int) (why string, end bool, err error) {
 	for _, t := range st.turns() {
 		a.turns++
 		t.Turn = a.turns
-		if err := a.ep.RecordTurn(t); err != nil {
+		if err := a.ep.Record().Turn(t); err != nil {
 			return "", true, err
 		}
 	}

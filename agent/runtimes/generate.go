@@ -33,16 +33,16 @@ func Generate(ctx context.Context, ep agent.Driver, chat Chat, cfg LoopConfig) (
 	if cfg.TextOnly {
 		p.Images = nil
 	}
-	ep.SetPlannerAttempts(1)
+	ep.Record().PlannerAttempts(1)
 	start := time.Now()
 	reply, err := chat.Reply(ctx, ChatRequest{Messages: []Message{firstUserMessage(p, false)}})
 	rec := turnRecord(1, start, reply, err, cfg.price())
 	if err != nil {
 		rec.Usage.Calls = 1
-		_ = ep.RecordTurn(rec)
+		_ = ep.Record().Turn(rec)
 		return "", fmt.Errorf("%w: %w", agent.ErrPlanner, err)
 	}
-	if err := ep.RecordTurn(rec); err != nil {
+	if err := ep.Record().Turn(rec); err != nil {
 		return "", err
 	}
 	code := agent.LargestPythonBlock(reply.Text)

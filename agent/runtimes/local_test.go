@@ -217,16 +217,17 @@ type fakeDriver struct {
 
 func (d *fakeDriver) Toolkit() agent.Toolkit { return fakeToolkit{} }
 func (d *fakeDriver) Prompt() agent.Prompt   { return agent.Prompt{Text: d.prompt} }
-func (d *fakeDriver) RecordTurn(t agent.Turn) error {
+func (d *fakeDriver) Record() agent.Recorder { return d }
+func (d *fakeDriver) Turn(t agent.Turn) error {
 	d.turns = append(d.turns, t)
 	return nil
 }
-func (d *fakeDriver) Finished() bool                       { return false }
-func (d *fakeDriver) Success() *bool                       { return nil }
-func (d *fakeDriver) SetPlannerAttempts(n int)             { d.attempts = n }
-func (d *fakeDriver) Dir() string                          { return d.dir }
-func (d *fakeDriver) SetCLI(agent.CLIInfo)                 {}
-func (d *fakeDriver) SetUsageTotals(agent.Usage, *float64) {}
+func (d *fakeDriver) Finished() bool                    { return false }
+func (d *fakeDriver) Success() *bool                    { return nil }
+func (d *fakeDriver) PlannerAttempts(n int)             { d.attempts = n }
+func (d *fakeDriver) Dir() string                       { return d.dir }
+func (d *fakeDriver) CLI(agent.CLIInfo)                 {}
+func (d *fakeDriver) UsageTotals(agent.Usage, *float64) {}
 func (d *fakeDriver) AwaitTurn(context.Context) (agent.PeopleUpdate, error) {
 	return agent.PeopleUpdate{}, nil
 }

@@ -103,7 +103,7 @@ func RunLoop(ctx context.Context, ep agent.Driver, chat Chat, cfg LoopConfig) er
 		defer l.tokens.close()
 	}
 	l.history = []Message{firstUserMessage(ep.Prompt(), cfg.TextOnly)}
-	ep.SetPlannerAttempts(1)
+	ep.Record().PlannerAttempts(1)
 	for turn := 1; turn <= cfg.MaxLLMCalls+l.cancelled; turn++ {
 		if ep.Finished() || l.grace == 0 {
 			return nil
@@ -191,11 +191,11 @@ func (l *loop) call(ctx context.Context, turn int) (Reply, error) {
 	}
 	if ctx.Err() != nil { // the answer came back after the episode ended: do not act on it
 		rec.Error = fmt.Sprintf("%v (after the reply arrived)", context.Cause(ctx))
-		_ = l.ep.RecordTurn(rec)
+		_ = l.ep.Record().Turn(rec)
 		return reply, context.Cause(ctx)
 	}
 	rec.Images = countImages(l.history)
-	if err := l.ep.RecordTurn(rec); err != nil {
+	if err := l.ep.Record().Turn(rec); err != nil {
 		return reply, err
 	}
 	l.tokens.write(turn, reply.Tokens)
@@ -239,7 +239,7 @@ func (l *loop) paused(rec agent.Turn) error {
 	}
 	l.cancelled++
 	rec.Cancelled, rec.Error, rec.Usage.Calls = true, agent.ErrDecisionPaused.Error(), 1
-	_ = l.ep.RecordTurn(rec)
+	_ = l.ep.Record().Turn(rec)
 	return errRetry
 }
 
@@ -250,20 +250,20 @@ func (l *loop) failed(ctx context.Context, rec agent.Turn, err error) error {
 	switch {
 	case errors.As(err, &cut):
 		rec.Error, rec.Usage.Calls = cut.Error(), 1
-		_ = l.ep.RecordTurn(rec)
+		_ = l.ep.Record().Turn(rec)
 		return fmt.Errorf("%w: %w", agent.ErrPlanner, cut)
 	case ctx.Err() != nil:
 		rec.Error = fmt.Sprintf("%v (the call was in flight)", context.Cause(ctx))
-		_ = l.ep.RecordTurn(rec)
+		_ = l.ep.Record().Turn(rec)
 		return context.Cause(ctx)
 	}
 	rec.Usage.Calls = 1
-	_ = l.ep.RecordTurn(rec)
+	_ = l.ep.Record().Turn(rec)
 	if !IsRetryable(err) || l.toolCalls > 0 || l.attempts >= l.cfg.PlannerAttempts {
 		return fmt.Errorf("%w: %w", agent.ErrPlanner, err)
 	}
 	l.attempts++
-	l.ep.SetPlannerAttempts(l.attempts)
+	l.ep.Record().PlannerAttempts(l.attempts)
 	l.cfg.Logger.Warn("planner failed before its first tool call; retrying", "attempt", l.attempts, "err", err)
 	select {
 	case <-ctx.Done():

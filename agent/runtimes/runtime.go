@@ -11,7 +11,7 @@
 //   - loop.go: RunLoop, the loop: turns and the LLM-call ceiling, AwaitTurn before each decision and
 //     what people did as a message, the planner retry before the first tool call (only for errors the
 //     backend marked Retryable), the finish grace, the no-tool-call streak, turn deadlines and watch
-//     hooks, and one agent.Turn per LLM call via Driver.RecordTurn (tokens.go: tokens.jsonl).
+//     hooks, and one agent.Turn per LLM call via Driver.Record().Turn (tokens.go: tokens.jsonl).
 //   - history.go: the backend-neutral conversation the loop keeps (text, images, tool calls and
 //     results): where images go, notes for text-only models, trimming old images.
 //   - chat.go: Chat, what a backend implements: the conversation and tool specs in, one assistant
