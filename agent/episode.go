@@ -36,6 +36,8 @@ type Host struct {
 	Admit func(ctx context.Context) error
 	// References returns the robot's API reference (robotapi.Reference when nil; a suite caches it).
 	References func(ctx context.Context, robot, primitives, format string) (string, error)
+	// Node names the cluster node running the episode (a Ray node id): result.json's host.node.
+	Node string
 	// Forker, when set, forks sealed episodes' robot servers from one process with their modules imported
 	// (a suite's or an environment server's; cheaper than exec'ing each); nil: exec.
 	Forker *robotserver.Forker
@@ -124,7 +126,7 @@ func StartEpisode(ctx context.Context, s spec.Episode, h Host) (*Episode, error)
 	if e.files, err = openRunFolder(s.Out); err != nil {
 		return nil, fmt.Errorf("%w: run folder: %w", ErrBoot, err)
 	}
-	e.book = newLedger(baseResult(s, e.created), e.files)
+	e.book = newLedger(baseResult(s, h.Node, e.created), e.files)
 	if err := e.book.save(); err != nil {
 		return nil, e.boots.bootFail(fmt.Errorf("result.json: %w", err))
 	}
@@ -190,14 +192,14 @@ func (e *Episode) Context(parent context.Context) (context.Context, context.Canc
 }
 
 // baseResult is result.json as the episode starts.
-func baseResult(s spec.Episode, created time.Time) Result {
+func baseResult(s spec.Episode, node string, created time.Time) Result {
 	host, _ := os.Hostname()
 	r := Result{
 		Schema: ResultSchema, System: "pyrualean", Arm: s.Arm, Backend: s.Robot, Robot: s.Robot,
 		Suite: s.Suite, Task: s.Task, Seed: s.Seed, Sample: s.Sample, Model: s.Policy.Model, Runtime: s.Policy.Runtime,
 		ReasoningEffort: s.Policy.Reasoning, Images: s.Images, Feedback: s.Feedback, Primitives: s.Primitives,
 		Status: StatusRunning, TimeoutS: s.BudgetS, CellTimeoutS: s.CellTimeoutS, MaxEpisodeSteps: s.MaxEnvSteps,
-		Host:  HostInfo{Name: host, CUDADevice: s.CUDADevice, PrimitiveSet: s.Primitives, RPentRoot: os.Getenv("RPENT_ROOT")},
+		Host:  HostInfo{Name: host, CUDADevice: s.CUDADevice, PrimitiveSet: s.Primitives, RPentRoot: os.Getenv("RPENT_ROOT"), Node: node},
 		Notes: []string{}, PID: os.Getpid(), CreatedAt: created.UTC().Format(time.RFC3339),
 		RobotOptions: s.RobotOptions, Generation: Generation{SandboxFlags: []string{}},
 		Files: RunFiles{Trace: "trace.ipynb", Prompt: "prompt.txt", Turns: "turns.jsonl", Calls: "calls.jsonl", Card: "card.json"},

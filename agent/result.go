@@ -193,6 +193,8 @@ type HostInfo struct {
 	CUDADevice   string `json:"cuda_device"`
 	PrimitiveSet string `json:"primitive_set"`
 	RPentRoot    string `json:"rpent_root,omitempty"`
+	// Node is the cluster node that ran the episode (its Ray node id, --engine ray).
+	Node string `json:"node,omitempty"`
 }
 
 // UnmarshalJSON also reads the plain host name older runs wrote.

@@ -160,7 +160,7 @@ def unplaceable(jobs: list[EpisodeJob], nodes: list[dict[str, float]]) -> list[s
 
 
 def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str], submission: str,
-                twin: bytes | None) -> tuple[dict[str, Any], bytes]:
+                twin: bytes | None, node: str = "") -> tuple[dict[str, Any], bytes]:
     """Run one episode on this node: `pyrualean episode` into a node-local eval folder, then return
     its outcome and its run folder packed. The folder is removed afterwards."""
     base = os.path.join(tempfile.gettempdir(), "pyrualean-ray", submission)
@@ -178,7 +178,8 @@ def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str
             json.dump({"episode": job["episode"], "dir": run_dir, "suite": suite}, f)
         env = {**os.environ, **plan_env}
         try:
-            proc = subprocess.run([*command, "--job", job_file, "--outcome", out_file, "--parent-pid", str(os.getpid())],
+            proc = subprocess.run([*command, "--job", job_file, "--outcome", out_file, "--parent-pid", str(os.getpid()),
+                                   "--node", node],
                                   cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, check=False)
         except OSError as e:
@@ -238,7 +239,7 @@ def main() -> int:
                 progress: Any, twin: bytes | None) -> tuple[dict[str, Any], bytes]:
         node = ray.get_runtime_context().get_node_id()
         ray.get(progress.started.remote(job["id"], node, os.getpid()))
-        outcome, blob = run_on_node(job, plan_env, command, submission, twin)
+        outcome, blob = run_on_node(job, plan_env, command, submission, twin, node)
         return {**outcome, "node": node}, blob
 
     # The progress actor lives on the driver's node: a node lost mid-suite must not take it along.

@@ -29,6 +29,7 @@ func cmdEpisode(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	parent := fs.Int("parent-pid", 0, "end at once if this is no longer the parent (default: the parent at start)")
 	maxConns := fs.Int("max-connections", 8, "requests in flight per LLM endpoint from this episode (0: no limit)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
+	node := fs.String("node", "", "the cluster node this runs on (a Ray node id; result.json host.node)")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobFile == "" || *outFile == "" {
 		fmt.Fprintln(stderr, "usage: pyrualean episode --job JOB.json --outcome OUT.json (run by eval --engine ray on a node)")
 		return exitUsage
@@ -55,7 +56,7 @@ func cmdEpisode(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	// a Ray node runs one episode: no warm pool, no forker (its imports would serve nobody else)
 	x := inproc.New(job.Suite, inproc.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-		MaxConnections: *maxConns, NoWarmKernels: true, NoFork: true})
+		MaxConnections: *maxConns, NoWarmKernels: true, NoFork: true, Node: *node})
 	out := x.Execute(ctx, eval.Job{Episode: job.Episode, Dir: job.Dir})
 	x.Close()
 	if out.Status == "" {

@@ -140,6 +140,12 @@ func TestEvalRayNodes(t *testing.T) {
 		if _, ok := nodes[st.Node]; !ok {
 			t.Errorf("%s: node %q is not a node of the cluster %v", id, st.Node, nodes)
 		}
+		// the run folder says where it ran too (the attempt whose folder landed)
+		if r, err := readResult(filepath.Join(dir, filepath.FromSlash(st.Dir))); err != nil {
+			t.Errorf("%s: %v", id, err)
+		} else if r.Host.Node != st.Node {
+			t.Errorf("%s: result.json host.node %q, manifest %q", id, r.Host.Node, st.Node)
+		}
 	}
 	if len(m.Order) != 8 || len(resultFiles(t, dir)) != 8 {
 		t.Errorf("%d episodes, %d run folders; want 8 and 8", len(m.Order), len(resultFiles(t, dir)))

@@ -39,6 +39,9 @@ type Options struct {
 	MaxConnections int
 	// NoWarmKernels boots every kernel cold; NoFork execs every robot server.
 	NoWarmKernels, NoFork bool
+	// Node names the cluster node the episodes run on (a Ray node's `pyrualean episode`): result.json's
+	// host.node.
+	Node string
 	// Retries (Run) are further attempts of an interrupted, boot_error or planner_error episode (0: 2;
 	// <0: none).
 	Retries int
@@ -55,7 +58,7 @@ func New(suiteDir string, o Options) *Executor {
 	if err != nil {
 		abs = suiteDir
 	}
-	x := &Executor{logger: o.Logger, endpoints: &eval.Endpoints{Max: o.MaxConnections}, suiteDir: abs}
+	x := &Executor{logger: o.Logger, endpoints: &eval.Endpoints{Max: o.MaxConnections}, suiteDir: abs, node: o.Node}
 	if o.Jobs > 0 && o.BootAhead > 0 {
 		x.acting = make(chan struct{}, o.Jobs)
 	}
@@ -93,6 +96,7 @@ type Executor struct {
 	// workers than that (BootAhead), so the next episodes boot while these act.
 	acting chan struct{}
 	forker *lazyForker // sealed episodes' robot servers are forked from it; nil: exec'd
+	node   string      // the cluster node, for result.json
 
 	mu       sync.Mutex
 	runtimes map[runtimeKey]*sharedRuntime
@@ -131,7 +135,7 @@ func (x *Executor) Execute(ctx context.Context, j eval.Job) eval.Outcome {
 		}
 		s.Policy.From = filepath.Join(root, j.Solution)
 	}
-	host := agent.Host{Logger: x.logger, References: x.reference, KernelEnv: map[string]string{eval.EvalEnv: x.suiteDir},
+	host := agent.Host{Logger: x.logger, References: x.reference, Node: x.node, KernelEnv: map[string]string{eval.EvalEnv: x.suiteDir},
 		Release: func(release func()) { x.releases.Go(release) }}
 	if x.kernels != nil && takesWarmKernel(s) {
 		host.Kernels = x.kernels
