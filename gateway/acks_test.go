@@ -34,7 +34,7 @@ func TestAckTrail(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var a ackTrail
+			a := ackTrail{hold: relayHold}
 			a.reset(7)
 			for _, k := range tc.acks {
 				a.record(ms(k.at), k.seq)
@@ -49,13 +49,13 @@ func TestAckTrail(t *testing.T) {
 	}
 }
 
-func TestIsRelay(t *testing.T) {
-	for ua, want := range map[string]bool{"Tornado/6.5.2": true, "Python/3.11 websocket-client/1.9.2": false, "": false,
-		"Mozilla/5.0 (X11; Linux x86_64) Chrome/131": false, "Go-http-client/1.1": false} {
+func TestAckHold(t *testing.T) {
+	for ua, want := range map[string]time.Duration{"Tornado/6.5.2": relayHold, "Python/3.11 websocket-client/1.9.2": 0, "": 0,
+		"Mozilla/5.0 (X11; Linux x86_64) Chrome/131": browserHold, "Go-http-client/1.1": 0} {
 		r, _ := http.NewRequest("GET", "http://x/", nil)
 		r.Header.Set("User-Agent", ua)
-		if got := isRelay(r); got != want {
-			t.Errorf("isRelay(%q) = %v, want %v", ua, got, want)
+		if got := ackHold(r); got != want {
+			t.Errorf("ackHold(%q) = %v, want %v", ua, got, want)
 		}
 	}
 }

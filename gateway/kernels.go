@@ -269,10 +269,10 @@ func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
 		session = uuid.NewString() // no resume for anonymous clients
 	}
 	v1 := ws.Subprotocol() == ProtocolV1
-	c := newWSConn(ws, session, v1, isRelay(r), s.cfg.SocketQueue, s.log.With("kernel", mk.id))
+	c := newWSConn(ws, session, v1, ackHold(r), s.cfg.SocketQueue, s.log.With("kernel", mk.id))
 	go c.writeLoop()
 	mk.attach(c)
-	s.log.Info("websocket open", "kernel", mk.id, "session", session, "v1", v1, "relay", c.trail != nil)
+	s.log.Info("websocket open", "kernel", mk.id, "session", session, "v1", v1, "ack_hold", ackHold(r))
 	c.readLoop(mk, s.cfg.MaxMessageBytes)
 	mk.detach(c)
 	close(c.gone)

@@ -41,7 +41,7 @@ type wsConn struct {
 
 	out   chan queued
 	acked atomic.Uint64 // last backlog sequence number the client acknowledged (pong) reading
-	trail *ackTrail     // non-nil for a relay: its acknowledgements count only relayHold late (acks.go)
+	trail *ackTrail     // non-nil for a relay or a browser: its acknowledgements count only trail.hold late (acks.go)
 	// drainBy (unix nanoseconds, 0 = not yet) is when the reader must give up once the writer has
 	// ended: the reader, not the writer, ends the connection, so acknowledgements already in the
 	// socket's receive buffer are still read (a writer that closed the connection on a write error
@@ -56,11 +56,11 @@ type wsConn struct {
 	closeMsg  string
 }
 
-func newWSConn(ws *websocket.Conn, session string, v1, relay bool, queue int, log *slog.Logger) *wsConn {
+func newWSConn(ws *websocket.Conn, session string, v1 bool, hold time.Duration, queue int, log *slog.Logger) *wsConn {
 	c := &wsConn{ws: ws, session: session, v1: v1, log: log, out: make(chan queued, queue), closing: make(chan struct{}),
 		gone: make(chan struct{}), writerDone: make(chan struct{})}
-	if relay {
-		c.trail = &ackTrail{}
+	if hold > 0 {
+		c.trail = &ackTrail{hold: hold}
 	}
 	return c
 }
@@ -74,10 +74,10 @@ func (c *wsConn) start(seq uint64) {
 }
 
 // surelySeen is the last backlog sequence number the client's reader has surely seen, as of now: what
-// it acknowledged, or for a relay what it acknowledged relayHold ago.
+// it acknowledged, or for a relay or a browser what it acknowledged trail.hold ago.
 func (c *wsConn) surelySeen(now time.Time) uint64 {
 	if c.trail != nil {
-		return min(c.acked.Load(), c.trail.asOf(now.Add(-relayHold)))
+		return min(c.acked.Load(), c.trail.asOf(now.Add(-c.trail.hold)))
 	}
 	return c.acked.Load()
 }
