@@ -25,9 +25,11 @@ import (
 // TestEvalRayNodes: `eval --engine ray` on a real two-node Ray cluster, each node in a network
 // namespace of its own, joined by a veth pair on a private test network the test makes (10.213.0.0/24,
 // nothing else), the head in one. An 8-episode replay suite runs across both; the Ray worker of one
-// episode is killed mid-episode, and then the second node (its raylet and every process of it) mid-
-// suite. Every episode must finish once (one run folder, one finish event, completed), the killed
-// ones retried and their attempts counted, episodes landing on both nodes (the manifest's node id).
+// episode is killed mid-episode, then the second node (its raylet and every process of it) mid-suite,
+// then the head's job submission is stopped (Ctrl-C) before the killed node's episode is retried and the
+// same command is run again. Every episode must finish once over both runs (one run folder, one finish
+// event, completed), the killed ones retried and their attempts counted, episodes landing on both nodes
+// (the manifest's node id, and result.json's).
 func TestEvalRayNodes(t *testing.T) {
 	if os.Getenv(rayTestNode) == "" {
 		nbtest.Heavy(t, "a two-node Ray cluster running episodes")
@@ -75,6 +77,10 @@ func TestEvalRayNodes(t *testing.T) {
 			node2 = id
 		}
 	}
+	// Then Ctrl-C (the head's job submission stopped mid-suite, the killed node's episode not yet
+	// retried), and the same command again.
+	cctx, ctrlC := context.WithCancel(ctx)
+	defer ctrlC()
 	go func() {
 		killRayWorker(killed, stop)
 		skip := 0
@@ -85,15 +91,28 @@ func TestEvalRayNodes(t *testing.T) {
 		default:
 		}
 		killNode(node, dir, node2, skip, nodeKilled, stop)
+		select {
+		case <-stop:
+		case <-time.After(500 * time.Millisecond):
+			ctrlC()
+		}
 	}()
 	matrix := []string{"--runtime", "replay", "--tasks", "stack_blocks,open_drawer", "--seeds", "0,1", "--arms", "cells,tools", "--images", "none"}
+	args := append(matrix, "--engine", "ray", "--ray-address", cl.Address, "--retry-backoff-s", "0.5", "--json", "--out", dir)
 	var stdout, stderr bytes.Buffer
 	t0 := time.Now()
-	code := cmdEval(ctx, append(matrix, "--engine", "ray", "--ray-address", cl.Address, "--retry-backoff-s", "0.5", "--json", "--out", dir), &stdout, &stderr)
+	code := cmdEval(cctx, args, &stdout, &stderr)
+	if code != exitFailed || !strings.Contains(stderr.String(), "run the same command again to resume") {
+		close(stop)
+		t.Fatalf("Ctrl-C after the node was killed: exit %d (the suite should have been stopped mid-way)\n%s", code, stderr.String())
+	}
+	t.Logf("stopped by Ctrl-C after %.1f s; the same command again", time.Since(t0).Seconds())
+	var stderr2 bytes.Buffer
+	code = cmdEval(ctx, args, &stdout, &stderr2)
 	close(stop)
 	t.Logf("suite: %.1f s", time.Since(t0).Seconds())
 	if code != 0 {
-		t.Fatalf("ray eval: exit %d\n%s", code, stderr.String())
+		t.Fatalf("ray eval after Ctrl-C: exit %d\n%s", code, stderr2.String())
 	}
 	var wk, nk rayKill
 	select {
@@ -108,16 +127,22 @@ func TestEvalRayNodes(t *testing.T) {
 	}
 	t.Logf("killed worker %d running %s; killed the second node (%d processes) while it ran %s", wk.worker, wk.id, nk.worker, nk.id)
 
-	finishes := map[string]int{}
+	// Over both runs each episode finishes once; the attempts the Ctrl-C cut end as interrupted (and ran
+	// again in the second run).
+	finishes, cut := map[string]int{}, map[string]int{}
 	for line := range strings.Lines(stdout.String()) {
 		var ev eval.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("--json line %q: %v", line, err)
 		}
-		if ev.Kind == eval.EventFinish {
+		switch {
+		case ev.Kind == eval.EventFinish && ev.Status == agent.StatusInterrupted:
+			cut[ev.ID]++
+		case ev.Kind == eval.EventFinish:
 			finishes[ev.ID]++
 		}
 	}
+	t.Logf("attempts the Ctrl-C cut: %v", cut)
 	m, err := eval.ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
