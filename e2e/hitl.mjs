@@ -147,11 +147,15 @@ for (let i = 0; i < HOLDS; i++) {
     await waitBar("phase", "thinking");
     await waitBar("turn", "2");
     await waitBar("state", "running");
+    // Lab's status bar: the kernel shows busy while the agent thinks (the gateway says so), idle once held
+    const kernelState = (s) => page.locator(".jp-StatusBar-Widget", { hasText: new RegExp(`\\| ${s}`) }).first().waitFor({ state: "visible", timeout: 5000 });
+    if (i === 0) await kernelState("Busy");
     await page.waitForTimeout(300);
     const t0 = Date.now();
     await click("pause");
     await waitBar("phase", "waiting", 5000); // the model call was cancelled: the agent is held
     holds.push(Date.now() - t0);
+    if (i === 0) await kernelState("Idle");
     const text = await barText();
     if (!/turn 2\b/.test(text) || !/budget left .* \(stopped while paused\)/.test(text)) throw new Error(`bar says ${JSON.stringify(text)}`);
     await pressed(true);

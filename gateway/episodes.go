@@ -13,20 +13,32 @@ func isNoSuchSpec(err error) bool { return errors.Is(err, ErrNoSuchSpec) }
 // AddEpisode lists a live episode under /api/episodes. kernelID, when given, is the id AddKernel
 // returned for the episode's kernel; `pyrualean attach` reads it from the episode model.
 func (s *Server) AddEpisode(ec EpisodeController, kernelID ...string) {
-	e := &episodeEntry{ctl: ec}
+	e := &episodeEntry{ctl: ec, gone: make(chan struct{})}
 	if len(kernelID) > 0 {
 		e.kernelID = kernelID[0]
 	}
 	s.mu.Lock()
+	old := s.episodes[ec.ID()]
 	s.episodes[ec.ID()] = e
 	s.mu.Unlock()
+	if old != nil {
+		close(old.gone)
+	}
+	if e.kernelID != "" {
+		s.wg.Add(1)
+		go s.followAgent(e) // its kernel shows busy while the agent thinks (agentbusy.go)
+	}
 }
 
 // RemoveEpisode stops listing an episode.
 func (s *Server) RemoveEpisode(id string) {
 	s.mu.Lock()
+	e := s.episodes[id]
 	delete(s.episodes, id)
 	s.mu.Unlock()
+	if e != nil {
+		close(e.gone)
+	}
 }
 
 // episodeJSON is the controller's Status() as a JSON object, plus "id" and "kernel_id" (when the

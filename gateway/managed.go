@@ -79,6 +79,10 @@ type managedKernel struct {
 	closed        bool
 	restarting    bool
 	refusals      []Refusal // what the gateway refused to do to this kernel, newest last (bounded)
+	// agentThinking: the live episode's agent is deciding its next call (its model or CLI at work, no
+	// cell running): clients see the kernel busy, as a person would expect of a kernel someone is
+	// working on (agentbusy.go).
+	agentThinking bool
 
 	subCancel func()
 }
@@ -263,6 +267,9 @@ func (mk *managedKernel) fromKernel(m *wireMsg) {
 			}
 		}
 		mk.broadcastLocked(newOutMsg(m))
+		if m.MsgType == "status" && mk.agentThinking && mk.st.modelState() == StateIdle {
+			mk.broadcastLocked(mk.syntheticStatusLocked(StateBusy)) // the kernel is done, the agent is not
+		}
 		return
 	}
 	key := pendingKey{m.ParentSession, m.ParentMsgID}
@@ -445,7 +452,7 @@ func (mk *managedKernel) attach(c *wsConn) {
 		}
 	}
 	// The kernel's own status for a new client: execution_state survives page reloads.
-	c.enqueue(0, mk.syntheticStatusLocked(mk.st.modelState()))
+	c.enqueue(0, mk.syntheticStatusLocked(mk.shownStateLocked()))
 }
 
 // dyingWait is how long a reconnecting session waits for its previous socket to finish reading: a
@@ -586,7 +593,7 @@ func (mk *managedKernel) model() kernelModel {
 	mk.mu.Lock()
 	defer mk.mu.Unlock()
 	return kernelModel{ID: mk.id, Name: mk.name, LastActivity: jupyterTime(mk.lastActivity),
-		ExecutionState: mk.st.modelState(), Connections: len(mk.conns)}
+		ExecutionState: mk.shownStateLocked(), Connections: len(mk.conns)}
 }
 
 func (mk *managedKernel) idleFor(now time.Time) (time.Duration, bool) {

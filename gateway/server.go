@@ -110,6 +110,7 @@ type Server struct {
 type episodeEntry struct {
 	ctl      EpisodeController
 	kernelID string
+	gone     chan struct{} // closed by RemoveEpisode
 }
 
 // New builds a Server; it starts no kernel until asked (Prespawn, POST /api/kernels, AddKernel).
