@@ -259,7 +259,7 @@ func TestCellsArmMatchesSeedAssertions(t *testing.T) {
 			t.Errorf("exception keys %v", k)
 		}
 		// the frame is named as the original names it, by the agent's call, not IPython's count
-		if want := fmt.Sprintf(`File "<cell %s>", line 1`, str(m["cell"])); !strings.Contains(str(m["exception"]), want) || strings.Contains(str(m["exception"]), "Cell In[") {
+		if want := fmt.Sprintf(`File "<cell %s>", line 1`, m["cell"]); !strings.Contains(str(m["exception"]), want) || strings.Contains(str(m["exception"]), "Cell In[") {
 			t.Errorf("exception %s: want the frame %s", m["exception"], want)
 		}
 		run(t, ep, ctx, "grasp = robo.pick(\"red_block\")\nassert grasp.success, grasp\n"+
