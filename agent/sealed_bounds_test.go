@@ -1,13 +1,16 @@
 package agent_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pyrualean/pyrualean/agent/openaitest"
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/robotserver"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
@@ -41,29 +44,67 @@ def conns():
 def close():
     for s in held:
         s.close()
+def forker(path):
+    # the host's forker socket (its path given: the worst case), which would fork servers of the
+    # agent's choosing outside the sandbox; asked twice: from here (the kernel's audit hook answers
+    # first) and from a process of its own that no hook watches (only the OS sandbox stands between)
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(path)
+        here = "REACHED %r" % s.recv(4096)
+    except BaseException as e:
+        here = "BLOCKED %s" % type(e).__name__
+    from numpy.ctypeslib import ctypes
+    probe = ("import socket, sys\ntry:\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+             "    s.connect(sys.argv[1])\n    print('REACHED')\nexcept Exception as e:\n"
+             "    print('BLOCKED', type(e).__name__)\n")
+    open("probe.py", "w").write(probe)
+    ctypes.pythonapi.system(("python3 probe.py %s > probe.txt 2>&1" % path).encode())
+    return "FORKER here %s, process %s" % (here, open("probe.txt").read().strip())
 `
 
 // TestSealedRobotServerFlood floods the robot server's agent socket from agent cells in a real sealed
 // episode (the issue's 63 MB body and 1,500 idle connections): each flood gets a clear error in its
-// cell, the episode goes on, and the next move is served and counted.
+// cell, the episode goes on, and the next move is served and counted. The same with the robot server
+// forked from a forker (eval's default), whose socket the agent then tries to reach: it is not there.
 func TestSealedRobotServerFlood(t *testing.T) {
-	srv := openaitest.New(
-		call(py("open('flood.py', 'w').write("+pyQuote(floodModule)+")")),
+	for _, forked := range []bool{false, true} {
+		name := map[bool]string{false: "exec", true: "forked"}[forked]
+		t.Run(name, func(t *testing.T) { sealedRobotServerFlood(t, forked) })
+	}
+}
+
+func sealedRobotServerFlood(t *testing.T, forked bool) {
+	var forker *robotserver.Forker
+	if forked {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var err error
+		if forker, err = robotserver.StartForker(ctx, robotserver.ForkerOptions{Root: root(t)}); err != nil {
+			t.Fatal(err)
+		}
+		defer forker.Close()
+	}
+	steps := []openaitest.Step{
+		call(py("open('flood.py', 'w').write(" + pyQuote(floodModule) + ")")),
 		call(py("import flood\nprint(flood.body())")),
 		call(py("print(flood.conns())")),
 		call(py("print('MOVED', robo.move_to([0.5, 0.1, 0.3]).reached)\nflood.close()")),
-		call(finish("failure", "flooded")),
-	)
+	}
+	if forked {
+		steps = append(steps, call(py("print(flood.forker("+pyQuote(forker.SocketPath())+"))")))
+	}
+	srv := openaitest.New(append(steps, call(finish("failure", "flooded")))...)
 	defer srv.Close()
-	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn; c.host.Forker = forker })
 	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
-	if !res.Sealed {
-		t.Fatalf("not sealed: %+v", res.Seal)
+	if !res.Sealed || res.Seal.RobotServerForked != forked {
+		t.Fatalf("sealed %v, forked %v (want %v): %+v", res.Sealed, res.Seal.RobotServerForked, forked, res.Seal)
 	}
 	nb := readTrace(t, cfg.Out)
 	cells := cellsBy(nb, notebooks.AuthorAgent)
-	if len(cells) != 4 {
-		t.Fatalf("trace: %d agent cells, want 4", len(cells))
+	if len(cells) != len(steps) {
+		t.Fatalf("trace: %d agent cells, want %d", len(cells), len(steps))
 	}
 	var out []string
 	for _, c := range cells {
@@ -74,12 +115,16 @@ func TestSealedRobotServerFlood(t *testing.T) {
 		out = append(out, b.String())
 		t.Logf("cell: %.400s", b.String())
 	}
-	for i, want := range [][]string{
+	want := [][]string{
 		{},
 		{"BODY ToolError", "refused: the server takes at most 8388608 bytes"},
 		{"CONN ToolError", "already serves 32 connections", "HELD 1500"},
 		{"MOVED True"},
-	} {
+	}
+	if forked {
+		want = append(want, []string{"FORKER here BLOCKED", "process BLOCKED FileNotFoundError"})
+	}
+	for i, want := range want {
 		for _, w := range want {
 			if !strings.Contains(out[i], w) {
 				t.Errorf("cell %d lacks %q: %s", i+1, w, out[i])

@@ -15,8 +15,10 @@ import (
 // phaseEpisode is a live episode whose phase the test sets.
 type phaseEpisode struct{ phase atomic.Value }
 
-func (e *phaseEpisode) ID() string    { return "busy-episode" }
-func (e *phaseEpisode) Status() any   { return map[string]any{"state": "running", "phase": e.phase.Load()} }
+func (e *phaseEpisode) ID() string { return "busy-episode" }
+func (e *phaseEpisode) Status() any {
+	return map[string]any{"state": "running", "phase": e.phase.Load()}
+}
 func (e *phaseEpisode) Pause() error  { return nil }
 func (e *phaseEpisode) Resume() error { return nil }
 func (e *phaseEpisode) Step() error   { return nil }

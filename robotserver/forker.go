@@ -140,6 +140,9 @@ func pinnedEnv(env []string) map[string]string {
 	return out
 }
 
+// SocketPath is where the forker listens (in a folder only its owner may enter).
+func (f *Forker) SocketPath() string { return f.sock }
+
 // Pid is the forker's pid.
 func (f *Forker) Pid() int { return f.cmd.Process.Pid }
 
