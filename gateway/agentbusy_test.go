@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/pyrualean/pyrualean/kernel"
 )
 
 // phaseEpisode is a live episode whose phase the test sets.
@@ -32,15 +30,7 @@ func TestAgentThinkingShowsBusy(t *testing.T) {
 	srv, hs := startGateway(t, Config{Token: tok})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	spec, err := kernel.FindSpec("pyrualean")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := kernel.Launch(ctx, spec, kernel.LaunchOptions{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
+	k := launchOutside(t, ctx)
 	id := srv.AddKernel(k, "pyrualean")
 	ep := &phaseEpisode{}
 	ep.phase.Store("cell")

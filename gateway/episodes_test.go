@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/pyrualean/pyrualean/kernel"
 )
 
 // fixtureEpisode is a controller with observable effects (the real one is agent.Controller).
@@ -102,15 +100,7 @@ func TestLiveKernelSpec(t *testing.T) {
 	srv, hs := startGateway(t, Config{Token: "t"})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	spec, err := kernel.FindSpec("pyrualean")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := kernel.Launch(ctx, spec, kernel.LaunchOptions{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
+	k := launchOutside(t, ctx)
 	for _, bad := range []LiveSpec{{Name: "Has Spaces"}, {Name: "pyrualean"}} {
 		if _, err := srv.AddLiveKernel(k, bad); err == nil {
 			t.Errorf("AddLiveKernel(%q) accepted", bad.Name)

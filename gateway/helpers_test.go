@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 
+	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 )
 
@@ -328,4 +330,20 @@ func mustStatus(t testing.TB, got, want int, what string) {
 	if got != want {
 		t.Fatalf("%s: status %d, want %d", what, got, want)
 	}
+}
+
+// launchOutside starts a pyrualean kernel outside the gateway, as an agent's episode kernel is (shut
+// down when the test ends).
+func launchOutside(t *testing.T, ctx context.Context) *kernel.Kernel {
+	t.Helper()
+	spec, err := kernel.FindSpec("pyrualean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kernel.Launch(ctx, spec, kernel.LaunchOptions{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
+	return k
 }

@@ -150,15 +150,7 @@ func TestJupyterLabInBrowser(t *testing.T) {
 	// The live kernel, started and driven outside the gateway like an agent's episode kernel.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	spec, err := kernel.FindSpec("pyrualean")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := kernel.Launch(ctx, spec, kernel.LaunchOptions{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k.Shutdown(context.Background()) })
+	k := launchOutside(t, ctx)
 	if r, err := k.Client().Execute(ctx, "agent_var = 41", kernel.ExecuteOptions{}); err != nil || r.Status != "ok" {
 		t.Fatalf("agent cell: %v %+v", err, r)
 	}
