@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,8 +39,9 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	sealed := fs.String("sealed", spec.SealAuto, "every way's --sealed (auto: play's default; off: the robot in the kernel, eval's warm kernel pool)")
 	local := fs.String("local", "", "also run this embedded model (pyrualean models) over --local-episodes episodes in one eval and compare the first turn's latency of the 2nd..Nth episode with the 1st's (the shared server's prompt cache); skips the three-way run")
 	localN := fs.Int("local-episodes", 4, "episodes of the --local run")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 || *ahead < 0 {
-		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--boot-ahead N] [--sealed MODE] [--dir DIR] [--json]")
+	reps := fs.Int("reps", 3, "repetitions of every way, interleaved (each repetition runs them all in turn); figures are medians")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobs < 1 || *ahead < 0 || *reps < 1 {
+		fmt.Fprintln(stderr, "pyrualean bench suite: usage: pyrualean bench suite [--tasks SEL] [--seeds SEL] [--jobs N] [--boot-ahead N] [--reps N] [--sealed MODE] [--dir DIR] [--json]")
 		return exitUsage
 	}
 	if !slices.Contains([]string{spec.SealOff, spec.SealAuto, spec.SealOn}, *sealed) {
@@ -63,17 +65,6 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return benchSuiteLocal(ctx, exe, dir, *local, *localN, *asJSON, stdout, stderr)
 	}
 	common := []string{"eval", "--runtime", "replay", "--tasks", *tasks, "--seeds", *seeds, "--arms", "cells,tools", "--sealed", *sealed, "--boot-ahead", strconv.Itoa(*ahead)}
-	type way struct {
-		Name        string  `json:"name"`
-		Episodes    int     `json:"episodes"`
-		WallS       float64 `json:"wall_s"`
-		PerMinute   float64 `json:"episodes_per_min"`
-		CellsS      float64 `json:"cells_s"` // summed policy time (the episodes' own cells)
-		OverheadMS  float64 `json:"overhead_per_episode_ms"`
-		Solved      int     `json:"solved"`
-		StartupS    float64 `json:"mean_startup_s"` // kernel to robot ready, per episode
-		VsShellLoop float64 `json:"vs_shell_loop"`
-	}
 	runEval := func(name string, n int, extra ...string) (way, *eval.Manifest, error) {
 		out := filepath.Join(dir, name)
 		cmd := exec.CommandContext(ctx, exe, append(append(common, extra...), "--jobs", strconv.Itoa(n), "--out", out)...)
@@ -99,89 +90,148 @@ func benchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		w.StartupS = meanStartup(out)
 		return w, man, nil
 	}
-	fmt.Fprintln(stderr, "bench suite: eval --jobs 1 ...")
-	one, man, err := runEval("jobs1", 1)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
-		return 1
+	// One repetition: every way in turn, eval folders named by the repetition.
+	runRep := func(r int) ([]*way, error) {
+		sfx := ""
+		if r > 0 {
+			sfx = fmt.Sprintf("-rep%d", r+1)
+		}
+		fmt.Fprintf(stderr, "bench suite (%d/%d): eval --jobs 1 ...\n", r+1, *reps)
+		one, man, err := runEval("jobs1"+sfx, 1)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "bench suite (%d/%d): eval --jobs %d ...\n", r+1, *reps, *jobs)
+		par, _, err := runEval("jobs"+strconv.Itoa(*jobs)+sfx, *jobs)
+		if err != nil {
+			return nil, err
+		}
+		// Sealed episodes' robot servers are forked (eval's default): the same run with them exec'd
+		// shows what the forker saves.
+		var unforked *way
+		if *sealed != spec.SealOff {
+			fmt.Fprintf(stderr, "bench suite (%d/%d): eval --jobs %d --fork-robots=false ...\n", r+1, *reps, *jobs)
+			w, _, err := runEval("jobs"+strconv.Itoa(*jobs)+"-unforked"+sfx, *jobs, "--fork-robots=false")
+			if err != nil {
+				return nil, err
+			}
+			unforked = &w
+		}
+		// The anchor: one play process per episode, from a shell loop, replaying the same actions.
+		root, err := robotapi.Root()
+		if err != nil {
+			return nil, err
+		}
+		var script strings.Builder
+		script.WriteString("set -e\n")
+		loopDir := filepath.Join(dir, "shell"+sfx)
+		n := 0
+		for _, id := range man.Order {
+			st := man.Episodes[id]
+			from := filepath.Join(root, st.Solution)
+			if st.Arm == "tools" {
+				from = filepath.Join(dir, "jobs1"+sfx, filepath.FromSlash(st.Dir), "trace.ipynb")
+			}
+			fmt.Fprintf(&script, "%q play --runtime replay --sealed %s --robot %s --task %s --seed %d --arm %s --from %q --out %q >/dev/null 2>&1\n",
+				exe, *sealed, st.Robot, st.Task, st.Seed, st.Arm, from, filepath.Join(loopDir, strconv.Itoa(n)))
+			n++
+		}
+		fmt.Fprintf(stderr, "bench suite (%d/%d): shell loop of %d play processes ...\n", r+1, *reps, n)
+		sh := exec.CommandContext(ctx, "/bin/sh", "-c", script.String())
+		t0 := time.Now()
+		if out, err := sh.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("shell loop: %w\n%s", err, out)
+		}
+		loop := way{Name: "shell loop of play", Episodes: n, WallS: time.Since(t0).Seconds(), StartupS: meanStartup(loopDir)}
+		ways := []*way{&loop, &one, &par}
+		if unforked != nil {
+			ways = append(ways, unforked)
+		}
+		for _, w := range ways {
+			w.PerMinute = float64(w.Episodes) / (w.WallS / 60)
+		}
+		for _, w := range ways {
+			w.VsShellLoop = w.PerMinute / loop.PerMinute
+		}
+		// With one job the suite's wall time is its episodes' cells plus everything else the runner did.
+		one.OverheadMS = 1000 * (one.WallS - one.CellsS) / float64(one.Episodes)
+		for _, w := range ways[2:] {
+			w.OverheadMS = 1000 * (w.WallS*float64(*jobs) - w.CellsS) / float64(w.Episodes)
+		}
+		return ways, nil
 	}
-	fmt.Fprintf(stderr, "bench suite: eval --jobs %d ...\n", *jobs)
-	par, _, err := runEval("jobs"+strconv.Itoa(*jobs), *jobs)
-	if err != nil {
-		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
-		return 1
-	}
-	// Sealed episodes' robot servers are forked (eval's default): the same run with them exec'd shows
-	// what the forker saves.
-	var unforked *way
-	if *sealed != spec.SealOff {
-		fmt.Fprintf(stderr, "bench suite: eval --jobs %d --fork-robots=false ...\n", *jobs)
-		w, _, err := runEval("jobs"+strconv.Itoa(*jobs)+"-unforked", *jobs, "--fork-robots=false")
+	var runs [][]*way
+	for r := range *reps {
+		ways, err := runRep(r)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
 			return 1
 		}
-		unforked = &w
+		runs = append(runs, ways)
 	}
-	// The anchor: one play process per episode, from a shell loop, replaying the same actions.
-	root, err := robotapi.Root()
-	if err != nil {
-		fmt.Fprintf(stderr, "pyrualean bench suite: %v\n", err)
-		return 1
-	}
-	var script strings.Builder
-	script.WriteString("set -e\n")
-	loopDir := filepath.Join(dir, "shell")
-	n := 0
-	for _, id := range man.Order {
-		st := man.Episodes[id]
-		from := filepath.Join(root, st.Solution)
-		if st.Arm == "tools" {
-			from = filepath.Join(dir, "jobs1", filepath.FromSlash(st.Dir), "trace.ipynb")
-		}
-		fmt.Fprintf(&script, "%q play --runtime replay --sealed %s --robot %s --task %s --seed %d --arm %s --from %q --out %q >/dev/null 2>&1\n",
-			exe, *sealed, st.Robot, st.Task, st.Seed, st.Arm, from, filepath.Join(loopDir, strconv.Itoa(n)))
-		n++
-	}
-	fmt.Fprintf(stderr, "bench suite: shell loop of %d play processes ...\n", n)
-	sh := exec.CommandContext(ctx, "/bin/sh", "-c", script.String())
-	t0 := time.Now()
-	if out, err := sh.CombinedOutput(); err != nil {
-		fmt.Fprintf(stderr, "pyrualean bench suite: shell loop: %v\n%s", err, out)
-		return 1
-	}
-	loop := way{Name: "shell loop of play", Episodes: n, WallS: time.Since(t0).Seconds(), StartupS: meanStartup(loopDir)}
-	ways := []*way{&loop, &one, &par}
-	if unforked != nil {
-		ways = append(ways, unforked)
-	}
-	for _, w := range ways {
-		w.PerMinute = float64(w.Episodes) / (w.WallS / 60)
-	}
-	for _, w := range ways {
-		w.VsShellLoop = w.PerMinute / loop.PerMinute
-	}
-	// With one job the suite's wall time is its episodes' cells plus everything else the runner did.
-	one.OverheadMS = 1000 * (one.WallS - one.CellsS) / float64(one.Episodes)
-	for _, w := range ways[2:] {
-		w.OverheadMS = 1000 * (w.WallS*float64(*jobs) - w.CellsS) / float64(w.Episodes)
-	}
+	ways := medianWays(runs)
+	n := ways[0].Episodes
 	if *asJSON {
-		json.NewEncoder(stdout).Encode(map[string]any{"tasks": *tasks, "seeds": *seeds, "sealed": *sealed, "boot_ahead": *ahead, "ways": ways})
+		json.NewEncoder(stdout).Encode(map[string]any{"tasks": *tasks, "seeds": *seeds, "sealed": *sealed, "boot_ahead": *ahead, "reps": *reps, "ways": ways})
 		return 0
 	}
-	fmt.Fprintf(stdout, "replay suite: tasks %s, seeds %s, both arms, sealed %s, boot-ahead %d: %d episodes\n", *tasks, *seeds, *sealed, *ahead, n)
+	fmt.Fprintf(stdout, "replay suite: tasks %s, seeds %s, both arms, sealed %s, boot-ahead %d: %d episodes; medians of %d repetitions\n", *tasks, *seeds, *sealed, *ahead, n, *reps)
 	fmt.Fprintf(stdout, "%-20s %8s %9s %8s %12s %14s %10s\n", "way", "wall_s", "ep/min", "solved", "vs shell", "overhead/ep", "startup_s")
 	for _, w := range ways {
 		oh := "-"
 		if w.OverheadMS != 0 {
 			oh = fmt.Sprintf("%.0f ms", w.OverheadMS)
 		}
-		fmt.Fprintf(stdout, "%-20s %8.1f %9.1f %8s %11.2fx %14s %10.2f\n", w.Name, w.WallS, w.PerMinute, solvedText(w.Solved, w.Episodes, w.Name == loop.Name), w.VsShellLoop, oh, w.StartupS)
+		fmt.Fprintf(stdout, "%-20s %8.1f %9.1f %8s %11.2fx %14s %10.2f\n", w.Name, w.WallS, w.PerMinute, solvedText(w.Solved, w.Episodes, w == ways[0]), w.VsShellLoop, oh, w.StartupS)
+	}
+	for _, w := range ways {
+		fmt.Fprintf(stdout, "  %-20s wall_s per repetition %v\n", w.Name, w.Walls)
 	}
 	fmt.Fprintln(stdout, "overhead/ep: wall time x jobs minus the episodes' own policy time (cells), per episode;")
 	fmt.Fprintln(stdout, "startup_s: mean time from the episode's start to the robot ready (kernel + setup cell), from result.json")
 	return 0
+}
+
+// way is one way of running the suite, as measured (or the median over repetitions).
+type way struct {
+	Name        string    `json:"name"`
+	Episodes    int       `json:"episodes"`
+	WallS       float64   `json:"wall_s"`
+	Walls       []float64 `json:"wall_s_per_rep,omitempty"`
+	PerMinute   float64   `json:"episodes_per_min"`
+	CellsS      float64   `json:"cells_s"` // summed policy time (the episodes' own cells)
+	OverheadMS  float64   `json:"overhead_per_episode_ms"`
+	Solved      int       `json:"solved"`
+	StartupS    float64   `json:"mean_startup_s"` // kernel to robot ready, per episode
+	VsShellLoop float64   `json:"vs_shell_loop"`
+}
+
+// medianWays is each way's median over repetitions (runs[r][i] is way i of repetition r); a ratio is
+// the median of the repetitions' ratios, each taken within its own repetition.
+func medianWays(runs [][]*way) []*way {
+	out := make([]*way, len(runs[0]))
+	for i := range out {
+		pick := func(f func(*way) float64) float64 {
+			var xs []float64
+			for _, r := range runs {
+				xs = append(xs, f(r[i]))
+			}
+			return median(xs)
+		}
+		w := *runs[0][i]
+		w.WallS = pick(func(x *way) float64 { return x.WallS })
+		w.CellsS = pick(func(x *way) float64 { return x.CellsS })
+		w.StartupS = pick(func(x *way) float64 { return x.StartupS })
+		w.OverheadMS = pick(func(x *way) float64 { return x.OverheadMS })
+		w.VsShellLoop = pick(func(x *way) float64 { return x.VsShellLoop })
+		w.PerMinute = float64(w.Episodes) / (w.WallS / 60)
+		w.Walls = nil
+		for _, r := range runs {
+			w.Walls = append(w.Walls, math.Round(r[i].WallS*10)/10)
+		}
+		out[i] = &w
+	}
+	return out
 }
 
 func solvedText(k, n int, unknown bool) string {
