@@ -92,6 +92,7 @@ type Episode struct {
 	boots booter  // boot.go: kernel, robot, trace, setup cell, prompt
 
 	closeOnce sync.Once // the kernel (and robot server) is shut down once
+	filesOnce sync.Once // the trace and run folder are closed once
 }
 
 type (

@@ -133,8 +133,27 @@ func (e *Episode) KeepKernel(until time.Time) {
 	e.book.mu.Unlock()
 }
 
-// Close shuts down what Finish kept (KeepKernel); without KeepKernel Finish already did.
-func (e *Episode) Close(ctx context.Context) { e.shutdownKernel(ctx) }
+// Close shuts down what Finish kept (KeepKernel), and closes the trace and run folder kept open for
+// people's cells after the end; without KeepKernel Finish already did.
+func (e *Episode) Close(ctx context.Context) {
+	e.shutdownKernel(ctx)
+	e.closeFiles()
+}
+
+// kept says the kernel outlives the episode for people (KeepKernel).
+func (e *Episode) kept() bool {
+	e.book.mu.Lock()
+	defer e.book.mu.Unlock()
+	return !e.book.linger.IsZero()
+}
+
+// closeFiles saves the trace a last time and closes the run folder, once.
+func (e *Episode) closeFiles() {
+	e.filesOnce.Do(func() {
+		_ = e.trace.Close()
+		e.files.close()
+	})
+}
 
 func (e *Episode) shutdownKernel(ctx context.Context) {
 	e.closeOnce.Do(func() {
@@ -182,11 +201,10 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	if err := e.book.save(); err != nil {
 		errs = append(errs, fmt.Errorf("result.json: %w", err))
 	}
-	_ = e.trace.Close()
-	e.files.close()
-	e.book.mu.Lock()
-	keep := !e.book.linger.IsZero()
-	e.book.mu.Unlock()
+	keep := e.kept()
+	if !keep { // else people's cells after the end still go to the trace, until Close
+		e.closeFiles()
+	}
 	switch {
 	case keep: // --serve-linger: the kernel outlives the episode for a while (the linger ends it)
 	case e.host.Release != nil:

@@ -51,6 +51,7 @@ type personCell struct {
 	silent bool
 	count  *int
 	out    *kernel.OutputBuilder // the one IOPub assembler, bounded as an agent cell's
+	after  bool                  // run after the episode ended, in the kernel kept for people
 }
 
 // submit takes a person's execute_request: it runs in its turn, in the background.
@@ -61,16 +62,41 @@ func (p *people) submit(m *kernel.Message) error {
 	}
 	_ = json.Unmarshal(m.Content, &c)
 	p.mu.Lock()
-	if p.over {
+	if p.over && !p.e.kept() {
 		p.mu.Unlock()
 		return p.e.kern.Client().Send(kernel.Shell, m)
 	}
 	p.seq++
-	pc := &personCell{n: p.seq, msg: m, code: c.Code, silent: c.Silent, out: kernel.NewOutputBuilder(kernel.OutputLimits{})}
+	pc := &personCell{n: p.seq, msg: m, code: c.Code, silent: c.Silent, out: kernel.NewOutputBuilder(kernel.OutputLimits{}), after: p.over}
+	if pc.after {
+		p.mu.Unlock()
+		go p.runAfterEnd(pc)
+		return nil
+	}
 	p.setRunningLocked(p.running + 1)
 	p.mu.Unlock()
 	go p.run(pc)
 	return nil
+}
+
+// runAfterEnd runs a person's cell in the kernel kept after the end (play --serve-linger) and records
+// it in the trace as theirs, after the end: the episode's counts and verdict are final, so it is
+// counted apart (human_cells_after_end) and its robot calls are nobody's ledger.
+func (p *people) runAfterEnd(pc *personCell) {
+	e := p.e
+	reply, err := e.kern.Client().Forward(context.Background(), kernel.Shell, pc.msg, pc.follow)
+	if err != nil {
+		e.log.Warn("a person's cell after the end", "cell", pc.n, "err", err)
+	}
+	if reply != nil {
+		var r struct {
+			ExecutionCount *int `json:"execution_count"`
+		}
+		if json.Unmarshal(reply.Content, &r) == nil && r.ExecutionCount != nil {
+			pc.count = r.ExecutionCount
+		}
+	}
+	p.record(pc, agentShare{})
 }
 
 // run sends a person's cell when the kernel is free, follows it to its end, charges its robot calls
@@ -148,12 +174,23 @@ func (p *people) record(pc *personCell, share agentShare) {
 	outs := pc.out.Final()
 	e.names.add(pc.count, fmt.Sprintf("<a person's cell %d>", pc.n))
 	tags := []string{notebooks.TagHuman}
+	if pc.after {
+		tags = append(tags, notebooks.TagAfterEnd)
+	}
 	if raised(outs) {
 		tags = append(tags, notebooks.TagRaisesException)
 	}
-	if err := e.trace.AddCode(pc.code, notebooks.CodeRun{Outputs: outs, ExecutionCount: pc.count, Tags: tags},
-		notebooks.CellMeta{Author: notebooks.AuthorHuman, HumanCell: pc.n, MsgID: pc.msg.MsgID, Ledger: &ledger}.Map()); err != nil {
+	meta := notebooks.CellMeta{Author: notebooks.AuthorHuman, HumanCell: pc.n, MsgID: pc.msg.MsgID, Ledger: &ledger, AfterEnd: pc.after}
+	if pc.after {
+		meta.Ledger = nil // the ledger closed with the episode: its robot calls are not counted
+	}
+	if err := e.trace.AddCode(pc.code, notebooks.CodeRun{Outputs: outs, ExecutionCount: pc.count, Tags: tags}, meta.Map()); err != nil {
 		e.log.Warn("trace: a person's cell", "err", err)
+	}
+	if pc.after {
+		e.book.update(func(r *Result) { r.HumanCellsAfterEnd++ })
+		_ = e.book.save()
+		return
 	}
 	ct := collectText(outs)
 	summary := ct.stdout

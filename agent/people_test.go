@@ -288,3 +288,54 @@ func TestPersonHoldsReplansAndInterrupts(t *testing.T) {
 		t.Error("pause after the end was accepted")
 	}
 }
+
+// TestPersonsCellsAfterTheEnd: in a kernel kept after the end (play --serve-linger), a person's cells
+// still go to the trace, tagged human and after-end, counted in result.json's human_cells_after_end and
+// never in the episode's own counts; once the kernel goes (Close), the trace is final. Sealed or not.
+func TestPersonsCellsAfterTheEnd(t *testing.T) {
+	for _, sealed := range []string{spec.SealOff, spec.SealOn} {
+		t.Run("sealed="+sealed, func(t *testing.T) {
+			srv := openaitest.New(call(finish("failure", "x")))
+			defer srv.Close()
+			cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = sealed })
+			var kept *agent.Episode
+			res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), func(ep *agent.Episode) {
+				ep.KeepKernel(time.Now().Add(time.Minute))
+				kept = ep
+			})
+			if res.HumanCells != 0 || res.HumanCellsAfterEnd != 0 {
+				t.Fatalf("at the end: human cells %d, after the end %d", res.HumanCells, res.HumanCellsAfterEnd)
+			}
+			p := attachPerson(t, kept)
+			for _, code := range []string{"print('post-mortem', robo.state().step)", "1/0"} {
+				if _, err := p.Execute(t.Context(), code, kernel.ExecuteOptions{}); err != nil {
+					t.Fatalf("a person's cell after the end: %v", err)
+				}
+			}
+			var after agent.Result
+			waitUntil(t, "result.json to count the cells after the end", func() bool {
+				b, _ := os.ReadFile(filepath.Join(cfg.Out, "result.json"))
+				return json.Unmarshal(b, &after) == nil && after.HumanCellsAfterEnd == 2
+			})
+			kept.Close(context.Background())
+			if after.HumanCells != 0 || after.Status != res.Status || after.ToolTurns != res.ToolTurns {
+				t.Errorf("the episode's counts changed after the end: %+v, was %+v", after, res)
+			}
+			hc := cellsBy(readTrace(t, cfg.Out), "human")
+			if len(hc) != 2 {
+				t.Fatalf("people's cells in the trace: %d, want 2", len(hc))
+			}
+			for i, want := range []string{"[human after-end]", "[human after-end raises-exception]"} {
+				if got := fmt.Sprint(hc[i].Metadata["tags"]); got != want {
+					t.Errorf("cell %d tags %s, want %s", i, got, want)
+				}
+				if m := notebooks.CellMetaOf(hc[i]); !m.AfterEnd || m.Ledger != nil {
+					t.Errorf("cell %d meta %+v", i, m)
+				}
+			}
+			if !strings.Contains(fmt.Sprint(hc[0].Outputs), "post-mortem") {
+				t.Errorf("the post-mortem cell's outputs: %v", hc[0].Outputs)
+			}
+		})
+	}
+}

@@ -68,6 +68,9 @@ type Result struct {
 	Generation   Generation `json:"generation"`
 	CostUSD      *float64   `json:"cost_usd"`
 	HumanCells   int        `json:"human_cells"`
+	// HumanCellsAfterEnd are people's cells run after the episode ended, in the kernel kept for them
+	// (play --serve-linger): in the trace (tagged after-end), never in the episode's other counts.
+	HumanCellsAfterEnd int `json:"human_cells_after_end,omitempty"`
 	// A person's robot calls, their stateful ones and env steps (cells run in JupyterLab): never
 	// counted in calls, stateful_calls or env_steps, which are the agent's.
 	HumanCalls         int       `json:"human_calls"`

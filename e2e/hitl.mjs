@@ -138,6 +138,23 @@ await step("agent-cells-appear", async () => {
   await waitOutput("agent cell 1");
 });
 
+// The agent is a collaborator as a second person would be: its named cursor (jupyter-collaboration's
+// remote cursor, the agent's colour) on the cell it ran, and an entry in the Collaborators panel.
+await step("agent-is-a-collaborator", async () => {
+  const cell = page.locator(`${P} .jp-Cell`, { hasText: "print('agent cell 1')" }).last();
+  // The cursor is in the cell's editor; its name flag is a CodeMirror tooltip (placed by the editor).
+  await cell.locator(".jp-remote-cursor").first().waitFor({ state: "attached", timeout: 30000 });
+  const flag = page.locator(".jp-remote-userFlag-name").first();
+  await flag.waitFor({ state: "attached", timeout: 10000 });
+  const name = await flag.textContent();
+  if (!/^Agent · scripted \(episode run\)$/.test(name ?? "")) throw new Error(`the cursor is named ${JSON.stringify(name)}`);
+  await page.locator('.lm-TabBar-tab[data-id="jp-collaboration-panel"]').first().click();
+  const entry = page.locator(".jp-CollaboratorsList", { hasText: "Agent · scripted" }).first();
+  await entry.waitFor({ state: "visible", timeout: 15000 });
+  await shot("agent-in-collaborators");
+  await page.locator('.lm-TabBar-tab[data-id="jp-collaboration-panel"]').first().click(); // closed again
+});
+
 // The scripted model takes minutes over turn 2, HOLDS times over: each Pause cancels the call, each
 // Resume asks again.
 const HOLDS = Number(process.env.HOLDS ?? 5);
@@ -187,6 +204,12 @@ await step("human-moves-robot", async () => {
   await waitOutput("person moved True");
   await page.waitForFunction(() => document.querySelectorAll(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell.pyrualean-human-cell").length >= 2,
     null, { timeout: 10000 });
+  // The motion's images (on-motion) say which camera each is from.
+  await page.waitForFunction(() => {
+    const cells = document.querySelectorAll(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell.pyrualean-human-cell");
+    const cams = [...cells[cells.length - 1].querySelectorAll(".jp-OutputArea-output[data-pyrualean-camera]")].map((o) => o.dataset.pyrualeanCamera);
+    return cams.includes("agentview") && cams.includes("wrist");
+  }, null, { timeout: 10000 });
 });
 
 await step("refused-restart-shown", async () => {
@@ -351,6 +374,50 @@ await step("gateway-gone-no-hang", async () => {
   }, null, { timeout: 30000 });
   if (await output("never runs").isVisible()) throw new Error("a cell ran with the gateway gone");
   void cell;
+  // Lab's own dialog (no kernel to start), if it showed one: dismissed, as a person would.
+  const ok = page.locator(".jp-Dialog .jp-mod-accept");
+  if (await ok.count()) await ok.first().click();
+  const text = await barText();
+  if (!/none can run|cells run again once one is back/.test(text)) throw new Error(`the gone bar says ${JSON.stringify(text)}`);
+  if (await page.locator(`${P} .pyrualean-fresh-kernel`).isVisible()) throw new Error("a fresh kernel is offered with no gateway to start it");
+});
+console.log("@@gone"); // the test serves a second episode on the same address now
+
+const sessionKernel = async (path) => {
+  const ss = await (await page.request.get(`${labURL}/api/sessions`, { headers: { Authorization: `token ${token}` } })).json();
+  return ss.find((s) => s.path === path)?.kernel?.id ?? null;
+};
+const episodeTwo = async () => {
+  const r = await page.request.get(`${labURL}/pyrualean/api/episodes`, { headers: { Authorization: `token ${token}` } });
+  return ((await r.json()).episodes ?? []).find((e) => e.id === "two") ?? null;
+};
+
+// Lab stays open; a second episode is served where the first was: the old notebook is offered a fresh
+// pyrualean kernel (one click), never the new episode's.
+await step("gateway-back-offers-fresh-kernel", async () => {
+  await waitBar("state", "gateway-back", 120000);
+  await page.locator(`${P} .pyrualean-fresh-kernel`).click();
+  await bar.waitFor({ state: "hidden", timeout });
+  await runNewCell("print('fresh kernel', 6 * 7)");
+  await waitOutput("fresh kernel 42", 60000);
+  const two = await episodeTwo();
+  const on = await sessionKernel(nbPath);
+  if (!two || !on || on === two.kernel_id) throw new Error(`the old notebook is on kernel ${on}; episode two: ${JSON.stringify(two)}`);
+});
+
+await step("second-episode-in-same-lab", async () => {
+  const r = await page.request.post(`${labURL}/pyrualean/api/episodes/two/live`, { headers: { Authorization: `token ${token}` }, data: {} });
+  if (!r.ok()) throw new Error(`live: ${r.status()} ${await r.text()}`);
+  const { path } = await r.json();
+  await page.goto(`${labURL}/lab/tree/${path}?token=${encodeURIComponent(token)}&reset`, { waitUntil: "domcontentloaded", timeout });
+  await waitOutput("episode two 42");
+  await page.waitForFunction(() => {
+    const b = document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden) .pyrualean-episode-bar");
+    return b && b.dataset.episode === "two" && ["running", "paused", "over"].includes(b.dataset.state ?? "") && b.offsetParent !== null;
+  }, null, { timeout });
+  const flag = page.locator(".jp-remote-userFlag-name", { hasText: "episode two" });
+  await flag.first().waitFor({ state: "attached", timeout: 30000 });
+  if (await sessionKernel(nbPath) === (await episodeTwo())?.kernel_id) throw new Error("the first episode's notebook ended up on episode two's kernel");
 });
 
 // Delay from a line's print in the kernel to its first appearance in the page (first load only).

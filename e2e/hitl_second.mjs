@@ -101,6 +101,29 @@ await step("new-notebook-not-on-live-kernel", async () => {
   if (status.some((s) => /live agent kernel/.test(s))) throw new Error(`the new notebook is on the live kernel: ${status}`);
 });
 
+// The plain path: a person's own new notebook put on the live kernel by hand ("Connect to Existing
+// Kernel" / Change Kernel): its bar says whose kernel it is and offers the episode's live notebook.
+await step("plain-path-offers-live-notebook", async () => {
+  await page.locator(".lm-MenuBar-itemLabel", { hasText: /^Kernel$/ }).click();
+  await page.locator(".lm-Menu-itemLabel", { hasText: /^Change Kernel/ }).first().click();
+  const sel = page.locator(".jp-Dialog select").first();
+  await sel.waitFor({ state: "visible", timeout });
+  const liveOption = await sel.evaluate((n) => [...n.options].find((o) => /live agent kernel/.test(o.textContent))?.value ?? null);
+  if (!liveOption) throw new Error("the dialog offers no live kernel to connect to");
+  await sel.selectOption(liveOption);
+  await page.locator(".jp-Dialog .jp-mod-accept").first().click();
+  const open = page.locator(`${P} .pyrualean-open-live`);
+  await open.waitFor({ state: "visible", timeout });
+  const text = await bar.innerText();
+  if (!/Episode b/.test(text)) throw new Error(`the bar says ${JSON.stringify(text)}`);
+  await open.click();
+  await page.waitForFunction((path) => {
+    const tab = document.querySelector(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current");
+    const b = document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden) .pyrualean-episode-bar");
+    return tab && tab.textContent.includes(path.split("/").pop()) && b && b.dataset.episode === "b";
+  }, livePath, { timeout });
+});
+
 await step("old-notebook-not-silently-bound", async () => {
   await page.goto(`${labURL}/lab/tree/${oldPath}?token=${encodeURIComponent(token)}&reset`, { waitUntil: "domcontentloaded", timeout });
   await page.locator(`${P} .jp-Cell`).first().waitFor({ state: "visible", timeout });

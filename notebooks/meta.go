@@ -32,6 +32,7 @@ type CellMeta struct {
 	Finish       *FinishMeta    // the finish call (markdown cell of tool finish)
 	MsgID        string         // the execute_request's msg_id (the live document finds a cell by it)
 	HumanCell    int            // a person's cell: its number in the episode (1-based); 0: none
+	AfterEnd     bool           // a person's cell run after the episode ended (play --serve-linger)
 	Ledger       *CellLedger    // what the cell did to the robot (a person's cell: never charged to the agent)
 	// InterruptedBy says who interrupted the cell ("person": from JupyterLab through the gateway).
 	InterruptedBy string
@@ -44,10 +45,12 @@ type CellLedger struct {
 }
 
 // Cell tags (metadata.tags, read by JupyterLab and nbclient). A cell that raised carries
-// TagRaisesException so Run All goes on past it; a person's cell carries TagHuman.
+// TagRaisesException so Run All goes on past it; a person's cell carries TagHuman, and one run after
+// the episode ended (in a kernel kept for people) TagAfterEnd too.
 const (
 	TagRaisesException = "raises-exception"
 	TagHuman           = "human"
+	TagAfterEnd        = "after-end"
 )
 
 // Map encodes m as the value of metadata.pyrualean (zero fields are left out).
@@ -85,6 +88,9 @@ func (m CellMeta) Map() map[string]any {
 	setStr(out, "interrupted_by", m.InterruptedBy)
 	if m.HumanCell != 0 {
 		out["human_cell"] = m.HumanCell
+	}
+	if m.AfterEnd {
+		out["after_end"] = true
 	}
 	if l := m.Ledger; l != nil {
 		out["calls"], out["stateful_calls"], out["env_steps"] = l.Calls, l.StatefulCalls, l.EnvSteps
@@ -127,6 +133,10 @@ func ParseCellMeta(v any) CellMeta {
 	m.InterruptedBy = takeStr(rest, "interrupted_by")
 	if n, ok := takeNum(rest, "human_cell"); ok {
 		m.HumanCell = int(n)
+	}
+	if b, ok := rest["after_end"].(bool); ok {
+		m.AfterEnd = b
+		delete(rest, "after_end")
 	}
 	if _, ok := rest["calls"]; ok {
 		l := &CellLedger{}

@@ -95,6 +95,10 @@ func TestLabLiveEpisode(t *testing.T) {
 	)
 	defer srv.Close()
 	defer releaseOnce.Do(func() { close(release) })
+	// The second episode, started on the same gateway address once the first's is gone.
+	srv2 := openaitest.New(openaitest.Step{Reply: pyCall("print('episode two', 6 * 7)")},
+		openaitest.Step{Delay: 75 * time.Second, Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "two"}`}}}})
+	defer srv2.Close()
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "run")
@@ -167,6 +171,9 @@ func TestLabLiveEpisode(t *testing.T) {
 	}
 	var latency, hold string
 	var log strings.Builder
+	firstCode := -1
+	second := make(chan int, 1)
+	var secondErr syncBuffer
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		line := sc.Text()
@@ -174,6 +181,20 @@ func TestLabLiveEpisode(t *testing.T) {
 		switch {
 		case line == "@@ready":
 			releaseOnce.Do(func() { close(release) })
+		case line == "@@gone":
+			// The first episode's gateway is gone, Lab still open: a second episode is served on the same
+			// address (the Lab's --gateway-url), as a person's next run would be.
+			select {
+			case firstCode = <-done:
+			case <-time.After(time.Minute):
+				t.Errorf("play did not end after its linger: %s", playErr.String())
+			}
+			go func() {
+				var o syncBuffer
+				second <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srv2.BaseURL(), "--model", "scripted",
+					"--task", "stack_blocks", "--out", filepath.Join(dir, "two"), "--sealed", "off", "--serve", strings.TrimPrefix(gw, "http://"),
+					"--serve-token", gwToken, "--serve-linger", "20s"}, &o, &secondErr)
+			}()
 		case strings.HasPrefix(line, "@@latency "):
 			latency = strings.TrimPrefix(line, "@@latency ")
 		case strings.HasPrefix(line, "@@hold "):
@@ -183,19 +204,28 @@ func TestLabLiveEpisode(t *testing.T) {
 	nodeErr := node.Wait()
 	t.Logf("hitl.mjs (screenshots in %s):\n%s", artifacts, log.String())
 	if nodeErr != nil {
-		t.Fatalf("the browser steps failed: %v\nplay stderr:\n%s", nodeErr, playErr.String())
+		t.Fatalf("the browser steps failed: %v\nplay stderr:\n%s\nthe second play's stderr:\n%s", nodeErr, playErr.String(), secondErr.String())
 	}
 	t.Logf("delay from an agent cell's output in the kernel to the browser, vs a person's own cell: %s", latency)
 	t.Logf("Pause clicked while the model decides → the bar shows the agent held: %s", hold)
+	if firstCode != 0 {
+		t.Fatalf("play exit %d: %s", firstCode, playErr.String())
+	}
 	select {
-	case code := <-done:
+	case code := <-second:
 		if code != 0 {
-			t.Fatalf("play exit %d: %s", code, playErr.String())
+			t.Errorf("the second episode's play: exit %d: %s", code, secondErr.String())
 		}
-	case <-time.After(time.Minute):
-		t.Fatalf("play did not end after its linger: %s", playErr.String())
+	case <-time.After(3 * time.Minute):
+		t.Errorf("the second episode's play did not end after its linger: %s", secondErr.String())
 	}
 	checkLiveRun(t, out, srv.Requests())
+	// Both episodes' gateways are gone (the first's kernel was adopted into Lab's kernel manager): Lab stops on SIGTERM.
+	if took, killed := lab.Stop(20 * time.Second); killed {
+		t.Errorf("JupyterLab did not stop on SIGTERM within %v: killed", took)
+	} else {
+		t.Logf("JupyterLab stopped on SIGTERM in %v", took.Round(time.Millisecond))
+	}
 }
 
 // checkLiveRun checks the run folder and what the model was told after the browser steps.
@@ -206,9 +236,15 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 		t.Fatal(err)
 	}
 	var humans []notebooks.CellMeta
+	var after []string
 	for _, c := range nb.Cells {
 		m := notebooks.CellMetaOf(c)
 		tags, _ := c.Metadata["tags"].([]any)
+		if m.AfterEnd {
+			// The person's post-mortem cell (after the end, in the lingering kernel): theirs, after the end.
+			after = append(after, fmt.Sprintf("%v %v", tags, strings.Contains(c.Source, "post-mortem")))
+			continue
+		}
 		if m.Author == notebooks.AuthorHuman {
 			humans = append(humans, m)
 			if len(tags) == 0 || tags[0] != notebooks.TagHuman {
@@ -234,6 +270,9 @@ func checkLiveRun(t *testing.T, out string, reqs []openaitest.Request) {
 	}
 	if !res.Sealed {
 		t.Errorf("the episode was not sealed: %+v", res.Seal)
+	}
+	if strings.Join(after, ";") != "[human after-end] true" || res.HumanCellsAfterEnd != 1 {
+		t.Errorf("cells after the end in the trace %q, in result.json %d; want the post-mortem cell once", after, res.HumanCellsAfterEnd)
 	}
 	if res.StatefulCalls != 0 || res.EnvSteps != 0 || res.HumanCells != 3 || res.HumanStatefulCalls != 1 || res.HumanEnvSteps == 0 || res.ToolTurns != 10 { // 7 cells run, 2 discarded, finish
 		t.Errorf("result.json: agent stateful %d steps %d, person cells %d stateful %d steps %d, turns %d",

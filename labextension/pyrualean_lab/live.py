@@ -19,8 +19,10 @@ import uuid
 from typing import Any, Optional
 
 import nbformat
+from pycrdt import Text
 from tornado.websocket import WebSocketClosedError
 
+from . import presence
 from .gateway import Gateway, GatewayGone
 from .mirror import Mirror
 
@@ -38,6 +40,9 @@ class LiveDocument:
         self.log = episodes.log
         self.task: Optional[asyncio.Task] = None
         self.first: Optional[asyncio.Future] = None
+        self.user = presence.agent_user(episode)
+        self.over = False  # the episode ended: the agent has left the document
+        self._shown: Optional[tuple] = None  # (awareness, cell, phase) last shown: set only on change
 
     async def document(self):
         return await self.episodes.document(self.path)
@@ -61,6 +66,7 @@ class LiveDocument:
             # unless the episode is gone.
             if not await self.episodes.alive(self.episode_id):
                 self.log.info("live %s: episode %s is gone; the document stays as it is", self.path, self.episode_id)
+                await self.leave()
                 return
             misses += 1
             await asyncio.sleep(min(0.2 * misses, 2.0))
@@ -76,6 +82,36 @@ class LiveDocument:
         started = self.mirror.handle(doc, msg)
         if started:
             asyncio.ensure_future(self._learn_turn(started))
+        self.present(doc)
+
+    def present(self, doc) -> None:
+        """Shows the agent in the document's awareness: its cursor on its latest cell, running or not;
+        gone once the episode is over. Set only when something changed (each set is broadcast)."""
+        aw = getattr(doc, "awareness", None)
+        if aw is None:
+            return
+        cell_id, running = self.mirror.latest(doc)
+        phase = "over" if self.over else ("running" if running else "idle")
+        key = (id(aw), cell_id, phase)
+        if key == self._shown:
+            return
+        self._shown = key
+        if self.over:
+            aw.set_local_state(None)  # the agent left, as a person closing the notebook does
+            return
+        ycell = Mirror.find(doc, cell_id) if cell_id else None
+        source = ycell.get("source") if ycell is not None else None
+        turn = self.mirror.turn_of(cell_id)
+        aw.set_local_state(presence.document_state(self.user, source if isinstance(source, Text) else None, phase, turn))
+
+    async def leave(self) -> None:
+        """The episode is over: the agent leaves the document's awareness."""
+        if self.over:
+            return
+        self.over = True
+        doc = await self.episodes.document(self.path, create=False)
+        if doc is not None:
+            self.present(doc)
 
     async def _learn_turn(self, msg_id: str) -> None:
         """Names a just-started agent cell by its turn, from the episode's running cell."""
@@ -123,7 +159,29 @@ class Episodes:
             if ep.get("kernel_id"):
                 await self.adopt(ep["kernel_id"])
         await self._forget_kernels({ep.get("kernel_id") for ep in eps})
+        await self._present(eps)
         return {"gateway": "ok", "episodes": eps, "live": live}
+
+    async def _present(self, eps: list) -> None:
+        """The agents in the global awareness (Lab's Collaborators panel), each with its live documents;
+        an agent whose episode is over leaves its documents."""
+        running = {ep.get("id"): ep for ep in eps if isinstance(ep, dict) and ep.get("state") != "over"}
+        for d in list(self.live.values()):
+            if d.episode_id not in running:
+                await d.leave()
+                continue
+            doc = await self.document(d.path, create=False)
+            if doc is not None:  # again each poll: a room made again (all its browsers had left) is new
+                d.present(doc)
+        room = self._global_room()
+        if room is None:
+            return
+        here = [d for d in self.live.values() if not d.over]
+        # The server is one client of the global room: it shows the latest live episode's agent with
+        # every live document (two agents at once share one entry).
+        state = presence.global_state(here[-1].user, [d.path for d in here]) if here else None
+        if room.awareness.get_local_state() != state:
+            room.awareness.set_local_state(state)
 
     async def episode(self, episode_id: str) -> Optional[dict]:
         try:
@@ -211,6 +269,14 @@ class Episodes:
                 self.log.debug("pyrualean: session of kernel %s: %s", kid, e)
             self.log.info("pyrualean: the episode kernel %s is gone", kid)
 
+    def _global_room(self):
+        exts = self.serverapp.extension_manager.extension_apps.get("jupyter_server_ydoc", set())
+        if not exts:
+            return None
+        server = getattr(next(iter(exts)), "ywebsocket_server", None)
+        room = getattr(server, "rooms", {}).get(presence.GLOBAL_ROOM) if server is not None else None
+        return room if room is not None and getattr(room, "awareness", None) is not None else None
+
     # ----- live documents ------------------------------------------------------------------------------
     async def document(self, path: str, create: bool = True):
         """The notebook's shared document (with create, made from the file when no one has it open)."""
@@ -268,6 +334,8 @@ class Episodes:
                 live.mirror.start_cell(doc, rc["msg_id"], rc.get("code", ""), None, rc.get("turn"))
             live.task = asyncio.ensure_future(live.run(ws))
             self.live[path] = live
+            if doc is not None:
+                live.present(doc)
         await self.adopt(kid)
         sid = await self._bind_session(path, kid)
         return {"path": path, "kernel_id": kid, "session_id": sid, "episode": episode_id}

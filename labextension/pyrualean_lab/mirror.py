@@ -40,6 +40,8 @@ class Mirror:
         self.known: set[str] = set(known or ())
         self.cells: dict[str, _Cell] = {}  # parent msg_id -> cell being mirrored
         self.display_owner: dict[str, str] = {}  # display_id -> msg_id of the cell that showed it
+        self.last: Optional[str] = None  # the document cell id of the agent's latest cell
+        self.turns: dict[str, int] = {}  # document cell id -> the agent's turn
 
     @staticmethod
     def msg_ids_in(doc: YNotebook) -> set[str]:
@@ -66,18 +68,38 @@ class Mirror:
             meta["turn"] = turn
         doc.append_cell({"id": cid, "cell_type": "code", "source": code, "execution_count": count,
                          "metadata": {"pyrualean": meta}, "outputs": []})
-        ycell = self._ycell(doc, cid)
+        ycell = self.find(doc, cid)
         if ycell is not None:
             ycell["execution_state"] = "running"
         self.cells[msg_id] = _Cell(cid)
+        self.last = cid
+        if turn:
+            self.turns[cid] = turn
         return cid
+
+    def latest(self, doc: YNotebook) -> tuple[Optional[str], bool]:
+        """The agent's latest cell (its document cell id, or None) and whether it is running: the last
+        one mirrored, else the document's last agent cell (from the trace)."""
+        if self.last is None:
+            for i in range(len(doc.ycells) - 1, -1, -1):
+                meta = doc.ycells[i].get("metadata")
+                pm = meta.get("pyrualean") if meta is not None else None
+                author = pm.get("author") if isinstance(pm, (dict, Map)) else None
+                if author == "agent":
+                    return doc.ycells[i].get("id"), False
+            return None, False
+        return self.last, any(c.cell_id == self.last for c in self.cells.values())
+
+    def turn_of(self, cell_id: Optional[str]) -> Optional[int]:
+        return self.turns.get(cell_id or "")
 
     def set_turn(self, doc: YNotebook, msg_id: str, turn: int) -> None:
         """Records the agent's turn on its cell (learnt from the episode after the cell started)."""
         c = self.cells.get(msg_id)
-        ycell = self._ycell(doc, c.cell_id) if c else None
+        ycell = self.find(doc, c.cell_id) if c else None
         if ycell is None:
             return
+        self.turns[c.cell_id] = turn
         meta = ycell["metadata"]
         pm = dict(meta.get("pyrualean") or {})
         pm["turn"] = turn
@@ -101,7 +123,7 @@ class Mirror:
         c = self.cells.get(parent_id)
         if c is None:
             return None
-        ycell = self._ycell(doc, c.cell_id)
+        ycell = self.find(doc, c.cell_id)
         if ycell is None:  # a person deleted the cell: stop mirroring it
             del self.cells[parent_id]
             return None
@@ -152,7 +174,7 @@ class Mirror:
         did = (content.get("transient") or {}).get("display_id")
         owner = self.display_owner.get(did or "")
         c = self.cells.get(owner or "")
-        ycell = self._ycell(doc, c.cell_id) if c else None
+        ycell = self.find(doc, c.cell_id) if c else None
         if ycell is None:
             return
         youts = ycell["outputs"]
@@ -177,7 +199,7 @@ class Mirror:
             meta["tags"] = tags + [tag]
 
     @staticmethod
-    def _ycell(doc: YNotebook, cell_id: str) -> Optional[Map]:
+    def find(doc: YNotebook, cell_id: str) -> Optional[Map]:
         cells = doc.ycells
         for i in range(len(cells) - 1, -1, -1):  # agent cells are near the end
             if cells[i].get("id") == cell_id:

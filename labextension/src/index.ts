@@ -83,6 +83,7 @@ class EpisodeView {
   private buttons: ToolbarButton[] = [];
   private pauseButton: ToolbarButton | null = null;
   private openLive: HTMLButtonElement;
+  private fresh: HTMLButtonElement;
   isLive = true; // the notebook is the episode's live document (set by refresh)
   episode: Episode | null = null;
   wasOn = false; // the panel was on an episode's kernel (so a vanished episode is worth saying)
@@ -145,7 +146,34 @@ class EpisodeView {
         void act(this.episode, 'open-live');
       }
     };
-    this.inner.append(this.text, this.openLive, this.heldBox);
+    // After the end (post-mortem work away from the episode's robot), on another episode's kernel, and
+    // once a gateway is back after the episode's went: a fresh pyrualean kernel, one click.
+    this.fresh = document.createElement('button');
+    this.fresh.className = 'jp-Button jp-mod-styled pyrualean-fresh-kernel';
+    this.fresh.textContent = 'Use a fresh pyrualean kernel';
+    this.fresh.title = 'Put this notebook on a new pyrualean kernel with a robot of its own, away from the episode’s';
+    this.fresh.style.display = 'none';
+    this.fresh.onclick = async () => {
+      const ctx = this.panel.sessionContext;
+      try {
+        try {
+          await ctx.changeKernel({ name: 'pyrualean' });
+        } catch (err) {
+          // The notebook's session went with the episode's kernel (the server forgot both): Lab has
+          // dropped it and said so in a dialog; with no session, a second try starts a new one.
+          if (ctx.session) {
+            throw err;
+          }
+          Dialog.flush();
+          await ctx.changeKernel({ name: 'pyrualean' });
+        }
+        this.wasOn = false;
+        this.hide();
+      } catch (err) {
+        Notification.error(`Cannot start a pyrualean kernel: ${(err as Error).message}`, { autoClose: 8000 });
+      }
+    };
+    this.inner.append(this.text, this.openLive, this.fresh, this.heldBox);
     this.bar.node.append(this.inner);
     this.bar.hide();
     panel.contentHeader.addWidget(this.bar);
@@ -263,6 +291,7 @@ class EpisodeView {
     }
     this.heldBox.style.display = h ? '' : 'none';
     this.openLive.style.display = this.isLive || ep.state === 'over' ? 'none' : '';
+    this.fresh.style.display = ep.state === 'over' ? '' : 'none';
     const n = this.bar.node;
     n.dataset.state = ep.state;
     n.dataset.phase = ep.phase;
@@ -286,6 +315,8 @@ class EpisodeView {
       `Not this episode’s notebook: it is ${own}, but it is connected to episode ${ep.id}’s live kernel — ` +
       `its cells would act on episode ${ep.id}’s robot. Change the kernel (a fresh pyrualean kernel) or open episode ${ep.id}’s live notebook.`;
     this.heldBox.style.display = 'none';
+    this.openLive.style.display = 'none';
+    this.fresh.style.display = '';
     const n = this.bar.node;
     n.dataset.state = 'wrong-episode';
     n.dataset.phase = '';
@@ -307,11 +338,14 @@ class EpisodeView {
     b.node.querySelector('button')?.setAttribute('aria-pressed', String(on));
   }
 
-  gone(reason: string): void {
+  gone(reason: string, state: 'gone' | 'gateway-back' = 'gone'): void {
     this.episode = null;
     this.text.textContent = reason;
     this.heldBox.style.display = 'none';
-    this.bar.node.dataset.state = 'gone';
+    this.openLive.style.display = 'none';
+    // While the gateway is gone this Lab has no kernel to offer: all of its kernels come from it.
+    this.fresh.style.display = state === 'gateway-back' ? '' : 'none';
+    this.bar.node.dataset.state = state;
     this.bar.node.dataset.phase = 'done';
     this.bar.show();
     for (const b of this.buttons) {
@@ -557,11 +591,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
             toldGone = true;
             Notification.warning(
               'The episode is over and its gateway is gone, with its kernel: its notebooks keep what they show. ' +
-                'To run cells, change the kernel (Kernel › Change Kernel…).',
+                'This Lab’s kernels all come from that gateway, so none can run until one is back at its address.',
               { autoClose: 10000 }
             );
           }
-          v.gone('Episode over: its gateway is gone, and with it the kernel. Change the kernel to run cells.');
+          v.gone(
+            'Episode over: its gateway is gone, and with it the kernel. This Lab’s kernels all come from that gateway ' +
+              '(--gateway-url): cells run again once one is back there (another episode’s play --serve, or pyrualean serve), ' +
+              'and this bar then offers a fresh pyrualean kernel.'
+          );
+        } else if (v.wasOn && listing.gateway === 'ok' && v.bar.node.dataset.state === 'gone') {
+          v.gone(
+            'The episode this notebook was on is over and its kernel gone. A gateway is back: put the notebook on a fresh ' +
+              'pyrualean kernel to run cells (its own robot, not another episode’s).',
+            'gateway-back'
+          );
         } else if (!v.wasOn) {
           v.hide();
         }
@@ -592,10 +636,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     NotebookActions.executionScheduled.connect((_, { notebook, cell }) => {
       const panel = [...views.keys()].find(p => p.content === notebook);
       const v = panel ? views.get(panel) : undefined;
-      if (v && v.bar.node.dataset.state === 'gone' && cell.model.type === 'code') {
+      const dead = v && ['gone', 'gateway-back'].includes(v.bar.node.dataset.state ?? '');
+      if (v && dead && cell.model.type === 'code') {
         // JupyterLab leaves a cell run on a dead kernel marked [*] for ever: say why and clear it.
         Notification.error(
-          'This notebook’s kernel was the episode’s, and it is gone with its gateway: pick another kernel to run cells.',
+          v.bar.node.dataset.state === 'gateway-back'
+            ? 'This notebook’s kernel was the episode’s, and it is gone: use a fresh pyrualean kernel (in the bar) to run cells.'
+            : 'This notebook’s kernel was the episode’s, and it is gone with its gateway: no kernel can run until a gateway is back.',
           { autoClose: 8000 }
         );
         setTimeout(() => {
@@ -607,14 +654,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
         return;
       }
       const ep = v ? episodeOf(v) : undefined;
-      if (!v || !ep || ep.state === 'over') {
+      if (!v || !ep) {
         return;
       }
+      // After the end (a kernel kept for people), the cell is still the person's, and after the end:
+      // the trace records it so too, apart from the episode's counts.
+      const after = ep.state === 'over';
       const tags = (cell.model.getMetadata('tags') ?? []) as string[];
-      if (!tags.includes('human')) {
-        cell.model.setMetadata('tags', [...tags, 'human']);
+      const want = after ? ['human', 'after-end'] : ['human'];
+      if (want.some(t => !tags.includes(t))) {
+        cell.model.setMetadata('tags', [...tags, ...want.filter(t => !tags.includes(t))]);
       }
-      cell.model.setMetadata('pyrualean', { author: 'human' });
+      cell.model.setMetadata('pyrualean', after ? { author: 'human', after_end: true } : { author: 'human' });
+      if (after) {
+        return;
+      }
       // The listing is up to a poll old (POLL_MS): ask again, so a cell run just after the agent's
       // began is told too (and one run just after it ended is not).
       void poll().then(() => {
