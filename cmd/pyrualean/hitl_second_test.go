@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,5 +125,60 @@ func TestLabSecondEpisode(t *testing.T) {
 	case <-done:
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("episode B did not end: %s", playErr.String())
+	}
+}
+
+// TestLabStopsWithGatewayGone: a Lab whose gateway went away while it held the episode's kernel (adopted
+// by pyrualean_lab) and a fresh pyrualean kernel started on that gateway stops on SIGTERM, as a person's
+// Ctrl-C: Jupyter Server's own shutdown of all kernels stops at the first unreachable one and never exits
+// (issue #28: "stopping Lab needed SIGKILL").
+func TestLabStopsWithGatewayGone(t *testing.T) {
+	nbtest.Heavy(t, "an episode's gateway and JupyterLab")
+	srv := openaitest.New(openaitest.Step{Delay: 8 * time.Second, Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "x"}`}}}})
+	defer srv.Close()
+	const gwToken = "stop-gateway-token"
+	var playErr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		var o syncBuffer
+		done <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
+			"--task", "stack_blocks", "--out", filepath.Join(t.TempDir(), "run"), "--sealed", "off", "--serve", "127.0.0.1:0",
+			"--serve-token", gwToken}, &o, &playErr)
+	}()
+	addrRe := regexp.MustCompile(`gateway http://(\S+) token`)
+	var gw string
+	for deadline := time.Now().Add(time.Minute); gw == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if m := addrRe.FindStringSubmatch(playErr.String()); m != nil {
+			gw = "http://" + m[1]
+		}
+	}
+	if gw == "" {
+		t.Fatalf("no gateway address: %s", playErr.String())
+	}
+	lab := jupytertest.Start(t, "lab", gw, gwToken)
+	var kernels []struct{ ID, Name string }
+	for deadline := time.Now().Add(30 * time.Second); len(kernels) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		lab.Get(t, "/api/kernels", &kernels) // the episode's, adopted
+	}
+	req, _ := http.NewRequest("POST", lab.URL+"/api/kernels", strings.NewReader(`{"name": "pyrualean"}`))
+	req.Header.Set("Authorization", "token "+lab.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a fresh pyrualean kernel through Lab: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	lab.Get(t, "/api/kernels", &kernels)
+	if len(kernels) != 2 {
+		t.Fatalf("Lab's kernels: %+v, want the episode's and a fresh one", kernels)
+	}
+	select {
+	case <-done: // the episode ended, and its gateway with it
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("play did not end: %s", playErr.String())
+	}
+	if took, killed := lab.Stop(20 * time.Second); killed {
+		t.Fatalf("JupyterLab did not stop on SIGTERM within %v with its gateway gone: killed\n%s", took, lab.Logs())
+	} else {
+		t.Logf("JupyterLab stopped on SIGTERM in %v with its gateway gone", took.Round(time.Millisecond))
 	}
 }

@@ -214,7 +214,8 @@ class Episodes:
 
     # ----- kernels -------------------------------------------------------------------------------------
     def keep_live_kernels(self) -> None:
-        """Never lets this server forget a live episode's kernel because one notebook left it.
+        """Never lets this server forget a live episode's kernel because one notebook left it, and lets it
+        stop (SIGTERM) when a gateway is gone.
 
         Changing a notebook's kernel (or closing its session) makes Jupyter Server shut the old kernel
         down; the gateway answers a shutdown of an episode's kernel with success and keeps the kernel
@@ -239,6 +240,23 @@ class Episodes:
 
         km.shutdown_kernel = shutdown_kernel
         km._pyrualean_keeps = True
+
+        async def shutdown_all(now: bool = False) -> None:
+            # Jupyter Server's own stops at the first kernel whose gateway is gone (an HTTP 503 escapes
+            # its stop and the server never exits: SIGTERM hangs). Each kernel on its own here: an episode
+            # kernel is left to its episode, one that cannot be reached is forgotten, the rest shut down.
+            for kid in list(km.list_kernel_ids()):
+                try:
+                    if kid not in self.adopted:
+                        await _maybe_await(km.get_kernel(kid).shutdown_kernel(now=now))
+                except Exception as e:
+                    self.log.info("pyrualean: kernel %s not shut down on exit (its gateway: %s)", kid, e)
+                try:
+                    km.remove_kernel(kid)
+                except Exception as e:
+                    self.log.debug("pyrualean: forgetting kernel %s: %s", kid, e)
+
+        km.shutdown_all = shutdown_all
 
     async def adopt(self, kernel_id: str) -> None:
         """Puts a gateway kernel this server did not start into its kernel manager (Running panel, picker)."""
