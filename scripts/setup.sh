@@ -85,6 +85,19 @@ if not live:
 PY
 
 # Node packages for browser tests and agent CLIs: one locked package.json per folder.
+# What an episode needs first (the robot's assets, bin/pyrualean): built before what only the tests need,
+# so that `make demo` (PYRUALEAN_DEMO_PREPARE=LOGFILE) prepares its model and prompt prefix in the
+# background meanwhile (scripts/demo.sh prepare).
+bash scripts/setup.d/robot.sh
+log "building bin/pyrualean"
+go build -o bin/pyrualean ./cmd/pyrualean
+if [[ -n ${PYRUALEAN_DEMO_PREPARE:-} ]]; then
+  log "preparing the demo in the background (its model, the shared prompt prefix): $PYRUALEAN_DEMO_PREPARE"
+  mkdir -p "$(dirname "$PYRUALEAN_DEMO_PREPARE")"
+  bash scripts/demo.sh prepare >"$PYRUALEAN_DEMO_PREPARE" 2>&1 &
+  prep_pid=$!
+fi
+
 for d in e2e agent/agentcli/node; do
   if [[ -f $d/package-lock.json ]]; then
     lock=$(sha256sum "$d/package-lock.json" | cut -d' ' -f1)
@@ -97,8 +110,9 @@ for d in e2e agent/agentcli/node; do
 done
 
 # Optional extra set-up steps owned by one area each (models, benchmarks): scripts/setup.d/*.sh
-for f in scripts/setup.d/*.sh; do [[ -f $f ]] && bash "$f"; done
+for f in scripts/setup.d/*.sh; do [[ -f $f && $f != scripts/setup.d/robot.sh ]] && bash "$f"; done
 
-log "building bin/pyrualean"
-go build -o bin/pyrualean ./cmd/pyrualean
+if [[ -n ${prep_pid:-} ]]; then
+  if wait "$prep_pid"; then tail -n 1 "$PYRUALEAN_DEMO_PREPARE"; else log "the demo's preparation failed (the demo does it itself): $PYRUALEAN_DEMO_PREPARE"; fi
+fi
 log "done"
