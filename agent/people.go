@@ -88,14 +88,7 @@ func (p *people) runAfterEnd(pc *personCell) {
 	if err != nil {
 		e.log.Warn("a person's cell after the end", "cell", pc.n, "err", err)
 	}
-	if reply != nil {
-		var r struct {
-			ExecutionCount *int `json:"execution_count"`
-		}
-		if json.Unmarshal(reply.Content, &r) == nil && r.ExecutionCount != nil {
-			pc.count = r.ExecutionCount
-		}
-	}
+	pc.replied(reply)
 	p.record(pc, agentShare{})
 }
 
@@ -119,20 +112,26 @@ func (p *people) run(pc *personCell) {
 	if err != nil {
 		e.log.Warn("a person's cell", "cell", pc.n, "err", err)
 	}
-	if reply != nil {
-		var r struct {
-			ExecutionCount *int `json:"execution_count"`
-		}
-		if json.Unmarshal(reply.Content, &r) == nil && r.ExecutionCount != nil {
-			pc.count = r.ExecutionCount
-		}
-	}
+	pc.replied(reply)
 	var share agentShare
 	if !isDone(e.kern.Done()) {
 		share = e.steps.verdict(p.ctx, "", nil, owner{person: pc.n})
 	}
 	e.exec.release()
 	p.record(pc, share)
+}
+
+// replied takes the execution count from a person's cell's execute_reply (nil: none came).
+func (pc *personCell) replied(reply *kernel.Message) {
+	if reply == nil {
+		return
+	}
+	var r struct {
+		ExecutionCount *int `json:"execution_count"`
+	}
+	if json.Unmarshal(reply.Content, &r) == nil && r.ExecutionCount != nil {
+		pc.count = r.ExecutionCount
+	}
 }
 
 // follow takes one message of a person's cell: its execution count and its outputs.

@@ -79,6 +79,18 @@ const kernelDialog = async (ms) => {
   });
 };
 
+// Kernel › Change Kernel…, the live episode's kernel picked, as a person would.
+const changeToLiveKernel = async () => {
+  await page.locator(".lm-MenuBar-itemLabel", { hasText: /^Kernel$/ }).click();
+  await page.locator(".lm-Menu-itemLabel", { hasText: /^Change Kernel/ }).first().click();
+  const sel = page.locator(".jp-Dialog select").first();
+  await sel.waitFor({ state: "visible", timeout });
+  const liveOption = await sel.evaluate((n) => [...n.options].find((o) => /live agent kernel/.test(o.textContent))?.value ?? null);
+  if (!liveOption) throw new Error("the dialog offers no live kernel");
+  await sel.selectOption(liveOption);
+  await page.locator(".jp-Dialog .jp-mod-accept").first().click();
+};
+
 await step("launcher-has-no-live-card", async () => {
   await page.goto(`${labURL}/lab?reset&token=${encodeURIComponent(token)}`, { waitUntil: "domcontentloaded", timeout });
   await page.locator(".jp-LauncherCard").first().waitFor({ state: "visible", timeout });
@@ -104,14 +116,7 @@ await step("new-notebook-not-on-live-kernel", async () => {
 // The plain path: a person's own new notebook put on the live kernel by hand ("Connect to Existing
 // Kernel" / Change Kernel): its bar says whose kernel it is and offers the episode's live notebook.
 await step("plain-path-offers-live-notebook", async () => {
-  await page.locator(".lm-MenuBar-itemLabel", { hasText: /^Kernel$/ }).click();
-  await page.locator(".lm-Menu-itemLabel", { hasText: /^Change Kernel/ }).first().click();
-  const sel = page.locator(".jp-Dialog select").first();
-  await sel.waitFor({ state: "visible", timeout });
-  const liveOption = await sel.evaluate((n) => [...n.options].find((o) => /live agent kernel/.test(o.textContent))?.value ?? null);
-  if (!liveOption) throw new Error("the dialog offers no live kernel to connect to");
-  await sel.selectOption(liveOption);
-  await page.locator(".jp-Dialog .jp-mod-accept").first().click();
+  await changeToLiveKernel();
   const open = page.locator(`${P} .pyrualean-open-live`);
   await open.waitFor({ state: "visible", timeout });
   const text = await bar.innerText();
@@ -159,14 +164,7 @@ await step("old-notebook-put-on-live-kernel-is-told", async () => {
   // The person picks the live episode's kernel for the old notebook on purpose (Kernel › Change Kernel…):
   // the bar and a dialog say whose notebook it is; a fresh pyrualean kernel is one click.
   const live = await liveKernel();
-  await page.locator(".lm-MenuBar-itemLabel", { hasText: /^Kernel$/ }).click();
-  await page.locator(".lm-Menu-itemLabel", { hasText: /^Change Kernel/ }).first().click();
-  const sel = page.locator(".jp-Dialog select").first();
-  await sel.waitFor({ state: "visible", timeout });
-  const liveOption = await sel.evaluate((n) => [...n.options].find((o) => /live agent kernel/.test(o.textContent))?.value ?? null);
-  if (!liveOption) throw new Error("the dialog offers no live kernel to pick");
-  await sel.selectOption(liveOption);
-  await page.locator(".jp-Dialog .jp-mod-accept").first().click();
+  await changeToLiveKernel();
   await page.waitForFunction(() => document.querySelector(".jp-NotebookPanel:not(.lm-mod-hidden) .pyrualean-episode-bar")?.dataset.state === "wrong-episode",
     null, { timeout });
   const text = await bar.innerText();

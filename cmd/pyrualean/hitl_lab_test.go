@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,28 +102,9 @@ func TestLabLiveEpisode(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "run")
 	const gwToken = "hitl-gateway-token"
-	var playOut, playErr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
-			"--task", "stack_blocks", "--out", out, "--sealed", "on", "--serve", "127.0.0.1:0", "--serve-token", gwToken, "--serve-linger", "15s",
-			"--budget-s", strconv.Itoa(labBudgetS)}, &playOut, &playErr)
-	}()
-	addrRe := regexp.MustCompile(`gateway http://(\S+) token`)
-	var gw string
-	for deadline := time.Now().Add(2 * time.Minute); gw == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if m := addrRe.FindStringSubmatch(playErr.String()); m != nil {
-			gw = "http://" + m[1]
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("play ended (exit %d) before serving: %s", code, playErr.String())
-		default:
-		}
-	}
-	if gw == "" {
-		t.Fatalf("no gateway address: %s", playErr.String())
-	}
+	gw, done, playErr := servePlay(t, "--runtime", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
+		"--task", "stack_blocks", "--out", out, "--sealed", "on", "--serve", "127.0.0.1:0", "--serve-token", gwToken, "--serve-linger", "15s",
+		"--budget-s", strconv.Itoa(labBudgetS))
 	lab := jupytertest.Start(t, "lab", gw, gwToken)
 
 	// Without attach, Lab lists the episode's kernel (Running panel, "Connect to Existing Kernel") under

@@ -59,28 +59,8 @@ func TestLabSecondEpisode(t *testing.T) {
 	defer srvB.Close()
 	defer releaseOnce.Do(func() { close(release) }) // before srvB.Close: its call waits on release
 	const gwToken = "second-gateway-token"
-	var playErr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		var o syncBuffer
-		done <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srvB.BaseURL(), "--model", "scripted",
-			"--task", "stack_blocks", "--out", filepath.Join(dir, "b"), "--sealed", "off", "--serve", "127.0.0.1:0", "--serve-token", gwToken}, &o, &playErr)
-	}()
-	addrRe := regexp.MustCompile(`gateway http://(\S+) token`)
-	var gw string
-	for deadline := time.Now().Add(2 * time.Minute); gw == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if m := addrRe.FindStringSubmatch(playErr.String()); m != nil {
-			gw = "http://" + m[1]
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("episode B ended (exit %d) before serving: %s", code, playErr.String())
-		default:
-		}
-	}
-	if gw == "" {
-		t.Fatalf("no gateway address: %s", playErr.String())
-	}
+	gw, done, playErr := servePlay(t, "--runtime", "openai", "--base-url", srvB.BaseURL(), "--model", "scripted",
+		"--task", "stack_blocks", "--out", filepath.Join(dir, "b"), "--sealed", "off", "--serve", "127.0.0.1:0", "--serve-token", gwToken)
 	lab := jupytertest.Start(t, "lab", gw, gwToken)
 	oldPath := "pyrualean-episodes/a.ipynb"
 	if err := os.MkdirAll(filepath.Join(lab.Root, "pyrualean-episodes"), 0o755); err != nil {
@@ -137,24 +117,9 @@ func TestLabStopsWithGatewayGone(t *testing.T) {
 	srv := openaitest.New(openaitest.Step{Delay: 8 * time.Second, Reply: openaitest.Reply{ToolCalls: []openaitest.ToolCall{{Name: "finish", Arguments: `{"status": "failure", "summary": "x"}`}}}})
 	defer srv.Close()
 	const gwToken = "stop-gateway-token"
-	var playErr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		var o syncBuffer
-		done <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
-			"--task", "stack_blocks", "--out", filepath.Join(t.TempDir(), "run"), "--sealed", "off", "--serve", "127.0.0.1:0",
-			"--serve-token", gwToken}, &o, &playErr)
-	}()
-	addrRe := regexp.MustCompile(`gateway http://(\S+) token`)
-	var gw string
-	for deadline := time.Now().Add(time.Minute); gw == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if m := addrRe.FindStringSubmatch(playErr.String()); m != nil {
-			gw = "http://" + m[1]
-		}
-	}
-	if gw == "" {
-		t.Fatalf("no gateway address: %s", playErr.String())
-	}
+	gw, done, playErr := servePlay(t, "--runtime", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
+		"--task", "stack_blocks", "--out", filepath.Join(t.TempDir(), "run"), "--sealed", "off", "--serve", "127.0.0.1:0",
+		"--serve-token", gwToken)
 	lab := jupytertest.Start(t, "lab", gw, gwToken)
 	var kernels []struct{ ID, Name string }
 	for deadline := time.Now().Add(30 * time.Second); len(kernels) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -181,4 +146,29 @@ func TestLabStopsWithGatewayGone(t *testing.T) {
 	} else {
 		t.Logf("JupyterLab stopped on SIGTERM in %v with its gateway gone", took.Round(time.Millisecond))
 	}
+}
+
+// servePlay runs `pyrualean play ARGS` (with --serve) in the background and returns its gateway's URL
+// once it serves, the channel its exit code comes on, and its stderr.
+func servePlay(t *testing.T, args ...string) (gw string, done <-chan int, stderr *syncBuffer) {
+	t.Helper()
+	stderr = &syncBuffer{}
+	exit := make(chan int, 1)
+	go func() {
+		var o syncBuffer
+		exit <- cmdPlay(context.Background(), args, &o, stderr)
+	}()
+	addrRe := regexp.MustCompile(`gateway http://(\S+) token`)
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if m := addrRe.FindStringSubmatch(stderr.String()); m != nil {
+			return "http://" + m[1], exit, stderr
+		}
+		select {
+		case code := <-exit:
+			t.Fatalf("play ended (exit %d) before serving: %s", code, stderr.String())
+		default:
+		}
+	}
+	t.Fatalf("no gateway address: %s", stderr.String())
+	return "", nil, nil
 }
