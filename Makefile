@@ -16,7 +16,7 @@ build:
 # its shared prompt prefix computed in the background (scripts/demo.sh prepare).
 demo:
 	@t0=$$(date +%s); PYRUALEAN_DEMO_PREPARE=runs/demo/prepare.log $(MAKE) --no-print-directory setup && \
-		PYRUALEAN_DEMO_SETUP_S=$$(( $$(date +%s) - t0 )) bash scripts/demo.sh
+		PYRUALEAN_DEMO_SETUP_S=$$(( $$(date +%s) - t0 )) PYRUALEAN_DEMO_PREPARED=1 bash scripts/demo.sh
 
 # Everything: go vet, every Go test (-p 1: kernels launched by different test binaries must not race for a
 # free port), brief fuzzing, every pytest test (scripts/test.sh).

@@ -136,7 +136,10 @@ func (e *Episode) KeepKernel(until time.Time) {
 // Close shuts down what Finish kept (KeepKernel), and closes the trace and run folder kept open for
 // people's cells after the end; without KeepKernel Finish already did.
 func (e *Episode) Close(ctx context.Context) {
+	e.people.close()
 	e.shutdownKernel(ctx)
+	e.people.after.Wait() // a cell after the end ends with the kernel; its record is the last
+	_ = e.book.save()
 	e.closeFiles()
 }
 

@@ -16,7 +16,9 @@ import (
 // from the request itself, never from what the kernel says. Each waits its turn in the dispatcher like
 // an agent cell, goes into the trace as the person's (author "human", tag "human"), has its robot calls
 // charged to the person (attribution.go), and is told to the model before its next decision
-// (AwaitTurn) or with its next result.
+// (AwaitTurn) or with its next result. After the end, in a kernel kept for people (KeepKernel), their
+// cells run one at a time and go into the trace as after the end (runAfterEnd); otherwise they pass
+// straight through, unrecorded.
 type people struct {
 	e *Episode
 
@@ -26,9 +28,13 @@ type people struct {
 	changed chan struct{}        // closed and replaced when running changes
 	notes   []personNote         // what the model has not heard yet
 	tallies map[int]*personTally // per person's cell: what it did to the robot
-	over    bool                 // the episode ended: cells pass straight through
+	over    bool                 // the episode ended: cells are after the end (or pass straight through)
+	closed  bool                 // Close: the kernel goes, nothing more is recorded
 	ctx     context.Context      // ends when Finish stops waiting for people's cells
 	stop    context.CancelFunc
+
+	afterMu sync.Mutex     // cells after the end run and are recorded one at a time, in order
+	after   sync.WaitGroup // cells after the end not yet recorded (Close waits for them)
 }
 
 // personTally is what one person's cell did to the robot.
@@ -62,13 +68,14 @@ func (p *people) submit(m *kernel.Message) error {
 	}
 	_ = json.Unmarshal(m.Content, &c)
 	p.mu.Lock()
-	if p.over && !p.e.kept() {
+	if p.closed || (p.over && !p.e.kept()) {
 		p.mu.Unlock()
 		return p.e.kern.Client().Send(kernel.Shell, m)
 	}
 	p.seq++
 	pc := &personCell{n: p.seq, msg: m, code: c.Code, silent: c.Silent, out: kernel.NewOutputBuilder(kernel.OutputLimits{}), after: p.over}
 	if pc.after {
+		p.after.Add(1)
 		p.mu.Unlock()
 		go p.runAfterEnd(pc)
 		return nil
@@ -83,6 +90,9 @@ func (p *people) submit(m *kernel.Message) error {
 // it in the trace as theirs, after the end: the episode's counts and verdict are final, so it is
 // counted apart (human_cells_after_end) and its robot calls are nobody's ledger.
 func (p *people) runAfterEnd(pc *personCell) {
+	defer p.after.Done()
+	p.afterMu.Lock()
+	defer p.afterMu.Unlock()
 	e := p.e
 	reply, err := e.kern.Client().Forward(context.Background(), kernel.Shell, pc.msg, pc.follow)
 	if err != nil {
@@ -102,7 +112,19 @@ func (p *people) run(pc *personCell) {
 		p.mu.Unlock()
 	}()
 	if err := e.exec.acquire(p.ctx); err != nil {
-		// The episode ended while it waited: it runs unaccounted on a kernel kept for people.
+		// The episode ended while it waited: in a kernel kept for people it is a cell after the end;
+		// else it runs unrecorded.
+		p.mu.Lock()
+		kept := !p.closed && e.kept()
+		if kept {
+			pc.after = true
+			p.after.Add(1)
+		}
+		p.mu.Unlock()
+		if kept {
+			p.runAfterEnd(pc)
+			return
+		}
 		_ = e.kern.Client().Send(kernel.Shell, pc.msg)
 		return
 	}
@@ -158,6 +180,11 @@ func (pc *personCell) follow(m *kernel.Message) {
 // made between cells) is counted here too.
 func (p *people) record(pc *personCell, share agentShare) {
 	e := p.e
+	p.mu.Lock()
+	if p.over && !pc.after {
+		pc.after = true // it ended after the end: the episode's counts are final
+	}
+	p.mu.Unlock()
 	if share.report != nil {
 		e.book.absorb(share.report, e.brief.stateful)
 	}
@@ -278,8 +305,16 @@ func (p *people) runningCount() int {
 	return p.running
 }
 
+// close is Close's part, before the kernel goes: nothing more is recorded; wait waits for the cells
+// after the end already taken (they end with the kernel).
+func (p *people) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
 // end is Finish's part: people's cells still running get ctx's time to end and be recorded, then
-// later ones pass straight through to the kernel, unaccounted.
+// later ones are cells after the end (a kept kernel) or pass straight through, unrecorded.
 func (p *people) end(ctx context.Context) {
 	_ = p.wait(ctx)
 	p.mu.Lock()

@@ -318,6 +318,12 @@ func TestPersonsCellsAfterTheEnd(t *testing.T) {
 				return json.Unmarshal(b, &after) == nil && after.HumanCellsAfterEnd == 2
 			})
 			kept.Close(context.Background())
+			// Close waits for the cells after the end and saves result.json last: the final count stays.
+			b, _ := os.ReadFile(filepath.Join(cfg.Out, "result.json"))
+			var final agent.Result
+			if err := json.Unmarshal(b, &final); err != nil || final.HumanCellsAfterEnd != 2 {
+				t.Errorf("result.json after Close: %v, human_cells_after_end %d, want 2", err, final.HumanCellsAfterEnd)
+			}
 			if after.HumanCells != 0 || after.Status != res.Status || after.ToolTurns != res.ToolTurns {
 				t.Errorf("the episode's counts changed after the end: %+v, was %+v", after, res)
 			}

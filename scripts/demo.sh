@@ -37,9 +37,14 @@ print(next(t["name"] for t in ts if t["family"] == fam and t["name"] != sys.argv
   t=$(date +%s.%N)
   rm -rf runs/demo/.prefix
   # One call, one token: the prompt is read (and its prefix saved after the reply), nothing else matters.
+  rc=0
   PYRUALEAN_LLM_THREADS=${PYRUALEAN_DEMO_THREADS:-} bin/pyrualean play --runtime local --model "$model" --task "$sibling" --seed 0 \
-    --max-turns 1 --openai-max-tokens 1 --images none --out runs/demo/.prefix >/dev/null 2>runs/demo/.prefix.log || true
+    --max-turns 1 --openai-max-tokens 1 --images none --out runs/demo/.prefix >/dev/null 2>runs/demo/.prefix.log || rc=$?
   p_s=$(elapsed "$t")
+  if [[ ! -s runs/demo/.prefix/turns.jsonl ]]; then
+    echo "[demo] the shared prompt prefix was not computed (play exit $rc, runs/demo/.prefix.log); the demo reads it itself"
+    exit 1
+  fi
   tokens=$("$PY" -c 'import json,sys
 for ln in open(sys.argv[1]):
     t = (json.loads(ln).get("timings") or {}); print(t.get("prompt_n", 0), round(t.get("prompt_per_second", 0), 1), t.get("cache_n", 0)); break' runs/demo/.prefix/turns.jsonl 2>/dev/null || echo "0 0 0")
@@ -101,8 +106,9 @@ wait $watcher 2>/dev/null || true
 rm -f "$out.done"
 episode_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 echo "[demo] finished in ${episode_s} s (exit $rc)"
-prepared=""
-[[ -f $prep ]] && prepared=$(cat "$prep") && rm -f "$prep"
+prepared=""  # only what this make demo's setup prepared (PYRUALEAN_DEMO_PREPARED), never a stale file
+[[ -n ${PYRUALEAN_DEMO_PREPARED:-} && -f $prep ]] && prepared=$(cat "$prep")
+rm -f "$prep"
 "$PY" - "$out" "$task" "$seed" "${PYRUALEAN_DEMO_SETUP_S:-}" "$model_s" "$episode_s" "$prepared" <<'PY'
 import json, sys, pathlib
 out, task, seed = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]

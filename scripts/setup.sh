@@ -94,8 +94,11 @@ go build -o bin/pyrualean ./cmd/pyrualean
 if [[ -n ${PYRUALEAN_DEMO_PREPARE:-} ]]; then
   log "preparing the demo in the background (its model, the shared prompt prefix): $PYRUALEAN_DEMO_PREPARE"
   mkdir -p "$(dirname "$PYRUALEAN_DEMO_PREPARE")"
-  bash scripts/demo.sh prepare >"$PYRUALEAN_DEMO_PREPARE" 2>&1 &
+  # A process group of its own (setsid), stopped with setup if setup fails or is interrupted.
+  setsid bash scripts/demo.sh prepare >"$PYRUALEAN_DEMO_PREPARE" 2>&1 &
   prep_pid=$!
+  trap 'kill -- -"$prep_pid" 2>/dev/null || true' EXIT
+  trap 'exit 130' INT TERM
 fi
 
 for d in e2e agent/agentcli/node; do
@@ -114,5 +117,6 @@ for f in scripts/setup.d/*.sh; do [[ -f $f && $f != scripts/setup.d/robot.sh ]] 
 
 if [[ -n ${prep_pid:-} ]]; then
   if wait "$prep_pid"; then tail -n 1 "$PYRUALEAN_DEMO_PREPARE"; else log "the demo's preparation failed (the demo does it itself): $PYRUALEAN_DEMO_PREPARE"; fi
+  trap - EXIT INT TERM
 fi
 log "done"

@@ -206,7 +206,8 @@ type way struct {
 	VsShellLoop float64   `json:"vs_shell_loop"`
 }
 
-// medianWays is each way's median over repetitions (runs[r][i] is way i of repetition r); a ratio is
+// medianWays is each way's median over repetitions (runs[r][i] is way i of repetition r; episodes and
+// solved are the first repetition's, the same replays each time); a ratio is
 // the median of the repetitions' ratios, each taken within its own repetition.
 func medianWays(runs [][]*way) []*way {
 	out := make([]*way, len(runs[0]))

@@ -27,12 +27,12 @@ type Server struct {
 	Root       string // its root_dir: notebooks it serves
 	logMu      sync.Mutex
 	log        strings.Builder
-	stop       func(wait time.Duration) (time.Duration, bool) // SIGTERM, then SIGKILL after wait
+	stop       func(wait time.Duration) (time.Duration, error) // SIGTERM, then SIGKILL after wait
 }
 
 // Stop sends the server SIGTERM, as a person's Ctrl-C or a service manager does, and says how long it
-// took to exit; killed is true when it did not within wait and was killed.
-func (s *Server) Stop(wait time.Duration) (took time.Duration, killed bool) { return s.stop(wait) }
+// took to exit: an error when it had already exited (it crashed) or did not within wait (killed).
+func (s *Server) Stop(wait time.Duration) (took time.Duration, err error) { return s.stop(wait) }
 
 // Logs is what the server printed so far.
 func (s *Server) Logs() string { s.logMu.Lock(); defer s.logMu.Unlock(); return s.log.String() }
@@ -83,25 +83,25 @@ func Start(t testing.TB, app, gatewayURL, gatewayToken string) *Server {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	s.stop = func(wait time.Duration) (time.Duration, bool) {
+	s.stop = func(wait time.Duration) (time.Duration, error) {
 		t0 := time.Now()
 		select {
 		case <-exited:
-			return 0, false
+			return 0, fmt.Errorf("jupyter %s had already exited", app)
 		default:
 		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-exited:
-			return time.Since(t0), false
+			return time.Since(t0), nil
 		case <-time.After(wait):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
-			return time.Since(t0), true
+			return time.Since(t0), fmt.Errorf("jupyter %s did not stop on SIGTERM within %v: killed", app, wait)
 		}
 	}
 	t.Cleanup(func() {
-		s.stop(10 * time.Second)
+		_, _ = s.stop(10 * time.Second) // a test that cares calls Stop itself
 		if t.Failed() {
 			t.Logf("jupyter %s log:\n%s", app, s.Logs())
 		}

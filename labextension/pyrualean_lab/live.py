@@ -42,7 +42,8 @@ class LiveDocument:
         self.first: Optional[asyncio.Future] = None
         self.user = presence.agent_user(episode)
         self.over = False  # the episode ended: the agent has left the document
-        self._shown: Optional[tuple] = None  # (awareness, cell, phase) last shown: set only on change
+        self._shown: Optional[tuple] = None  # (cell, phase, turn) last shown: set only on change
+        self._shown_aw: Any = None  # the awareness it was shown in
 
     async def document(self):
         return await self.episodes.document(self.path)
@@ -92,10 +93,10 @@ class LiveDocument:
             return
         cell_id, running = self.mirror.latest(doc)
         phase = "over" if self.over else ("running" if running else "idle")
-        key = (id(aw), cell_id, phase)
-        if key == self._shown:
+        key = (cell_id, phase, self.mirror.turn_of(cell_id))
+        if aw is self._shown_aw and key == self._shown:
             return
-        self._shown = key
+        self._shown, self._shown_aw = key, aw  # a room made again has a new awareness: shown again
         if self.over:
             aw.set_local_state(None)  # the agent left, as a person closing the notebook does
             return
@@ -159,7 +160,8 @@ class Episodes:
             if ep.get("kernel_id"):
                 await self.adopt(ep["kernel_id"])
         await self._forget_kernels({ep.get("kernel_id") for ep in eps})
-        await self._present(eps)
+        if ans.status == 200 and isinstance(ans.body, list):  # a bad answer says nothing of who left
+            await self._present(eps)
         return {"gateway": "ok", "episodes": eps, "live": live}
 
     async def _present(self, eps: list) -> None:

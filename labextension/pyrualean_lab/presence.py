@@ -40,12 +40,18 @@ def agent_user(episode: dict) -> dict[str, Any]:
 
 
 def relative_end(source: Text) -> Optional[dict[str, Any]]:
-    """A Yjs relative position (JSON form) just after the last character of ``source`` (where the
-    agent's cursor sits), or None for an empty text (pycrdt has no position in one; it panics)."""
-    n = len(source)
-    if n == 0:
+    """A Yjs relative position (JSON form) where the agent's cursor sits in ``source``: just after its
+    last character, or None for an empty text (pycrdt has no position in one; it panics).
+
+    pycrdt counts a text in UTF-8 bytes and Yjs in UTF-16 units: past a non-ASCII character the two
+    disagree, so such a cell gets its cursor at its start, the one position both read alike."""
+    text = str(source)
+    if not text:
         return None
-    j = source.sticky_index(n, Assoc.BEFORE).to_json()
+    if text.isascii():
+        j = source.sticky_index(len(source), Assoc.BEFORE).to_json()
+    else:
+        j = source.sticky_index(0, Assoc.AFTER).to_json()
     # Yjs reads all four keys (a missing "item" is taken as an item, not as none).
     return {"type": j.get("type"), "tname": j.get("tname"), "item": j.get("item"), "assoc": j.get("assoc", 0)}
 

@@ -33,6 +33,11 @@ def test_cursor_sits_at_the_end_of_the_agents_cell() -> None:
     assert back.get_index() == len("print('hi')")
     doc.awareness.set_local_state(state)
     assert doc.awareness.get_local_state()["user"]["username"] == "pyrualean-agent-e"
+    # Past a non-ASCII character pycrdt (UTF-8) and Yjs (UTF-16) count apart: the cursor goes to the start.
+    uni = m.start_cell(doc, "a3", 'print("héllo 🤖 →")', 3, 4)
+    usrc = Mirror.find(doc, uni)["source"]
+    upos = presence.relative_end(usrc)
+    assert upos["assoc"] == 0 and StickyIndex.from_json({"item": upos["item"], "assoc": upos["assoc"]}, usrc).get_index() == 0
     # An empty cell has no position: no cursor, the agent is still there.
     empty = m.start_cell(doc, "a2", "", 2, 3)
     assert presence.relative_end(Mirror.find(doc, empty)["source"]) is None
