@@ -148,6 +148,8 @@ await step("agent-is-a-collaborator", async () => {
   await flag.waitFor({ state: "attached", timeout: 10000 });
   const name = await flag.textContent();
   if (!/^Agent · scripted \(episode run\)$/.test(name ?? "")) throw new Error(`the cursor is named ${JSON.stringify(name)}`);
+  // The agent's cell (non-ASCII, markup) is text: nothing of it ran in the page, the server still serves.
+  if (await page.evaluate(() => window.__pwned)) throw new Error("the agent's cell markup ran in the person's page");
   await page.locator('.lm-TabBar-tab[data-id="jp-collaboration-panel"]').first().click();
   const entry = page.locator(".jp-CollaboratorsList", { hasText: "Agent · scripted" }).first();
   await entry.waitFor({ state: "visible", timeout: 15000 });

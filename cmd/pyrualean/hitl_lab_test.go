@@ -29,6 +29,11 @@ const labBudgetS = 90
 // labHolds is how many times the person pauses while the model decides (e2e/hitl.mjs HOLDS).
 const labHolds = 5
 
+// hostileFirstCell is the agent's first cell: text past ASCII (which the live document's cursor positions
+// count apart: UTF-8 in pycrdt, UTF-16 in Yjs) and markup hoping the person's page runs it.
+const hostileFirstCell = "print('agent cell 1')  # é → 🤖 </div><img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>\n" +
+	"x = '\U0001F916' * 2000  # a long line of astral characters"
+
 // pyCall is a scripted model reply calling the python tool.
 func pyCall(code string) openaitest.Reply { return pyCalls(code) }
 
@@ -74,7 +79,7 @@ func TestLabLiveEpisode(t *testing.T) {
 	slowDecision := openaitest.Step{Delay: 5 * time.Minute, Reply: pyCall("print('never decided')")}
 	srv := openaitest.New(
 		// The agent waits until the browser shows the live notebook, so its cells appear there live.
-		openaitest.Step{Func: func(openaitest.Request) openaitest.Reply { <-release; return pyCall("print('agent cell 1')") }},
+		openaitest.Step{Func: func(openaitest.Request) openaitest.Reply { <-release; return pyCall(hostileFirstCell) }},
 		// The model "thinks" for minutes: the person pauses while it decides, which cancels the call, and
 		// resumes, which asks again (labHolds times).
 		slowDecision, slowDecision, slowDecision, slowDecision, slowDecision,

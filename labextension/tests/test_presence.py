@@ -57,3 +57,19 @@ def test_global_state_lists_the_documents() -> None:
     u = presence.agent_user({"id": "e"})
     assert presence.global_state(u, ["p/a.ipynb", "p/b.ipynb"]) == {
         "user": u, "current": "notebook:p/b.ipynb", "documents": ["p/a.ipynb", "p/b.ipynb"]}
+
+
+def test_hostile_cells_never_break_the_presence() -> None:
+    """What an agent's cell may hold (astral characters, lone surrogates escaped by the kernel, a huge
+    cell) gives a position or none, never an exception in the server."""
+    ydoc = Doc()
+    doc = YNotebook(ydoc, Awareness(ydoc))
+    doc.set({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    m = Mirror("agent")
+    user = presence.agent_user({"id": "e\u202e<script>", "model": "m" * 5000})
+    for i, code in enumerate(["\U0001F916" * 20000, "a" * 1_000_000, "\u0000\u202e\ufeff", "é\n" * 1000]):
+        cid = m.start_cell(doc, f"h{i}", code, i, i)
+        state = presence.document_state(user, Mirror.find(doc, cid)["source"], "running", i)
+        doc.awareness.set_local_state(state)
+        head = state["cursors"][0]["head"]
+        assert head["item"] is not None and head["assoc"] in (-1, 0)
