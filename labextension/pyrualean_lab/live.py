@@ -83,7 +83,8 @@ class LiveDocument:
         started = self.mirror.handle(doc, msg)
         if started:
             asyncio.ensure_future(self._learn_turn(started))
-        self.present(doc)
+        if (msg.get("header") or {}).get("msg_type") in ("execute_input", "status"):
+            self.present(doc)  # only a cell's start or end moves the agent (not each line it prints)
 
     def present(self, doc) -> None:
         """Shows the agent in the document's awareness: its cursor on its latest cell, running or not;
@@ -93,7 +94,8 @@ class LiveDocument:
             return
         cell_id, running = self.mirror.latest(doc)
         phase = "over" if self.over else ("running" if running else "idle")
-        key = (cell_id, phase, self.mirror.turn_of(cell_id))
+        turn = self.mirror.turn_of(cell_id)
+        key = (cell_id, phase, turn)
         if aw is self._shown_aw and key == self._shown:
             return
         self._shown, self._shown_aw = key, aw  # a room made again has a new awareness: shown again
@@ -102,7 +104,6 @@ class LiveDocument:
             return
         ycell = Mirror.find(doc, cell_id) if cell_id else None
         source = ycell.get("source") if ycell is not None else None
-        turn = self.mirror.turn_of(cell_id)
         aw.set_local_state(presence.document_state(self.user, source if isinstance(source, Text) else None, phase, turn))
 
     async def leave(self) -> None:
@@ -289,21 +290,22 @@ class Episodes:
                 self.log.debug("pyrualean: session of kernel %s: %s", kid, e)
             self.log.info("pyrualean: the episode kernel %s is gone", kid)
 
-    def _global_room(self):
+    def _ydoc(self) -> Any:
+        """jupyter-collaboration's server extension (None when it is not enabled)."""
         exts = self.serverapp.extension_manager.extension_apps.get("jupyter_server_ydoc", set())
-        if not exts:
-            return None
-        server = getattr(next(iter(exts)), "ywebsocket_server", None)
+        return next(iter(exts)) if exts else None
+
+    def _global_room(self):
+        server = getattr(self._ydoc(), "ywebsocket_server", None)
         room = getattr(server, "rooms", {}).get(presence.GLOBAL_ROOM) if server is not None else None
         return room if room is not None and getattr(room, "awareness", None) is not None else None
 
     # ----- live documents ------------------------------------------------------------------------------
     async def document(self, path: str, create: bool = True):
         """The notebook's shared document (with create, made from the file when no one has it open)."""
-        exts = self.serverapp.extension_manager.extension_apps.get("jupyter_server_ydoc", set())
-        if not exts:
+        ydoc = self._ydoc()
+        if ydoc is None:
             return None
-        ydoc = next(iter(exts))
         if not create:
             fim = self.serverapp.web_app.settings.get("file_id_manager")
             if fim is None or fim.get_id(path) is None:

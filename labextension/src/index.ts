@@ -72,6 +72,28 @@ const clock = (s: number): string => {
   return h ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`;
 };
 
+/** Puts a notebook on a fresh pyrualean kernel; says why not when it cannot (false). */
+async function useFreshKernel(panel: NotebookPanel): Promise<boolean> {
+  const ctx = panel.sessionContext;
+  try {
+    try {
+      await ctx.changeKernel({ name: 'pyrualean' });
+    } catch (err) {
+      // The notebook's session went with the episode's kernel (the server forgot both): Lab has dropped
+      // it and said so in a dialog; with no session, a second try starts a new one.
+      if (ctx.session) {
+        throw err;
+      }
+      Dialog.flush();
+      await ctx.changeKernel({ name: 'pyrualean' });
+    }
+    return true;
+  } catch (err) {
+    Notification.error(`Cannot start a pyrualean kernel: ${(err as Error).message}`, { autoClose: 8000 });
+    return false;
+  }
+}
+
 /** The episode bar and buttons of one notebook panel. */
 class EpisodeView {
   readonly bar: Widget;
@@ -154,23 +176,9 @@ class EpisodeView {
     this.fresh.title = 'Put this notebook on a new pyrualean kernel with a robot of its own, away from the episode’s';
     this.fresh.style.display = 'none';
     this.fresh.onclick = async () => {
-      const ctx = this.panel.sessionContext;
-      try {
-        try {
-          await ctx.changeKernel({ name: 'pyrualean' });
-        } catch (err) {
-          // The notebook's session went with the episode's kernel (the server forgot both): Lab has
-          // dropped it and said so in a dialog; with no session, a second try starts a new one.
-          if (ctx.session) {
-            throw err;
-          }
-          Dialog.flush();
-          await ctx.changeKernel({ name: 'pyrualean' });
-        }
+      if (await useFreshKernel(this.panel)) {
         this.wasOn = false;
         this.hide();
-      } catch (err) {
-        Notification.error(`Cannot start a pyrualean kernel: ${(err as Error).message}`, { autoClose: 8000 });
       }
     };
     this.inner.append(this.text, this.openLive, this.fresh, this.heldBox);
@@ -484,9 +492,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         ]
       });
       if (r.button.accept) {
-        await panel.sessionContext.changeKernel({ name: 'pyrualean' }).catch(err =>
-          Notification.error(`Cannot start a pyrualean kernel: ${(err as Error).message}`, { autoClose: 8000 })
-        );
+        await useFreshKernel(panel);
       } else {
         v.keep = ep.id;
       }
