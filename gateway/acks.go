@@ -12,8 +12,9 @@ import (
 // The resume rule: a reconnecting session gets every kept message after the last one the gateway knows
 // its reader has surely seen; a frame written is never taken as delivered. For a client whose WebSocket
 // layer is also its reader (the Go client, Python's websocket-client, in a plain recv loop or a
-// WebSocketApp), the pong that answers a frame's sequence ping says that frame was read: resume is
-// exactly once after a clean close, at least once after an abrupt one. A relay (jupyter_server in
+// WebSocketApp), the pong that answers the sequence ping after a frame says that frame was read: resume
+// is at least once, and what comes twice is the tail read after the last answered ping (the last frame
+// or two before a close). A relay (jupyter_server in
 // gateway mode, seen by its Tornado User-Agent) answers the ping itself and then forwards the frame to
 // a client that may already be gone ("message dropped" in its log): its pongs say only that the relay
 // read the frame. So a relay's acknowledgements count only once they are relayHold old; a session that

@@ -28,11 +28,12 @@ type queued struct {
 //
 // What the client really read is known from WebSocket pongs, not from successful writes: a write only
 // reaches the kernel's socket buffer, and a client that has closed (or vanished) never reads what is
-// still in flight. Each backlog frame is preceded by a ping carrying its sequence number; a client's
-// WebSocket layer answers that ping while reading the frame that follows it, so the pong says that
-// frame was read. Frames written but not acknowledged are sent again when the session comes back: none
-// is lost. After a clean close that is exactly once; a client whose connection ends in a TCP reset (it
-// closed with unread data) loses the pongs its kernel had not sent yet, and gets those frames again.
+// still in flight. Each backlog frame is followed by a ping carrying its sequence number; a client's
+// WebSocket layer answers that ping when its reader comes to it, after it handed the frame over, so
+// the pong says that frame was read. (A ping before its frame was answered before the frame was read:
+// Python's websocket-client, left from another thread between the two, lost a frame it had
+// acknowledged.) Frames written but not acknowledged are sent again when the session comes back: none
+// is lost, and what repeats is the tail the client read after its last answered ping (at least once).
 type wsConn struct {
 	ws      *websocket.Conn
 	session string
@@ -146,13 +147,12 @@ func (c *wsConn) write(q queued) error {
 	if binary {
 		kind = websocket.BinaryMessage
 	}
-	if q.seq > 0 {
-		if err := c.ws.WriteControl(websocket.PingMessage, strconv.AppendUint(nil, q.seq, 10), time.Now().Add(writeWait)); err != nil {
-			return err
-		}
-	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-	return c.ws.WriteMessage(kind, frame)
+	if err := c.ws.WriteMessage(kind, frame); err != nil || q.seq == 0 {
+		return err
+	}
+	// The ping follows its frame: a reader meets it only once it has handed that frame over.
+	return c.ws.WriteControl(websocket.PingMessage, strconv.AppendUint(nil, q.seq, 10), time.Now().Add(writeWait))
 }
 
 // drainWait is how long the reader goes on after the writer ended: long enough to read what the client

@@ -33,7 +33,9 @@ echo "== go test (full log: $log)"
 if ! go test -p 1 -count=1 -timeout 25m ./... 2>&1 | tee "$log"; then
   echo "== go test failed; the failing and still-running tests, from $log:"
   # a failure with its first lines, a timeout with "running tests:", then the failed packages
-  grep -E -A6 '^(--- FAIL|panic: )' "$log" | grep -vE '^\s+/|^goroutine |^\S+\(' | head -80
+  # (a test's own INFO/DEBUG log lines are left out here: they buried the assertion's message before)
+  grep -vE '^\s+\S+_test\.go:[0-9]+: time=\S+ level=(INFO|DEBUG) ' "$log" |
+    grep -E -A8 '^\s*(--- FAIL|panic: )' | grep -vE '^\s+/|^goroutine |^\S+\(' | head -120
   grep -E '^FAIL\s' "$log"
   exit 1
 fi

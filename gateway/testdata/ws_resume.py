@@ -27,6 +27,7 @@ class Outcome:
 
     text: str
     repeats: int
+    repeats_are_tail: bool  # what came twice opened the resumed stream and is the tail read before the leave
     frames_before: int
     frames_after: int
 
@@ -37,6 +38,7 @@ class _Collector:
 
     msg_id: str
     seen: set[str] = field(default_factory=set)
+    order: list[list[str]] = field(default_factory=lambda: [[], []])  # message ids per phase, as they came
     text: list[str] = field(default_factory=list)
     counts: list[int] = field(default_factory=lambda: [0, 0])
     repeats: int = 0
@@ -50,6 +52,7 @@ class _Collector:
             return self.done.is_set()
         self.counts[self.phase] += 1
         mid = m["header"]["msg_id"]
+        self.order[self.phase].append(mid)
         if mid in self.seen:
             self.repeats += 1
             return self.done.is_set()
@@ -59,6 +62,14 @@ class _Collector:
         if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
             self.done.set()
         return self.done.is_set()
+
+    def repeats_are_tail(self) -> bool:
+        """Whether every repeat came first after the resume and is the tail of what came before it."""
+        before, after = self.order
+        k = 0
+        while k < len(after) and after[k] in before:
+            k += 1
+        return k == self.repeats and (k == 0 or after[:k] == before[-k:])
 
 
 def _request(session: str, lines: int) -> tuple[str, str]:
@@ -135,7 +146,8 @@ def main(url: str, style: str, mode: str, read_for: float, lines: int) -> Outcom
     req, msg_id = _request(session, lines)
     col = _Collector(msg_id)
     (run_app if style == "app" else run_recv)(url, req, col, mode, read_for)
-    return Outcome(text="".join(col.text), repeats=col.repeats, frames_before=col.counts[0], frames_after=col.counts[1])
+    return Outcome(text="".join(col.text), repeats=col.repeats, repeats_are_tail=col.repeats_are_tail(),
+                   frames_before=col.counts[0], frames_after=col.counts[1])
 
 
 if __name__ == "__main__":
