@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,11 +68,12 @@ type Ray struct {
 	retries int
 	backoff time.Duration
 
-	mu       sync.Mutex
-	eps      map[string]*rayEpisode
-	ended    chan struct{} // closed when the job's output has been read to its end
-	endErr   error         // why no more attempts come (the job ended, failed or was stopped)
-	lastSeen int           // the last protocol line handled (a reconnecting tail skips up to it)
+	mu        sync.Mutex
+	eps       map[string]*rayEpisode
+	ended     chan struct{} // closed when the job's output has been read to its end
+	endErr    error         // why no more attempts come (the job ended, failed or was stopped)
+	lastSeen  int           // the last protocol line handled (a reconnecting tail skips up to it)
+	submitted time.Time     // when Run packed the job (the driver's times are logged against it)
 	// unrecorded counts attempts that ended on the cluster and are not yet in the manifest; a new
 	// episode's run starts once it is 0, as a local worker takes its next episode after recording.
 	unrecorded int
@@ -106,6 +108,7 @@ type rayMsg struct {
 	CPUs    float64       `json:"cpus"`
 	GPUs    float64       `json:"gpus"`
 	Message string        `json:"message"`
+	At      float64       `json:"at"` // the driver's clock when it printed the line (Unix seconds)
 }
 
 // OutcomeRecord is an Outcome as JSON: what `pyrualean episode` reports from a node.
@@ -280,6 +283,7 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 	r.mu.Unlock()
 	var nonce [4]byte
 	rand.Read(nonce[:])
+	r.submitted = time.Now()
 	submission := fmt.Sprintf("pyrualean-%s-%x", time.Now().UTC().Format("20060102-150405"), nonce)
 	pkg, spec, err := r.Package(jobs, submission)
 	if err == nil {
@@ -449,7 +453,9 @@ func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
 	r.lastSeen = m.N
 	switch m.Kind {
 	case "hello":
-		r.Logger.Info("ray: driver started", "ray", m.Ray, "cpus", m.CPUs, "gpus", m.GPUs)
+		// Where Ray's fixed cost goes: submission to the driver's first line, and that line's way back.
+		r.Logger.Info("ray: driver started", "ray", m.Ray, "cpus", m.CPUs, "gpus", m.GPUs,
+			"after_submit_s", round3(m.At-unixSeconds(r.submitted)), "line_lag_s", round3(unixSeconds(time.Now())-m.At))
 		return false
 	case "warning":
 		r.Logger.Error("ray: " + m.Message)
@@ -466,10 +472,13 @@ func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
 	}
 	switch m.Kind {
 	case "start":
-		r.Logger.Info("ray: episode started", "id", m.ID, "attempt", m.Attempt, "node", m.Node, "pid", m.PID)
+		r.Logger.Info("ray: episode started", "id", m.ID, "attempt", m.Attempt, "node", m.Node, "pid", m.PID,
+			"after_submit_s", round3(m.At-unixSeconds(r.submitted)))
 		start(e)
 		return false
 	case "end":
+		r.Logger.Info("ray: episode ended", "id", m.ID, "attempt", m.Attempt, "status", m.Outcome.Status,
+			"after_submit_s", round3(m.At-unixSeconds(r.submitted)), "line_lag_s", round3(unixSeconds(time.Now())-m.At), "line_bytes", len(raw))
 		a := rayAttempt{outcome: m.Outcome.Outcome()}
 		if m.Files != "" {
 			b, err := base64.StdEncoding.DecodeString(m.Files)
@@ -653,3 +662,7 @@ func packFiles(dir string, names ...string) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

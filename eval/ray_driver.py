@@ -95,7 +95,8 @@ def emit(kind: str, **fields: Any) -> None:
     """Print one protocol line (numbered, so a reader that reconnects skips what it has seen)."""
     global _seq
     _seq += 1
-    sys.stdout.write(PREFIX + json.dumps({"n": _seq, "kind": kind, **fields}, separators=(",", ":")) + "\n")
+    line = {"n": _seq, "kind": kind, "at": round(time.time(), 3), **fields}
+    sys.stdout.write(PREFIX + json.dumps(line, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -96,7 +97,7 @@ func benchRay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}{
 		// --boot-ahead 0: the same number of episodes in flight as the cluster's slots.
 		{"local pool", []string{"--jobs", strconv.Itoa(*slots), "--boot-ahead", "0"}},
-		{"ray", []string{"--engine", "ray", "--ray-address", *address, "--ray-pyrualean", exe}},
+		{"ray", []string{"--engine", "ray", "--ray-address", *address, "--ray-pyrualean", exe, "-v"}}, // -v: the driver's times (timedEval)
 	}
 	type figures struct {
 		Name        string    `json:"name"`
@@ -105,6 +106,8 @@ func benchRay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		FirstS      []float64 `json:"first_finish_s"`
 		OverheadS   []float64 `json:"overhead_per_episode_s"`
 		StartupS    []float64 `json:"mean_startup_s"`
+		DriverUpS   []float64 `json:"driver_up_s,omitempty"`     // ray: submission to the driver's first line
+		FirstStartS []float64 `json:"first_started_s,omitempty"` // ray: submission to the first episode's start
 		MedWallS    float64   `json:"median_wall_s"`
 		MedFirstS   float64   `json:"median_first_finish_s"`
 		MedOverhead float64   `json:"median_overhead_per_episode_s"`
@@ -139,6 +142,9 @@ func benchRay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			f.FirstS = append(f.FirstS, r.first)
 			f.OverheadS = append(f.OverheadS, (r.wall*float64(*slots)-cells)/float64(n))
 			f.StartupS = append(f.StartupS, meanStartup(out))
+			if r.driverUp > 0 {
+				f.DriverUpS, f.FirstStartS = append(f.DriverUpS, r.driverUp), append(f.FirstStartS, r.firstStart)
+			}
 		}
 	}
 	for _, f := range res {
@@ -159,16 +165,28 @@ func benchRay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintf(stdout, "%-12s %8.2fx %15.2fx %13.2fx\n", "ray/local", ratios["wall"], ratios["first_finish"], ratios["overhead_per_episode"])
 	fmt.Fprintln(stdout, "first_finish_s: from eval's start (ray: packaging, upload, submission, the driver's start) to its first finished episode;")
 	fmt.Fprintln(stdout, "overhead/ep_s: wall time x slots minus the episodes' own policy time, per episode; startup_s: kernel to robot ready, per episode")
+	if len(ray.DriverUpS) > 0 {
+		fmt.Fprintf(stdout, "ray, after the submission: the driver's first line %.1f s, the first episode started %.1f s (medians)\n",
+			median(ray.DriverUpS), median(ray.FirstStartS))
+	}
 	return 0
 }
 
-type evalTiming struct{ wall, first float64 }
+// evalTiming is one eval run's times: wall and first finished episode from its start; for Ray, also
+// when the driver printed its first line and its first episode started, after the submission (eval's
+// log, eval/ray.go), so the fixed cost can be told apart.
+type evalTiming struct{ wall, first, driverUp, firstStart float64 }
+
+var afterSubmit = regexp.MustCompile(`msg="ray: (driver started|episode started)".* after_submit_s=([0-9.]+)`)
 
 // timedEval runs `pyrualean eval ... --json` and times it and its first finished episode.
 func timedEval(ctx context.Context, exe string, args []string) (evalTiming, error) {
 	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Stderr = io.Discard
 	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return evalTiming{}, err
+	}
+	logs, err := cmd.StderrPipe()
 	if err != nil {
 		return evalTiming{}, err
 	}
@@ -177,6 +195,25 @@ func timedEval(ctx context.Context, exe string, args []string) (evalTiming, erro
 		return evalTiming{}, err
 	}
 	var r evalTiming
+	logsRead := make(chan struct{})
+	go func() {
+		defer close(logsRead)
+		sc := bufio.NewScanner(logs)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			m := afterSubmit.FindStringSubmatch(sc.Text())
+			if m == nil {
+				continue
+			}
+			v, _ := strconv.ParseFloat(m[2], 64)
+			switch {
+			case m[1] == "driver started" && r.driverUp == 0:
+				r.driverUp = v
+			case m[1] == "episode started" && r.firstStart == 0:
+				r.firstStart = v
+			}
+		}
+	}()
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -184,6 +221,7 @@ func timedEval(ctx context.Context, exe string, args []string) (evalTiming, erro
 			r.first = time.Since(t0).Seconds()
 		}
 	}
+	<-logsRead // before Wait, which closes the pipe
 	err = cmd.Wait()
 	r.wall = time.Since(t0).Seconds()
 	if err != nil {
