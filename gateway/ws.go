@@ -30,9 +30,9 @@ type queued struct {
 // reaches the kernel's socket buffer, and a client that has closed (or vanished) never reads what is
 // still in flight. Each backlog frame is followed by a ping carrying its sequence number; a client's
 // WebSocket layer answers that ping when its reader comes to it, after it handed the frame over, so
-// the pong says that frame was read. (A ping before its frame was answered before the frame was read:
-// Python's websocket-client, left from another thread between the two, lost a frame it had
-// acknowledged.) Frames written but not acknowledged are sent again when the session comes back: none
+// the pong says that frame was read. (A ping before its frame is answered before the frame is read: a
+// WebSocketApp of Python's websocket-client, closed from another thread between the two, can lose a
+// frame it acknowledged.) Frames written but not acknowledged are sent again when the session comes back: none
 // is lost, and what repeats is the tail the client read after its last answered ping (at least once).
 type wsConn struct {
 	ws      *websocket.Conn
