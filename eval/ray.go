@@ -313,12 +313,14 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 		}()
 	}
 	tailDone := make(chan error, 1)
-	go func() { tailDone <- r.follow(ctx, submission, start) }()
+	stopped := make(chan struct{}) // closed once a stopped job has ended (or was waited for in vain)
+	go func() { tailDone <- r.follow(ctx, submission, start, stopped) }()
 	var runErr error
 	select {
 	case runErr = <-tailDone:
 	case <-ctx.Done():
 		r.stop(submission)
+		close(stopped)
 		runErr = <-tailDone
 	}
 	wg.Wait()
@@ -347,7 +349,7 @@ func (r *Ray) stop(id string) {
 // follow reads the job's output until the driver's last line, reconnecting (and skipping what it
 // has read) when the dashboard drops the stream. When the job ends without that line (it failed or
 // was stopped), every attempt still awaited ends interrupted, with the job's end as the error.
-func (r *Ray) follow(ctx context.Context, id string, start func(*rayEpisode)) error {
+func (r *Ray) follow(ctx context.Context, id string, start func(*rayEpisode), stopped <-chan struct{}) error {
 	var tail []string // the driver's last non-protocol lines, for the error of a failed job
 	failures := 0
 	for {
@@ -369,6 +371,8 @@ func (r *Ray) follow(ctx context.Context, id string, start func(*rayEpisode)) er
 		stopTail()
 		switch {
 		case ctx.Err() != nil:
+			<-stopped
+			r.catchUp(id, start)
 			r.finish(fmt.Errorf("ray job %s stopped: %w", id, context.Cause(ctx)))
 			return ctx.Err()
 		case r.lastDone():
@@ -402,6 +406,36 @@ func (r *Ray) follow(ctx context.Context, id string, start func(*rayEpisode)) er
 		case <-ctx.Done():
 		case <-time.After(time.Duration(min(failures, 5)) * time.Second):
 		}
+	}
+}
+
+// catchUp reads a stopped job's whole output once and handles the driver's lines the tail had not
+// delivered (it runs about a second behind): an attempt that began on the cluster just before a
+// Ctrl-C is then counted (it ends interrupted with the rest), and an episode that ended then lands
+// its run folder instead of running again.
+func (r *Ray) catchUp(id string, start func(*rayEpisode)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logs, err := r.Client.Logs(ctx, id)
+	if err != nil {
+		r.Logger.Warn("ray: reading the stopped job's output; attempts it began in its last second may go uncounted", "job", id, "err", err)
+		return
+	}
+	// Runs start once every line is in, so an attempt that ended gets its outcome, not the cut; no
+	// start waits for the runner's records (awaitRecords): it only counts attempts now.
+	var starts []*rayEpisode
+	later := func(e *rayEpisode) { starts = append(starts, e) }
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for line := range strings.Lines(logs) {
+		msg, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), rayPrefix)
+		var m rayMsg
+		if ok && json.Unmarshal([]byte(msg), &m) == nil {
+			r.applyLocked(m, len(msg), later)
+		}
+	}
+	for _, e := range starts {
+		start(e)
 	}
 }
 
@@ -447,6 +481,11 @@ func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.applyLocked(m, len(raw), start)
+}
+
+// applyLocked takes one driver line into the episodes' state (under r.mu).
+func (r *Ray) applyLocked(m rayMsg, size int, start func(*rayEpisode)) (last bool) {
 	if m.N <= r.lastSeen {
 		return false // read before the stream was reopened
 	}
@@ -478,7 +517,7 @@ func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
 		return false
 	case "end":
 		r.Logger.Info("ray: episode ended", "id", m.ID, "attempt", m.Attempt, "status", m.Outcome.Status,
-			"after_submit_s", round3(m.At-unixSeconds(r.submitted)), "line_lag_s", round3(unixSeconds(time.Now())-m.At), "line_bytes", len(raw))
+			"after_submit_s", round3(m.At-unixSeconds(r.submitted)), "line_lag_s", round3(unixSeconds(time.Now())-m.At), "line_bytes", size)
 		a := rayAttempt{outcome: m.Outcome.Outcome()}
 		if m.Files != "" {
 			b, err := base64.StdEncoding.DecodeString(m.Files)

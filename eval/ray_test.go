@@ -12,13 +12,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/eval/rayjob"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
@@ -239,3 +244,79 @@ func TestUntarStaysInside(t *testing.T) {
 }
 
 func nilLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestRayCatchUpAfterStop: Ctrl-C while the dashboard's log tail runs behind the driver (about a
+// second). The job is stopped, then its whole output is read once: an attempt that began on the
+// cluster in that last second is counted (it ends interrupted), and one that ended then lands its
+// run folder with its outcome instead of running again.
+func TestRayCatchUpAfterStop(t *testing.T) {
+	dir := t.TempDir()
+	a, b := replayJob(dir, "stack_blocks", spec.ArmCells), replayJob(dir, "open_drawer", spec.ArmCells)
+	files := base64.StdEncoding.EncodeToString(tgz(t, map[string]string{"result.json": `{"status":"completed"}`}))
+	line := func(v map[string]any) string { b, _ := json.Marshal(v); return rayPrefix + string(b) + "\n" }
+	hello := line(map[string]any{"n": 1, "kind": "hello", "ray": "2.60.0"})
+	whole := hello + "driver chatter\n" +
+		line(map[string]any{"n": 2, "kind": "start", "id": a.ID, "attempt": 1}) +
+		line(map[string]any{"n": 3, "kind": "start", "id": b.ID, "attempt": 1}) +
+		line(map[string]any{"n": 4, "kind": "end", "id": b.ID, "attempt": 1, "outcome": map[string]any{"status": "completed", "wall_s": 2.5}, "files": files})
+	tailed, stopped := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/api/packages/gcs/"):
+		case r.Method == "POST" && r.URL.Path == "/api/jobs/":
+			json.NewEncoder(w).Encode(map[string]string{"submission_id": "x"})
+		case strings.HasSuffix(r.URL.Path, "/logs/tail"):
+			ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer ws.Close()
+			ws.WriteMessage(websocket.TextMessage, []byte(hello)) // the rest is a second behind
+			close(tailed)
+			<-stopped
+		case strings.HasSuffix(r.URL.Path, "/stop"):
+			close(stopped)
+			json.NewEncoder(w).Encode(map[string]bool{"stopped": true})
+		case strings.HasSuffix(r.URL.Path, "/logs"):
+			json.NewEncoder(w).Encode(map[string]string{"logs": whole})
+		case r.Method == "GET" && strings.HasPrefix(r.URL.Path, "/api/jobs/"):
+			status := "RUNNING"
+			select {
+			case <-stopped:
+				status = "STOPPED"
+			default:
+			}
+			json.NewEncoder(w).Encode(map[string]string{"status": status})
+		default:
+			http.Error(w, "no", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	cl, err := rayjob.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Ray{Client: cl, Logger: nilLogger()}
+	ctx, ctrlC := context.WithCancel(context.Background())
+	go func() { <-tailed; ctrlC() }()
+	var mu sync.Mutex
+	got := map[string]Outcome{}
+	err = r.Run(ctx, []Job{a, b}, func(ctx context.Context, j Job) {
+		out := r.Execute(ctx, j)
+		mu.Lock()
+		got[j.ID] = out
+		mu.Unlock()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v", err)
+	}
+	if out, ok := got[a.ID]; !ok || out.Status != agent.StatusInterrupted {
+		t.Errorf("the attempt that began in the tail's last second: %+v (ran %v)", out, ok)
+	}
+	if out := got[b.ID]; out.Status != agent.StatusCompleted || out.WallS != 2.5 {
+		t.Errorf("the attempt that ended in the tail's last second: %+v", out)
+	}
+	if _, err := os.Stat(filepath.Join(b.Dir, "result.json")); err != nil {
+		t.Errorf("its run folder: %v", err)
+	}
+}

@@ -202,6 +202,16 @@ func (c *Client) Stop(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/api/jobs/"+url.PathEscape(id)+"/stop", "application/json", nil, nil)
 }
 
+// Logs returns a job's whole output so far (the driver's stdout and stderr), as Ray's
+// JobSubmissionClient.get_job_logs does.
+func (c *Client) Logs(ctx context.Context, id string) (string, error) {
+	var out struct {
+		Logs string `json:"logs"`
+	}
+	err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"/logs", "", nil, &out)
+	return out.Logs, err
+}
+
 // Wait polls a job until it has ended (or ctx is done) and returns its last state.
 func (c *Client) Wait(ctx context.Context, id string, every time.Duration) (Info, error) {
 	for {
