@@ -219,7 +219,9 @@ def main() -> int:
     import ray
 
     plan = load_plan("plan.json")
-    ray.init()
+    # No worker's output is copied into this driver's stdout (Ray's default): the protocol stream then
+    # holds only what emit() writes, and nothing a node runs can put a line in it.
+    ray.init(log_to_driver=False)
 
     @ray.remote(num_cpus=0)
     class Progress:
