@@ -189,5 +189,11 @@ await step("live-notebook-is-its-own", async () => {
   }, null, { timeout });
 });
 
+// Lab's own news prompt is off (labconfig/page_config.d): it would sit over the bar's toasts for every person.
+await step("no-news-prompt", async () => {
+  await page.waitForTimeout(1500);
+  if (await page.getByText("notified about official Jupyter news").count()) throw new Error("Lab asks about Jupyter news");
+});
+
 await browser.close();
 console.log("all steps passed");

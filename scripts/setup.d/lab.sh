@@ -30,9 +30,11 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "$want" >"$stamp"
 fi
 
-mkdir -p "$VENV/share/jupyter/labextensions" "$VENV/etc/jupyter/jupyter_server_config.d"
+mkdir -p "$VENV/share/jupyter/labextensions" "$VENV/etc/jupyter/jupyter_server_config.d" "$VENV/etc/jupyter/labconfig/page_config.d"
 ln -sfn "$ROOT/$LAB/pyrualean_lab/labextension" "$VENV/share/jupyter/labextensions/pyrualean-lab"
 cp "$LAB/jupyter-config/jupyter_server_config.d/pyrualean_lab.json" "$VENV/etc/jupyter/jupyter_server_config.d/"
+# Lab's news prompt left out: it asks every person on first open, and this machine may be offline.
+cp "$LAB/jupyter-config/labconfig/page_config.d/pyrualean_lab.json" "$VENV/etc/jupyter/labconfig/page_config.d/"
 if ! "$VENV/bin/python" -c 'import pyrualean_lab' 2>/dev/null; then
   log "installing pyrualean_lab (server extension)"
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e "$LAB"
