@@ -34,7 +34,7 @@ func (b booter) bootFail(err error) error {
 		f := false // as the original: an episode that never ran failed
 		r.EnvironmentSuccess = &f
 		r.FinishedAt = time.Now().UTC().Format(time.RFC3339)
-		r.TotalWallS = round3(time.Since(e.created).Seconds())
+		r.TotalWallS = Round(time.Since(e.created).Seconds(), 3)
 		r.PID = 0
 	})
 	_ = e.book.save()

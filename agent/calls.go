@@ -182,7 +182,7 @@ func (cl caller) feedback(c agentCall, run cellRun, people []personNote) ToolRes
 // cellMeta is a trace cell's metadata.pyrualean for an agent call.
 func cellMeta(c agentCall, i int, out cellOutput, msgID string) notebooks.CellMeta {
 	sandboxed := true // the cell ran under the sandbox, so replay runs it the same way
-	elapsedS := round3(out.elapsed.Seconds())
+	elapsedS := Round(out.elapsed.Seconds(), 3)
 	meta := notebooks.CellMeta{Author: c.author, Turn: i, Tool: c.tool, Sandbox: &sandboxed, ElapsedS: &elapsedS, Args: c.args, MsgID: msgID}
 	if out.byPerson {
 		meta.InterruptedBy = "person"

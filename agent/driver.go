@@ -108,9 +108,6 @@ type ServerTimings struct {
 	PredictedPerSecond float64 `json:"predicted_per_second"`
 }
 
-// round3 rounds seconds to milliseconds for the records.
-func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
-
 // Toolkit returns the episode's tools.
 func (e *Episode) Toolkit() Toolkit { return e.brief.tk }
 

@@ -151,7 +151,7 @@ func StartEpisode(ctx context.Context, s spec.Episode, h Host) (*Episode, error)
 		queued = time.Since(t)
 	}
 	e.clock.start(s.Budget())
-	e.book.update(func(r *Result) { r.StartupS, r.QueuedS = round3(startup.Seconds()), round3(queued.Seconds()) })
+	e.book.update(func(r *Result) { r.StartupS, r.QueuedS = Round(startup.Seconds(), 3), Round(queued.Seconds(), 3) })
 	if err := e.book.save(); err != nil {
 		return nil, e.boots.bootFail(err)
 	}

@@ -83,7 +83,7 @@ func (e *Episode) Status() EpisodeStatus {
 		ID: e.ID(), RunDir: e.spec.Out, Robot: e.spec.Robot, Task: r.Task, Seed: e.spec.Seed,
 		Arm: e.spec.Arm, Model: r.Model, Runtime: r.Runtime, Status: r.Status, Paused: paused,
 		Turns: l.calls, MaxTurns: e.spec.MaxCalls, LLMCalls: r.Generation.Turns, InputTokens: l.usage.InputTokens,
-		HumanCells: r.HumanCells, Success: r.EnvironmentSuccess, ElapsedS: round3(time.Since(e.created).Seconds()),
+		HumanCells: r.HumanCells, Success: r.EnvironmentSuccess, ElapsedS: Round(time.Since(e.created).Seconds(), 3),
 		LastTool: l.lastTool, Trace: e.files.path("trace.ipynb"), Flags: append([]string{}, r.Generation.SandboxFlags...),
 		HumanRunning: e.people.runningCount(), HumanCalls: r.HumanCalls, HumanSteps: r.HumanEnvSteps,
 	}
@@ -185,7 +185,7 @@ func (e *Episode) Finish(ctx context.Context, status string, runErr error) (*Res
 	e.steps.settle(context.WithoutCancel(ctx))
 	kernelDead := e.kern != nil && isDone(e.kern.Done())
 	e.book.update(func(r *Result) {
-		r.PausedS, r.ModelQueuedS = round3(e.clock.pausedFor().Seconds()), round3(e.clock.heldFor(holdModelQueue).Seconds())
+		r.PausedS, r.ModelQueuedS = Round(e.clock.pausedFor().Seconds(), 3), Round(e.clock.heldFor(holdModelQueue).Seconds(), 3)
 	})
 	r := e.book.close(status, runErr, kernelDead, e.clock.elapsed(), time.Since(e.created))
 	var errs []error

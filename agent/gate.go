@@ -347,10 +347,10 @@ func (c *policyClock) heldNow() bool {
 
 // fill sets a live status's paused and policy times and the budget left (where there is a budget).
 func (c *policyClock) fill(st *EpisodeStatus) {
-	st.PausedS = round3(c.pausedFor().Seconds())
-	st.PolicyS = round3(c.elapsed().Seconds())
+	st.PausedS = Round(c.pausedFor().Seconds(), 3)
+	st.PolicyS = Round(c.elapsed().Seconds(), 3)
 	if left, ok := c.left(); ok {
-		v := round3(left.Seconds())
+		v := Round(left.Seconds(), 3)
 		st.BudgetLeftS = &v
 	}
 }

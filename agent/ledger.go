@@ -81,7 +81,7 @@ func (l *ledger) recordTurn(t Turn) error {
 	}
 	g.ToolCalls += len(t.ToolCalls)
 	l.setTokensLocked(l.usage)
-	g.LatencyS = round3(g.LatencyS + t.LatencyS)
+	g.LatencyS = Round(g.LatencyS+t.LatencyS, 3)
 	if l.res.EnvironmentSuccess != nil && *l.res.EnvironmentSuccess {
 		// What the episode spent after the task predicate fired (letting the model call finish).
 		if l.res.AfterSuccess == nil {
@@ -307,7 +307,7 @@ func (l *ledger) close(status string, runErr error, kernelDead bool, policy, tot
 		f := false
 		r.EnvironmentSuccess = &f
 	}
-	r.PolicyWallS, r.TotalWallS = round3(policy.Seconds()), round3(total.Seconds())
+	r.PolicyWallS, r.TotalWallS = Round(policy.Seconds(), 3), Round(total.Seconds(), 3)
 	r.Notes = append(r.Notes, endNotes(*r)...)
 	r.FinishedAt = time.Now().UTC().Format(time.RFC3339)
 	r.PID = 0

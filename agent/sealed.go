@@ -117,7 +117,7 @@ func (b booter) awaitRobot(ctx context.Context) error {
 	e.book.update(func(r *Result) {
 		if r.Seal != nil {
 			si := *r.Seal
-			si.RobotStartupS = round3(e.served.srv.StartupDur.Seconds())
+			si.RobotStartupS = Round(e.served.srv.StartupDur.Seconds(), 3)
 			r.Seal = &si
 		}
 	})

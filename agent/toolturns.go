@@ -25,7 +25,7 @@ type ToolTurn struct {
 // toolTurn is a tool_turns.json row for one call: its status ("ok" when the cell ran without an
 // exception), time and, for a cell, what the judge said of it (nil for a call that ran no cell).
 func toolTurn(tool, status string, elapsed time.Duration, r *cellReport) ToolTurn {
-	row := ToolTurn{Tool: tool, ElapsedS: round3(elapsed.Seconds()), OK: status == "ok", SandboxFlags: []string{}}
+	row := ToolTurn{Tool: tool, ElapsedS: Round(elapsed.Seconds(), 3), OK: status == "ok", SandboxFlags: []string{}}
 	if r != nil {
 		row.Moved, row.EnvSteps = r.Moved, r.EnvSteps
 		row.Terminated = r.Success != nil && *r.Success

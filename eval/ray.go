@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -494,7 +493,7 @@ func (r *Ray) applyLocked(m rayMsg, size int, start func(*rayEpisode)) (last boo
 	case "hello":
 		// Where Ray's fixed cost goes: submission to the driver's first line, and that line's way back.
 		r.Logger.Info("ray: driver started", "ray", m.Ray, "cpus", m.CPUs, "gpus", m.GPUs,
-			"after_submit_s", round3(m.At-unixSeconds(r.submitted)), "line_lag_s", round3(unixSeconds(time.Now())-m.At))
+			"after_submit_s", agent.Round(m.At-unixSeconds(r.submitted), 3), "line_lag_s", agent.Round(unixSeconds(time.Now())-m.At, 3))
 		return false
 	case "warning":
 		r.Logger.Error("ray: " + m.Message)
@@ -512,12 +511,12 @@ func (r *Ray) applyLocked(m rayMsg, size int, start func(*rayEpisode)) (last boo
 	switch m.Kind {
 	case "start":
 		r.Logger.Info("ray: episode started", "id", m.ID, "attempt", m.Attempt, "node", m.Node, "pid", m.PID,
-			"after_submit_s", round3(m.At-unixSeconds(r.submitted)))
+			"after_submit_s", agent.Round(m.At-unixSeconds(r.submitted), 3))
 		start(e)
 		return false
 	case "end":
 		r.Logger.Info("ray: episode ended", "id", m.ID, "attempt", m.Attempt, "status", m.Outcome.Status,
-			"after_submit_s", round3(m.At-unixSeconds(r.submitted)), "line_lag_s", round3(unixSeconds(time.Now())-m.At), "line_bytes", size)
+			"after_submit_s", agent.Round(m.At-unixSeconds(r.submitted), 3), "line_lag_s", agent.Round(unixSeconds(time.Now())-m.At, 3), "line_bytes", size)
 		a := rayAttempt{outcome: m.Outcome.Outcome()}
 		if m.Files != "" {
 			b, err := base64.StdEncoding.DecodeString(m.Files)
@@ -703,5 +702,3 @@ func packFiles(dir string, names ...string) ([]byte, error) {
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
-
-func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

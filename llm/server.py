@@ -206,7 +206,15 @@ def shape_reply(reply: dict[str, Any], names: set[str]) -> dict[str, Any]:
 # ```python block. The block comes back as the tool call; top-level calls of the other tools in it
 # (``finish(status="success", summary="...")``) become calls of those tools.
 
-CODE_BLOCK_GRAMMAR = 'root ::= "```python\\n" body "```"\nbody ::= ( [^`] | "`" [^`] | "``" [^`] )*\n'
+# A block holds code: at most three comment or blank lines come before its first line of code (a 1.5B
+# model otherwise copies the prompt's task card into comments until max_tokens, and no call is made).
+CODE_BLOCK_GRAMMAR = (
+    'root ::= "```python\\n" head body "```"\n'
+    'head ::= note? note? note? code\n'
+    'note ::= [ \\t]* ( "#" [^`\\n]* )? "\\n"\n'
+    'code ::= [ \\t]* [^#` \\t\\n] [^`\\n]* "\\n"\n'
+    'body ::= ( [^`] | "`" [^`] | "``" [^`] )*\n'
+)
 
 
 def gbnf_literal(text: str) -> str:
@@ -223,7 +231,7 @@ def code_block_grammar(start: str) -> str:
         return CODE_BLOCK_GRAMMAR
     if "`" in start:
         raise ValueError("code_block_start must not contain a backtick")
-    return CODE_BLOCK_GRAMMAR.replace('"```python\\n" body', '"```python\\n" ' + gbnf_literal(start) + " body", 1)
+    return CODE_BLOCK_GRAMMAR.replace('"```python\\n" head', '"```python\\n" ' + gbnf_literal(start) + " head", 1)
 
 _BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 

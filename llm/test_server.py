@@ -132,7 +132,7 @@ def test_code_block_request_and_reply() -> None:
 
 @pytest.mark.parametrize("start,want", [
     ("", server.CODE_BLOCK_GRAMMAR),
-    ('# Task "a\\b": x\n', 'root ::= "```python\\n" "# Task \\"a\\\\b\\": x\\n" body "```"\n'),
+    ('# Task "a\\b": x\n', 'root ::= "```python\\n" "# Task \\"a\\\\b\\": x\\n" head body "```"\n'),
 ])
 def test_code_block_start(start: str, want: str) -> None:
     req = {"model": "m", "tools": TOOLS, "code_block_start": start, "messages": [{"role": "user", "content": "do it"}]}

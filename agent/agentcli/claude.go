@@ -293,7 +293,7 @@ func (st *claudeStream) streamEvent(ev *claudeStreamEvent) {
 			if ev.Usage != nil {
 				t.Usage.OutputTokens = ev.Usage.OutputTokens
 			}
-			t.LatencyS = round3(st.now().Sub(st.inputAt).Seconds())
+			t.LatencyS = agent.Round(st.now().Sub(st.inputAt).Seconds(), 3)
 		}
 	}
 }

@@ -354,7 +354,7 @@ func parseRollout(r io.Reader) []agent.Turn {
 			cur.Usage = p.Usage.usage()
 			if !start.IsZero() {
 				cur.StartedAt = start.UTC().Format(time.RFC3339Nano)
-				cur.LatencyS = round3(ts.Sub(start).Seconds())
+				cur.LatencyS = agent.Round(ts.Sub(start).Seconds(), 3)
 			}
 			turns = append(turns, cur)
 			cur = agent.Turn{ToolCalls: []string{}}
@@ -363,8 +363,6 @@ func parseRollout(r io.Reader) []agent.Turn {
 	}
 	return turns
 }
-
-func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 
 // writePromptImages saves the prompt's images as PNG files for `codex exec --image`.
 func writePromptImages(dir string, images []agent.Image) ([]string, error) {

@@ -25,6 +25,17 @@ const (
 	localRequestTimeout = 3 * time.Hour
 )
 
+// localDRY is llama.cpp's DRY ("don't repeat yourself") sampler, the local runtime's default unless a
+// dry_* setting is given (--openai-extra-body): without it the 1.5B model, once it writes a line twice,
+// writes it until max_tokens and the cell never closes. A repeat is penalised past 8 tokens (a newline
+// ends one), so code may repeat `robo.move_to([x, y, ` from the line above (at llama.cpp's suggested 2 it
+// wrote `[bx,.by, 0.08]`, a syntax error, to avoid it); it looks back only dry_penalty_last_n tokens
+// (this reply and the end of the last result), so copying a worked example's lines from the prompt,
+// which is how the model writes most cells, is not penalised.
+func localDRY() map[string]any {
+	return map[string]any{"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 8, "dry_penalty_last_n": 256}
+}
+
 // localRuntime is an embedded llama.cpp server (package llm) behind the openai Chat. Episodes
 // run at the same time share the one server (and its prompt cache). Its turns are bounded: each
 // reply gets max_tokens and a deadline from the speed the server measured, and one past it ends
@@ -73,7 +84,7 @@ func (r *localRuntime) Start(ctx context.Context) error {
 		return fmt.Errorf("local model: measuring its speed: %w", err)
 	}
 	r.speed = sp
-	r.logger.Info("local model speed", "prompt_tok_s", round3(sp.prompt), "gen_tok_s", round3(sp.gen))
+	r.logger.Info("local model speed", "prompt_tok_s", agent.Round(sp.prompt, 3), "gen_tok_s", agent.Round(sp.gen, 3))
 	return nil
 }
 
@@ -93,26 +104,51 @@ func (r *localRuntime) Run(ctx context.Context, ep agent.Driver) error {
 	chat := r.chat
 	if primitivesArm(ep.Toolkit().Tools()) {
 		chat = r.toolChat
-	} else if start := ep.Prompt().ReplyStart; start != "" {
-		chat = startChat{chat, start}
+	} else {
+		chat = blockChat{chat, ep.Prompt().ReplyStart}
 	}
 	return RunLoop(ctx, ep, chat, loop)
 }
 
-// startChat has the server begin every code block it writes with start (Prompt.ReplyStart; the server's
-// code_block_start, llm/server.py): the model writes the rest of the cell.
-type startChat struct {
+// blockChat is the cells arm's chat with the embedded server, whose replies are ```python blocks
+// (llm/server.py): every block begins with start (Prompt.ReplyStart, the server's code_block_start;
+// none if empty), and a block cut at max_tokens is answered with what happened instead of the loop's
+// generic nudge (the small model otherwise writes the same overlong cell again).
+type blockChat struct {
 	Chat
 	start string
 }
 
-func (c startChat) Reply(ctx context.Context, req ChatRequest) (Reply, error) {
-	extra := map[string]any{"code_block_start": c.start}
-	for k, v := range req.Extra {
-		extra[k] = v
+func (c blockChat) Reply(ctx context.Context, req ChatRequest) (Reply, error) {
+	if c.start != "" {
+		extra := map[string]any{"code_block_start": c.start}
+		for k, v := range req.Extra {
+			extra[k] = v
+		}
+		req.Extra = extra
 	}
-	req.Extra = extra
-	return c.Chat.Reply(ctx, req)
+	rep, err := c.Chat.Reply(ctx, req)
+	if err == nil && len(rep.ToolCalls) == 0 && rep.FinishReason == "length" {
+		rep.Nudge = cutCellNudge(rep.Usage.OutputTokens)
+	}
+	return rep, err
+}
+
+// cutCellNudge tells the model its cell ran out of tokens before the block closed.
+func cutCellNudge(tokens int) string {
+	return fmt.Sprintf("Your cell was cut off after %d tokens, before its closing ```, so nothing ran. "+
+		"Write a short cell: a few lines of code that act (no comments copied from the task, no repeated lines), "+
+		"and close it with ```.", tokens)
+}
+
+// hasDRY says whether extra sets any of llama.cpp's dry_* sampling settings.
+func hasDRY(extra map[string]any) bool {
+	for k := range extra {
+		if strings.HasPrefix(k, "dry_") {
+			return true
+		}
+	}
+	return false
 }
 
 // primitivesArm says whether tools are the tools arm's (a tool per primitive): neither python (cells)
@@ -293,6 +329,11 @@ func newLocal(s Settings) (Runtime, error) {
 		return nil, err
 	}
 	cfg.APIKey = "local"
+	if !hasDRY(cfg.ExtraBody) {
+		for k, v := range localDRY() {
+			cfg.ExtraBody[k] = v
+		}
+	}
 	if _, set := cfg.ExtraBody["code_block_tool"]; !set {
 		// The server has the model write its python calls as ```python blocks (llm/server.py).
 		cfg.ExtraBody["code_block_tool"] = "python"

@@ -243,3 +243,75 @@ func (fakeToolkit) Tools() []agent.ToolSpec {
 func (fakeToolkit) Call(context.Context, string, json.RawMessage) (agent.ToolResult, error) {
 	return agent.ToolResult{}, errors.New("fakeToolkit: no tool runs in this test")
 }
+
+// chatFunc is a Chat from a function.
+type chatFunc func(ChatRequest) Reply
+
+func (f chatFunc) Reply(_ context.Context, req ChatRequest) (Reply, error) { return f(req), nil }
+
+func TestBlockChat(t *testing.T) {
+	call := []ToolCall{{Name: "python", Arguments: `{"code":"x = 1\n"}`}}
+	for _, tc := range []struct {
+		name, start string
+		reply       Reply
+		wantStart   any // the request's code_block_start (nil: not sent)
+		wantNudge   string
+	}{
+		{"a call", "# Task\n", Reply{ToolCalls: call, FinishReason: "tool_calls"}, "# Task\n", ""},
+		{"cut at max_tokens", "# Task\n", Reply{Text: "```python\n# Task\n# copied", FinishReason: "length", Usage: agent.Usage{OutputTokens: 384}}, "# Task\n", "cut off after 384 tokens"},
+		{"no start", "", Reply{Text: "```python\n#", FinishReason: "length", Usage: agent.Usage{OutputTokens: 9}}, nil, "cut off after 9 tokens"},
+		{"stopped without a block", "", Reply{Text: "done", FinishReason: "stop"}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sent ChatRequest
+			c := blockChat{chatFunc(func(req ChatRequest) Reply { sent = req; return tc.reply }), tc.start}
+			rep, err := c.Reply(context.Background(), ChatRequest{Extra: map[string]any{"top_k": 5}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sent.Extra["code_block_start"]; got != tc.wantStart || sent.Extra["top_k"] != 5 {
+				t.Errorf("request extra %v, want code_block_start %v and top_k kept", sent.Extra, tc.wantStart)
+			}
+			if (tc.wantNudge == "") != (rep.Nudge == "") || !strings.Contains(rep.Nudge, tc.wantNudge) {
+				t.Errorf("nudge %q, want one with %q", rep.Nudge, tc.wantNudge)
+			}
+		})
+	}
+}
+
+// TestLocalSamplingDefaults: the DRY sampler is on unless the settings give a dry_* value of their own,
+// which then stands alone.
+func TestLocalSamplingDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+		want  map[string]any
+	}{
+		{"default", nil, localDRY()},
+		{"other settings kept", map[string]any{"top_k": 20}, localDRY()},
+		{"the user's own", map[string]any{"dry_multiplier": 0}, map[string]any{"dry_multiplier": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Settings{Model: llm.TestModel}
+			s.OpenAI.ExtraBody = tc.extra
+			rt, err := newLocal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rt.(*localRuntime).cfg.ExtraBody
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("%s = %v, want %v (extra body %v)", k, got[k], v, got)
+				}
+			}
+			for k := range got {
+				if _, want := tc.want[k]; strings.HasPrefix(k, "dry_") && !want {
+					t.Errorf("%s set beside the user's own dry settings: %v", k, got)
+				}
+			}
+			if tc.extra["top_k"] != nil && got["top_k"] != tc.extra["top_k"] {
+				t.Errorf("top_k lost: %v", got)
+			}
+		})
+	}
+}

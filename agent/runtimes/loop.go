@@ -182,7 +182,7 @@ func (l *loop) call(ctx context.Context, turn int) (Reply, error) {
 	}
 	defer release()
 	reply, rec, err := l.complete(ctx, callCtx, turn)
-	rec.QueuedS = round3(queued.Seconds())
+	rec.QueuedS = agent.Round(queued.Seconds(), 3)
 	if errors.Is(err, agent.ErrDecisionPaused) {
 		return reply, l.paused(rec)
 	}
@@ -308,7 +308,7 @@ func (l *loop) complete(ctx, callCtx context.Context, turn int) (Reply, agent.Tu
 
 // turnRecord is one LLM call's line of turns.jsonl.
 func turnRecord(turn int, start time.Time, r Reply, err error, price *prices.Price) agent.Turn {
-	t := agent.Turn{Turn: turn, StartedAt: start.UTC().Format(time.RFC3339Nano), LatencyS: round3(time.Since(start).Seconds()),
+	t := agent.Turn{Turn: turn, StartedAt: start.UTC().Format(time.RFC3339Nano), LatencyS: agent.Round(time.Since(start).Seconds(), 3),
 		Attempts: r.Attempts, ToolCalls: []string{}, ReasoningEffort: r.Effort}
 	if err != nil {
 		t.Error = err.Error()
@@ -390,5 +390,3 @@ func (e *turnDeadlineError) Error() string {
 }
 
 var errTurnDeadline = errors.New("turn deadline")
-
-func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }

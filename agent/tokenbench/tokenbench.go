@@ -113,13 +113,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.ToolsCalls += tr.ToolsCalls
 	}
 	if rep.ToolsTokens > 0 {
-		rep.OverallRatio = round4(float64(rep.CellsTokens) / float64(rep.ToolsTokens))
+		rep.OverallRatio = agent.Round(float64(rep.CellsTokens)/float64(rep.ToolsTokens), 4)
 	}
-	rep.WallS = round4(time.Since(start).Seconds())
+	rep.WallS = agent.Round(time.Since(start).Seconds(), 4)
 	return rep, nil
 }
-
-func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
 func call(name string, args any) toolCall {
 	b, _ := json.Marshal(args)
@@ -161,7 +159,7 @@ func runTask(ctx context.Context, o Options, counter *tokencount.Counter, task s
 		PrimitiveCalls: len(ledger),
 	}
 	if tr.ToolsInputTokens > 0 {
-		tr.Ratio = round4(float64(tr.CellsInputTokens) / float64(tr.ToolsInputTokens))
+		tr.Ratio = agent.Round(float64(tr.CellsInputTokens)/float64(tr.ToolsInputTokens), 4)
 	}
 	return tr, nil
 }

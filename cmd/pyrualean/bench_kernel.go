@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/kernel"
 	"github.com/pyrualean/pyrualean/kernel/bench"
 )
@@ -173,7 +174,7 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		PoolTakeMs float64      `json:"pool_take_ms"`
 		Flood      *floodResult `json:"flood,omitempty"`
 	}
-	out.PoolTakeMs, out.Flood = round3(poolMs), flood
+	out.PoolTakeMs, out.Flood = agent.Round(poolMs, 3), flood
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	if !*asJSON {
 		where := "each client on its own " + spec.Name + " kernel"
@@ -185,9 +186,9 @@ func benchKernel(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	for _, row := range benchRows {
 		o, j, f := times["ours"][row.name], times["jupyter_client"][row.name], times["floor"][row.name]
-		r := jsonRow{Name: row.name, OursP50: round3(pct(o, 50)), JupyterClientP50: round3(pct(j, 50)), FloorP50: round3(pct(f, 50))}
-		r.RatioFloor = round3(r.OursP50 / r.FloorP50)
-		r.RatioJC = round3(r.OursP50 / r.JupyterClientP50)
+		r := jsonRow{Name: row.name, OursP50: agent.Round(pct(o, 50), 3), JupyterClientP50: agent.Round(pct(j, 50), 3), FloorP50: agent.Round(pct(f, 50), 3)}
+		r.RatioFloor = agent.Round(r.OursP50/r.FloorP50, 3)
+		r.RatioJC = agent.Round(r.OursP50/r.JupyterClientP50, 3)
 		out.Rows = append(out.Rows, r)
 		if !*asJSON {
 			fmt.Fprintf(tw, "%s\t%.2f / %.2f\t%.2f / %.2f\t%.2f / %.2f\t%.2f×\t%.2f×\t\n", row.name,
@@ -257,13 +258,13 @@ func benchFlood(ctx context.Context, ours *kernel.Kernel, peers []*benchPeer, mb
 			peerTimes[n] = append(peerTimes[n], ms(t))
 		}
 	}
-	res.OursP50, res.KernelBusyP50, res.DevNullP50 = round3(pct(o, 50)), round3(pct(k, 50)), round3(pct(d, 50))
-	res.JupyterP50, res.FloorP50 = round3(pct(peerTimes["jupyter_client"], 50)), round3(pct(peerTimes["floor"], 50))
+	res.OursP50, res.KernelBusyP50, res.DevNullP50 = agent.Round(pct(o, 50), 3), agent.Round(pct(k, 50), 3), agent.Round(pct(d, 50), 3)
+	res.JupyterP50, res.FloorP50 = agent.Round(pct(peerTimes["jupyter_client"], 50), 3), agent.Round(pct(peerTimes["floor"], 50), 3)
 	ratio := func(a, b float64) float64 {
 		if b == 0 {
 			return 0
 		}
-		return round3(a / b)
+		return agent.Round(a/b, 3)
 	}
 	res.RatioKernel, res.RatioDevNull = ratio(res.OursP50, res.KernelBusyP50), ratio(res.OursP50, res.DevNullP50)
 	res.RatioFloor, res.RatioJC = ratio(res.OursP50, res.FloorP50), ratio(res.OursP50, res.JupyterP50)
@@ -381,8 +382,6 @@ func pct(xs []float64, p float64) float64 {
 	i := int(float64(len(s)-1)*p/100 + 0.5)
 	return s[i]
 }
-
-func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
 
 // shutdownAll shuts kernels down at once, each within 10 s.
 func shutdownAll(kernels []*kernel.Kernel) {

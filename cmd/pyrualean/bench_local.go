@@ -97,17 +97,17 @@ func benchLocal(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		p := localPhase{Phase: phase, Seed: seed, LatencyS: t.LatencyS, InputTokens: t.Usage.InputTokens,
 			CachedTokens: t.Usage.CachedTokens, Timings: t.Timings}
 		if t.Timings != nil {
-			p.PromptS = round2(t.Timings.PromptMS / 1000)
+			p.PromptS = agent.Round(t.Timings.PromptMS/1000, 2)
 		}
 		cold := p // the anchor is the first phase, itself included
 		if len(phases) > 0 {
 			cold = phases[0]
 		}
 		if cold.LatencyS > 0 {
-			p.RatioToCold = round2(p.LatencyS / cold.LatencyS)
+			p.RatioToCold = agent.Round(p.LatencyS/cold.LatencyS, 2)
 		}
 		if cold.PromptS > 0 {
-			p.PromptRatioToCold = round2(p.PromptS / cold.PromptS)
+			p.PromptRatioToCold = agent.Round(p.PromptS/cold.PromptS, 2)
 		}
 		phases = append(phases, p)
 		fmt.Fprintf(stderr, "bench local: %s first turn %.1f s (%d of %d prompt tokens cached)\n", phase, p.LatencyS, p.CachedTokens, p.InputTokens)
@@ -169,5 +169,3 @@ func firstTurn(path string) (agent.Turn, error) {
 	}
 	return t, nil
 }
-
-func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
 
 Vec3 = tuple[float, float, float]
 
 
+class _Result:
+    """A result whose missing attributes are answered with the ones it has (a small model guesses
+    ``move.success`` or ``pick.top_xyz`` and otherwise cannot tell what to write instead)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup failed; dunders (pickle, copy) get the plain error.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        have = ", ".join(f.name for f in fields(type(self)))  # type: ignore[arg-type]
+        hint = ""
+        if "xyz" in name or "pos" in name:
+            hint = "; where an object is: robo.segment(name).top_xyz"
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}: a {type(self).__name__} has "
+                             f"{have}{hint}", name=name, obj=self)
+
+
 @dataclass(frozen=True)
-class State:
+class State(_Result):
     """Robot and episode state. ``gripper_opening`` is the finger gap in metres (~0.08 open, ~0 closed on
     nothing, 0.01-0.05 holding something). ``eef_quat`` is x, y, z, w."""
     step: int
@@ -34,7 +50,7 @@ class State:
 
 
 @dataclass(frozen=True)
-class Move:
+class Move(_Result):
     """Outcome of move_to. ``reached`` False with steps_used < max_steps means the arm stalled (contact)."""
     target_xyz: Vec3
     final_eef_pos: Vec3
@@ -47,7 +63,7 @@ class Move:
 
 
 @dataclass(frozen=True)
-class MovePose:
+class MovePose(_Result):
     """Outcome of move_pose (position plus gripper pitch/yaw)."""
     target_xyz: Vec3
     final_eef_pos: Vec3
@@ -63,7 +79,7 @@ class MovePose:
 
 
 @dataclass(frozen=True)
-class Rotation:
+class Rotation(_Result):
     """Outcome of rotate_wrist (angles in radians)."""
     start: float
     target: float
@@ -77,7 +93,7 @@ class Rotation:
 
 
 @dataclass(frozen=True)
-class Gripper:
+class Gripper(_Result):
     """Outcome of set_gripper: the command held for ``steps`` control steps."""
     gripper: float
     steps: int
@@ -87,7 +103,7 @@ class Gripper:
 
 
 @dataclass(frozen=True)
-class Release:
+class Release(_Result):
     """Outcome of release: the gripper opened; openings are finger gaps in metres."""
     steps_used: int
     start_gripper_opening: float
@@ -98,7 +114,7 @@ class Release:
 
 
 @dataclass(frozen=True)
-class Pick:
+class Pick(_Result):
     """Outcome of the scripted grasp. ``success`` means the object rose at least 5 cm and is held between the
     fingers; ``peak_lift_m`` is how far it rose; ``diagnostics`` says which phase fell short."""
     success: bool
@@ -114,7 +130,7 @@ class Pick:
 
 
 @dataclass(frozen=True)
-class PolicyRun:
+class PolicyRun(_Result):
     """Outcome of a VLA policy call: how many action chunks ran and whether the episode ended."""
     instruction: str
     chunks_used: int
@@ -126,7 +142,7 @@ class PolicyRun:
 
 
 @dataclass(frozen=True)
-class Segment:
+class Segment(_Result):
     """Where a named object is, from the simulator's segmentation render plus depth.
     ``world_xyz`` is the centroid of its visible surface points; ``top_xyz`` the centroid of the points within
     1 cm of its highest visible point (for a block: its top face centre; for a bowl: its rim centre).
@@ -143,7 +159,7 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class BackProjection:
+class BackProjection(_Result):
     """World point seen at one pixel of a camera image (NaN-free; the sky/background is an error)."""
     world_xyz: Vec3
     pixel: tuple[int, int]

@@ -30,6 +30,7 @@ def snapshot(r):
     lambda r: r.release(max_steps=-1),
     lambda r: r.pick("bowl"),
     lambda r: r.pick("blue_block"),  # not in this task
+    lambda r: r.pick("drawer_handle"),
     lambda r: r.image("top"),
     lambda r: r.image(resolution=4),
     lambda r: r.back_project(256, 0),
@@ -44,6 +45,13 @@ def test_invalid_arguments_raise_before_moving(make_robot, call):
     after = snapshot(r)
     assert after[1] == before[1] and np.array_equal(after[0], before[0])
     assert r.ledger[-1]["ok"] is False and r.ledger[-1]["error"].startswith("ValueError")
+
+
+@pytest.mark.parametrize("name", ["drawer_handle", "drawer", "the drawer handle", "cabinet"])
+def test_pick_on_the_drawer_says_how_it_moves(make_robot, name):
+    r = make_robot()
+    with pytest.raises(ValueError, match=r"never picked up.*segment\('drawer_handle'\)\.top_xyz.*toward -x"):
+        r.pick(name)
 
 
 def test_make_options_are_validated(tmp_path):
@@ -233,3 +241,14 @@ def test_make_attaches_the_robot_to_the_notebook_session(make_robot):
     bare = TabletopRobot(task="stack_blocks", workspace=str(r.workspace) + "-bare", images="none")
     bare.show("agentview")  # no session: the image is dropped, not an error
     assert notebook.session().robot is r and len(s.emitted) == before + 1
+
+
+def test_a_missing_result_attribute_names_the_ones_there(make_robot):
+    r = make_robot()
+    move = r.move_to([0.5, 0.0, 0.2])
+    with pytest.raises(AttributeError, match=r"'Move' object has no attribute 'success': a Move has target_xyz, .*reached"):
+        move.success
+    grasp = r.pick("red_block")
+    with pytest.raises(AttributeError, match=r"a Pick has success, .*; where an object is: robo.segment\(name\).top_xyz"):
+        grasp.top_xyz
+    assert not hasattr(move, "__getstate_missing__") and move.reached in (True, False)
