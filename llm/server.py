@@ -256,10 +256,13 @@ def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], 
         if fn.get("name"):
             params[fn["name"]] = list(((fn.get("parameters") or {}).get("properties") or {}).keys())
     msgs = []
+    codes: list[str] = []  # the code of each assistant reply so far, in order
+    told = 0  # replies whose results have been given
     for m in req.get("messages") or []:
         if not isinstance(m, dict):
             continue
         if m.get("role") == "assistant" and m.get("tool_calls"):
+            codes.append("")
             parts = [m["content"]] if isinstance(m.get("content"), str) and m["content"].strip() else []
             for tc in m["tool_calls"]:
                 fn = tc.get("function") or {}
@@ -270,13 +273,17 @@ def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], 
                 if not isinstance(args, dict):
                     args = {}
                 if fn.get("name") == tool:
-                    parts.append(_fence(str(args.get(next(iter(params.get(tool) or ["code"])), ""))))
+                    code = str(args.get(next(iter(params.get(tool) or ["code"])), ""))
+                    codes[-1] += code
+                    parts.append(_fence(code))
                 else:
                     parts.append(_fence(_call_source(str(fn.get("name")), args)))
             msgs.append({"role": "assistant", "content": "\n".join(parts)})
         elif m.get("role") == "tool":
             text = str(m.get("content") or "")
-            msgs.append({"role": "user", "content": "Result of your call:\n" + text + raised_note(text)})
+            note = repeat_note(codes) if told < len(codes) else ""  # once per reply, on its first result
+            told = len(codes)
+            msgs.append({"role": "user", "content": "Result of your call:\n" + text + raised_note(text) + note})
         else:
             msgs.append(m)
     out = {k: v for k, v in req.items() if k not in ("tools", "tool_choice", "response_format", "parallel_tool_calls")}
@@ -296,6 +303,15 @@ def raised_note(result: str) -> str:
         return ""
     what = exc if isinstance(exc, str) else (exc.get("type") or exc.get("ename") or "an exception") if isinstance(exc, dict) else "an exception"
     return f"\nYour call raised {what}. Fix that line and write the corrected code; do not send the same code again."
+
+
+def repeat_note(codes: list[str]) -> str:
+    """A line telling the model its last call was the code of the call before it (at low temperature a
+    small model sends one cell again and again, each time with the same result)."""
+    if len(codes) < 2 or not codes[-1].strip() or codes[-1].strip() != codes[-2].strip():
+        return ""
+    return ("\nThat was the same code as your call before it, and the task is not done: the next call must do "
+            "something different (read the results above: what did not change?).")
 
 
 def last_code(req: dict[str, Any]) -> str:
@@ -355,11 +371,40 @@ def split_calls(code: str, tool: str, params: dict[str, list[str]]) -> list[dict
     return calls or [call(tool, {arg: code})]
 
 
+LOOP_NOTE = "# (cut here: the reply went on repeating the lines above until its token limit)"
+
+
+def cut_loop(text: str) -> str | None:
+    """The code of a ```python block that ran out of tokens because it repeats itself (a group of up to six
+    lines written three times in a row): its lines up to the group's first writing, and a comment that says
+    so; None when the open block does not end in such a loop. Nothing is invented: the kept lines are the
+    model's, in its order."""
+    i = text.find("```python\n")
+    if i < 0 or "```" in text[i + 10:]:
+        return None
+    lines = text[i + 10:].split("\n")[:-1]  # the last line is unfinished
+    for start in range(len(lines)):
+        for k in range(1, 7):
+            group = lines[start:start + k]
+            if len(group) < k or not any(ln.strip() for ln in group):
+                break
+            if lines[start + k:start + 2 * k] == group and lines[start + 2 * k:start + 3 * k] == group:
+                return "\n".join(lines[:start + k] + [LOOP_NOTE]) + "\n"
+    return None
+
+
 def code_block_reply(reply: dict[str, Any], tool: str, params: dict[str, list[str]]) -> dict[str, Any]:
-    """``reply`` with its ```python block turned into tool calls (split_calls)."""
+    """``reply`` with its ```python block turned into tool calls (split_calls); a block cut at max_tokens
+    while it looped becomes the call of its lines up to the loop (cut_loop)."""
     for ch in reply.get("choices") or []:
         msg = ch.get("message") or {}
         m = _BLOCK.search(msg.get("content") or "")
+        if not m and ch.get("finish_reason") == "length":
+            code = cut_loop(msg.get("content") or "")
+            if code is not None:  # finish_reason stays "length": the turn's record says the reply was cut
+                msg["tool_calls"] = split_calls(code, tool, params)
+                msg["content"] = None
+            continue
         if not m:
             continue
         msg["tool_calls"] = split_calls(m.group(1), tool, params)

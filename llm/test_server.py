@@ -172,3 +172,55 @@ def test_raised_note_and_last_code() -> None:
     assert server.last_code(req) == "x = 1"
     assert server.reply_code({"choices": [{"message": {"content": "```python\nx = 1\n```"}}]}) == "x = 1"
     assert server.last_code({"messages": [{"role": "user", "content": "go"}]}) == ""
+
+
+def _turn(i: int, code: str) -> list:
+    return [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": "python", "arguments": json.dumps({"code": code})}}]},
+        {"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i}"}]
+
+
+@pytest.mark.parametrize("codes,told", [
+    (["a = 1", "b = 2"], [False, False]),
+    (["a = 1", "a = 1"], [False, True]),
+    (["a = 1", "a = 1\n", "a = 1"], [False, True, True]),
+    (["a = 1", "b = 2", "a = 1"], [False, False, False]),
+    (["", ""], [False, False]),
+])
+def test_repeated_code_is_told(codes: list, told: list) -> None:
+    msgs = [{"role": "user", "content": "do it"}]
+    for i, c in enumerate(codes):
+        msgs += _turn(i, c)
+    out, _ = server.code_block_request({"tools": TOOLS, "messages": msgs}, "python")
+    results = [m["content"] for m in out["messages"] if m["role"] == "user"][1:]
+    assert [("same code as your call before it" in r) for r in results] == told
+
+
+LOOPED = ("```python\n# Task \"close_drawer\": close the drawer\nx = 1\n"
+          + "robo.move_to([0.63, 0, 0.086], gripper=0)\nrobo.move_to([0.63, 0, 0.086], gripper=1)\n" * 4
+          + "robo.move_to([0.63, 0")
+
+
+@pytest.mark.parametrize("text,want", [
+    # a two-line group written four times, cut mid-line: kept once, with the note
+    (LOOPED, "# Task \"close_drawer\": close the drawer\nx = 1\nrobo.move_to([0.63, 0, 0.086], gripper=0)\n"
+             "robo.move_to([0.63, 0, 0.086], gripper=1)\n" + server.LOOP_NOTE + "\n"),
+    ("```python\nprint(1)\nprint(1)\nprint(1)\npri", "print(1)\n" + server.LOOP_NOTE + "\n"),
+    # twice is not a loop; blank lines are not a group; a closed block is not cut
+    ("```python\na = 1\nb = 2\na = 1\nb = 2\nc", None),
+    ("```python\na = 1\n\n\n\n\nb", None),
+    ("```python\nprint(1)\nprint(1)\nprint(1)\n```", None),
+    ("no block at all", None),
+])
+def test_cut_loop(text: str, want: str | None) -> None:
+    assert server.cut_loop(text) == want
+
+
+def test_a_looping_reply_becomes_its_call() -> None:
+    reply = {"choices": [{"finish_reason": "length", "message": {"role": "assistant", "content": LOOPED}}]}
+    got = server.code_block_reply(reply, "python", PARAMS)["choices"][0]
+    assert got["finish_reason"] == "length" and got["message"]["content"] is None
+    (name, args), = _calls(got["message"]["tool_calls"])
+    assert name == "python" and args["code"].count("robo.move_to") == 2 and args["code"].endswith(server.LOOP_NOTE + "\n")
+    cut = {"choices": [{"finish_reason": "length", "message": {"role": "assistant", "content": "```python\n# a\n# b\nx = "}}]}
+    assert "tool_calls" not in server.code_block_reply(cut, "python", PARAMS)["choices"][0]["message"]

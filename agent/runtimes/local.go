@@ -25,17 +25,6 @@ const (
 	localRequestTimeout = 3 * time.Hour
 )
 
-// localDRY is llama.cpp's DRY ("don't repeat yourself") sampler, the local runtime's default unless a
-// dry_* setting is given (--openai-extra-body): without it the 1.5B model, once it writes a line twice,
-// writes it until max_tokens and the cell never closes. A repeat is penalised past 8 tokens (a newline
-// ends one), so code may repeat `robo.move_to([x, y, ` from the line above (at llama.cpp's suggested 2 it
-// wrote `[bx,.by, 0.08]`, a syntax error, to avoid it); it looks back only dry_penalty_last_n tokens
-// (this reply and the end of the last result), so copying a worked example's lines from the prompt,
-// which is how the model writes most cells, is not penalised.
-func localDRY() map[string]any {
-	return map[string]any{"dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 8, "dry_penalty_last_n": 256}
-}
-
 // localRuntime is an embedded llama.cpp server (package llm) behind the openai Chat. Episodes
 // run at the same time share the one server (and its prompt cache). Its turns are bounded: each
 // reply gets max_tokens and a deadline from the speed the server measured, and one past it ends
@@ -139,16 +128,6 @@ func cutCellNudge(tokens int) string {
 	return fmt.Sprintf("Your cell was cut off after %d tokens, before its closing ```, so nothing ran. "+
 		"Write a short cell: a few lines of code that act (no comments copied from the task, no repeated lines), "+
 		"and close it with ```.", tokens)
-}
-
-// hasDRY says whether extra sets any of llama.cpp's dry_* sampling settings.
-func hasDRY(extra map[string]any) bool {
-	for k := range extra {
-		if strings.HasPrefix(k, "dry_") {
-			return true
-		}
-	}
-	return false
 }
 
 // primitivesArm says whether tools are the tools arm's (a tool per primitive): neither python (cells)
@@ -329,11 +308,6 @@ func newLocal(s Settings) (Runtime, error) {
 		return nil, err
 	}
 	cfg.APIKey = "local"
-	if !hasDRY(cfg.ExtraBody) {
-		for k, v := range localDRY() {
-			cfg.ExtraBody[k] = v
-		}
-	}
 	if _, set := cfg.ExtraBody["code_block_tool"]; !set {
 		// The server has the model write its python calls as ```python blocks (llm/server.py).
 		cfg.ExtraBody["code_block_tool"] = "python"
