@@ -258,6 +258,7 @@ def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], 
     msgs = []
     codes: list[str] = []  # the code of each assistant reply so far, in order
     told = 0  # replies whose results have been given
+    looped: dict[int, bool] = {}  # replies (1-based) cut back to the lines before their loop
     for m in req.get("messages") or []:
         if not isinstance(m, dict):
             continue
@@ -274,6 +275,10 @@ def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], 
                     args = {}
                 if fn.get("name") == tool:
                     code = str(args.get(next(iter(params.get(tool) or ["code"])), ""))
+                    if code.rstrip("\n").endswith(LOOP_NOTE):
+                        # The model is shown its cell without the note (it copied the note into its next
+                        # cell) and told with the result instead.
+                        code, looped[len(codes)] = code.rstrip("\n")[:-len(LOOP_NOTE)], True
                     codes[-1] += code
                     parts.append(_fence(code))
                 else:
@@ -281,7 +286,9 @@ def code_block_request(req: dict[str, Any], tool: str) -> tuple[dict[str, Any], 
             msgs.append({"role": "assistant", "content": "\n".join(parts)})
         elif m.get("role") == "tool":
             text = str(m.get("content") or "")
-            note = repeat_note(codes) if told < len(codes) else ""  # once per reply, on its first result
+            note = ""
+            if told < len(codes):  # once per reply, on its first result
+                note = repeat_note(codes) + (LOOPED_NOTE if looped.get(len(codes)) else "")
             told = len(codes)
             msgs.append({"role": "user", "content": "Result of your call:\n" + text + raised_note(text) + note})
         else:
@@ -372,6 +379,8 @@ def split_calls(code: str, tool: str, params: dict[str, list[str]]) -> list[dict
 
 
 LOOP_NOTE = "# (cut here: the reply went on repeating the lines above until its token limit)"
+LOOPED_NOTE = ("\nYour cell was cut at its token limit: it repeated the same lines over and over, and only its lines "
+               "up to the repetition ran. Write each step once.")
 
 
 def cut_loop(text: str) -> str | None:

@@ -224,3 +224,12 @@ def test_a_looping_reply_becomes_its_call() -> None:
     assert name == "python" and args["code"].count("robo.move_to") == 2 and args["code"].endswith(server.LOOP_NOTE + "\n")
     cut = {"choices": [{"finish_reason": "length", "message": {"role": "assistant", "content": "```python\n# a\n# b\nx = "}}]}
     assert "tool_calls" not in server.code_block_reply(cut, "python", PARAMS)["choices"][0]["message"]
+
+
+def test_a_cut_cell_is_shown_without_its_note() -> None:
+    looped = "x = 1\nprint(x)\n" + server.LOOP_NOTE + "\n"
+    msgs = [{"role": "user", "content": "do it"}] + _turn(0, looped) + _turn(1, "y = 2")
+    out, _ = server.code_block_request({"tools": TOOLS, "messages": msgs}, "python")
+    shown = [m["content"] for m in out["messages"]]
+    assert shown[1] == "```python\nx = 1\nprint(x)\n```" and server.LOOP_NOTE not in "".join(shown)
+    assert "only its lines up to the repetition ran" in shown[2] and "repetition" not in shown[4]
