@@ -378,27 +378,45 @@ def split_calls(code: str, tool: str, params: dict[str, list[str]]) -> list[dict
     return calls or [call(tool, {arg: code})]
 
 
-LOOP_NOTE = "# (cut here: the reply went on repeating the lines above until its token limit)"
-LOOPED_NOTE = ("\nYour cell was cut at its token limit: it repeated the same lines over and over, and only its lines "
-               "up to the repetition ran. Write each step once.")
+LOOP_NOTE = "# (cut here: the reply went on repeating itself until its token limit)"
+LOOPED_NOTE = ("\nYour cell was cut at its token limit: it went on repeating itself, and only its lines up to the "
+               "repetition ran. Write each step once, and end the cell with ```.")
 
 
 def cut_loop(text: str) -> str | None:
-    """The code of a ```python block that ran out of tokens because it repeats itself (a group of up to six
-    lines written three times in a row): its lines up to the group's first writing, and a comment that says
-    so; None when the open block does not end in such a loop. Nothing is invented: the kept lines are the
-    model's, in its order."""
+    """The code of a ```python block that ran out of tokens because it repeats itself: its lines up to the
+    first writing of the repeated group, and a comment that says so; None when the open block does not
+    loop. A loop is a group of up to twelve lines written three times in a row, or twice and then again up
+    to the cut (a long line fits only twice in the reply), or blank lines to the cut. Nothing is invented:
+    the kept lines are the model's, in its order."""
     i = text.find("```python\n")
     if i < 0 or "```" in text[i + 10:]:
         return None
-    lines = text[i + 10:].split("\n")[:-1]  # the last line is unfinished
+    *lines, tail = text[i + 10:].split("\n")  # tail: the line the cut left unfinished
+
+    def to_the_cut(group: list[str], rest: list[str]) -> bool:
+        k = len(group)
+        return all(ln == group[j % k] for j, ln in enumerate(rest)) and group[len(rest) % k].startswith(tail)
+
     for start in range(len(lines)):
-        for k in range(1, 7):
+        for k in range(1, 13):
             group = lines[start:start + k]
             if len(group) < k or not any(ln.strip() for ln in group):
                 break
-            if lines[start + k:start + 2 * k] == group and lines[start + 2 * k:start + 3 * k] == group:
+            if lines[start + k:start + 2 * k] != group:
+                continue
+            if lines[start + 2 * k:start + 3 * k] == group or to_the_cut(group, lines[start + 2 * k:]):
                 return "\n".join(lines[:start + k] + [LOOP_NOTE]) + "\n"
+    # Blank lines to the cut (after a fence the model did not finish, such as ``}`): the code before them,
+    # without the unfinished fence's line.
+    end = len(lines)
+    while end and not lines[end - 1].strip():
+        end -= 1
+    if not tail.strip() and len(lines) - end >= 8:
+        while end and "`" in lines[end - 1]:
+            end -= 1
+        if any(ln.strip() and not ln.lstrip().startswith("#") for ln in lines[:end]):
+            return "\n".join(lines[:end] + [LOOP_NOTE]) + "\n"
     return None
 
 

@@ -206,8 +206,17 @@ LOOPED = ("```python\n# Task \"close_drawer\": close the drawer\nx = 1\n"
     (LOOPED, "# Task \"close_drawer\": close the drawer\nx = 1\nrobo.move_to([0.63, 0, 0.086], gripper=0)\n"
              "robo.move_to([0.63, 0, 0.086], gripper=1)\n" + server.LOOP_NOTE + "\n"),
     ("```python\nprint(1)\nprint(1)\nprint(1)\npri", "print(1)\n" + server.LOOP_NOTE + "\n"),
-    # twice is not a loop; blank lines are not a group; a closed block is not cut
+    # a long line written twice, then again up to the cut (close_drawer seed 1's reply)
+    ("```python\n# c\ng = m(1)\nm(2, s=0.01)\nm(2, s=0.01)\nm(2, s=0.0", "# c\ng = m(1)\nm(2, s=0.01)\n" + server.LOOP_NOTE + "\n"),
+    # twice, then something else up to the cut, is not a loop; blank lines are not a group; a closed block is not cut
     ("```python\na = 1\nb = 2\na = 1\nb = 2\nc", None),
+    ("```python\nm(2)\nm(2)\nm(3", None),
+    # blank lines to the cut after an unfinished fence (close_drawer seed 0's fourth reply)
+    ("```python\n# c\nx = 1\nrelease()\n``}`" + "\n" * 40, "# c\nx = 1\nrelease()\n" + server.LOOP_NOTE + "\n"),
+    ("```python\n# only a comment" + "\n" * 40, None),
+    # a seven-line group (an if block) written twice, then again up to the cut
+    ("```python\n" + "if a:\n    b()\n    c()\n    d()\n    e()\n    f()\n    g()\n" * 2 + "if a:\n    b(",
+     "if a:\n    b()\n    c()\n    d()\n    e()\n    f()\n    g()\n" + server.LOOP_NOTE + "\n"),
     ("```python\na = 1\n\n\n\n\nb", None),
     ("```python\nprint(1)\nprint(1)\nprint(1)\n```", None),
     ("no block at all", None),
