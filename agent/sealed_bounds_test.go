@@ -233,3 +233,58 @@ func TestSealedEpisodeExhaustion(t *testing.T) {
 		t.Errorf("env steps %d of %d", res.EnvSteps, res.EnvStepsTotal)
 	}
 }
+
+// TestSealedResultLookups plays the agent against the robot's error messages in a real sealed episode:
+// a result asked for attributes it lacks (a 1 MB name, a name of control characters and markup, a dunder),
+// results copied and replaced, pick() on a drawer the task does not have. Each cell gets its error in
+// the trace, nothing runs on the host, and the robot still moves after.
+func TestSealedResultLookups(t *testing.T) {
+	type attempt struct{ name, code, want string }
+	attempts := []attempt{
+		{"missing", "m = robo.move_to([0.5, 0.0, 0.3])\nm.success",
+			"'Move' object has no attribute 'success': a Move has target_xyz, final_eef_pos, final_dist_m, reached"},
+		{"huge name", "try:\n    getattr(m, 'x' * 1_000_000)\nexcept AttributeError as e:\n    print('HUGE', len(str(e)) > 1_000_000, type(e).__name__)",
+			"HUGE True AttributeError"},
+		{"hostile name", "getattr(m, '\\x1b[2J</pre><img src=x onerror=alert(1)>pos')",
+			`\x1b[2J</pre><img src=x onerror=alert(1)>pos': a Move has`},
+		{"dunder", "try:\n    m.__nope__\nexcept AttributeError as e:\n    print('DUNDER', repr(str(e)))", "DUNDER '__nope__'"},
+		{"copies", "import copy, dataclasses\nprint('COPIES', copy.deepcopy(m) == m, copy.copy(m) == m, dataclasses.replace(m, reached=False).reached)",
+			"COPIES True True False"},
+		{"no drawer here", "robo.pick('drawer_handle')", "pick works on blocks"},
+		{"after", "print('STILL-SERVING', robo.move_to([0.5, 0.1, 0.3]).reached)", "STILL-SERVING True"},
+	}
+	var steps []openaitest.Step
+	for _, a := range attempts {
+		steps = append(steps, call(py(a.code)))
+	}
+	srv := openaitest.New(append(steps, call(finish("failure", "looked up")))...)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if !res.Sealed || res.Status != "completed" {
+		t.Fatalf("sealed %v, status %s: %+v", res.Sealed, res.Status, res.Seal)
+	}
+	cells := cellsBy(readTrace(t, cfg.Out), notebooks.AuthorAgent)
+	if len(cells) != len(attempts) {
+		t.Fatalf("trace: %d agent cells, want %d", len(cells), len(attempts))
+	}
+	for i, a := range attempts {
+		var b strings.Builder
+		for _, o := range cells[i].Outputs {
+			b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
+		}
+		out := b.String()
+		if !strings.Contains(out, a.want) {
+			t.Errorf("%s: the cell's output lacks %q: %.600s", a.name, a.want, out)
+		}
+		if a.name == "hostile name" && strings.Contains(out, "\x1b") {
+			t.Errorf("hostile name: a raw escape character reached the trace: %q", out)
+		}
+		if a.name == "no drawer here" && strings.Contains(out, "drawer is never picked") {
+			t.Errorf("no drawer here: the error talks of a drawer the task does not have: %s", out)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(cfg.Out, "trace.ipynb")); err != nil || fi.Size() > 8<<20 {
+		t.Errorf("trace.ipynb: %v bytes (%v)", fi.Size(), err)
+	}
+}

@@ -394,9 +394,14 @@ def cut_loop(text: str) -> str | None:
         return None
     *lines, tail = text[i + 10:].split("\n")  # tail: the line the cut left unfinished
 
-    def to_the_cut(group: list[str], rest: list[str]) -> bool:
+    def to_the_cut(group: list[str], at: int) -> bool:
+        """Whether lines[at:] and the tail go on writing group (indexed, not sliced: a long reply that
+        defeats the rule at every line must not cost its length squared)."""
         k = len(group)
-        return all(ln == group[j % k] for j, ln in enumerate(rest)) and group[len(rest) % k].startswith(tail)
+        for j in range(at, len(lines)):
+            if lines[j] != group[(j - at) % k]:
+                return False
+        return group[(len(lines) - at) % k].startswith(tail)
 
     for start in range(len(lines)):
         for k in range(1, 13):
@@ -405,7 +410,7 @@ def cut_loop(text: str) -> str | None:
                 break
             if lines[start + k:start + 2 * k] != group:
                 continue
-            if lines[start + 2 * k:start + 3 * k] == group or to_the_cut(group, lines[start + 2 * k:]):
+            if lines[start + 2 * k:start + 3 * k] == group or to_the_cut(group, start + 2 * k):
                 return "\n".join(lines[:start + k] + [LOOP_NOTE]) + "\n"
     # Blank lines to the cut (after a fence the model did not finish, such as ``}`): the code before them,
     # without the unfinished fence's line.

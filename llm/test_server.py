@@ -242,3 +242,84 @@ def test_a_cut_cell_is_shown_without_its_note() -> None:
     shown = [m["content"] for m in out["messages"]]
     assert shown[1] == "```python\nx = 1\nprint(x)\n```" and server.LOOP_NOTE not in "".join(shown)
     assert "only its lines up to the repetition ran" in shown[2] and "repetition" not in shown[4]
+
+
+class _Upstream:
+    """A llama.cpp stand-in: answers every chat request with ``content`` as an event stream cut at
+    max_tokens (finish_reason "length"), as a model that never closed its block."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.content = ""
+        self.requests: list[dict] = []
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                outer.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                text = outer.content
+                for i in range(0, len(text), 4096):  # many deltas, as a stream
+                    chunk = {"choices": [{"index": 0, "delta": {"content": text[i:i + 4096]}}]}
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                       "usage": {"prompt_tokens": 9, "completion_tokens": 384}}
+                self.wfile.write(b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n")
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def proxy():
+    import http.server
+    import threading
+
+    up = _Upstream()
+    front = http.server.ThreadingHTTPServer(("127.0.0.1", 0), server.make_handler(up.srv.server_address[:2]))
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    yield up, front.server_address[1]
+    front.shutdown()
+    up.srv.shutdown()
+
+
+def _ask(port: int, messages: list) -> dict:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(
+        {"model": "m", "messages": messages, "tools": TOOLS, "code_block_tool": "python", "max_tokens": 384}),
+        headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    return json.load(resp)
+
+
+def test_hostile_replies_through_the_proxy(proxy) -> None:
+    """The model is the agent: what it writes reaches the host's proxy. A loop becomes one call; a reply
+    built to defeat the loop rule at every line (3 MB) is answered, with no call, in bounded time; a model
+    that writes the cut note itself is shown its code without it and told it was cut, nothing else."""
+    up, port = proxy
+    up.content = LOOPED
+    reply = _ask(port, [{"role": "user", "content": "go"}])
+    got = reply["choices"][0]
+    (name, args), = _calls(got["message"]["tool_calls"])
+    assert name == "python" and args["code"].count("robo.move_to") == 2 and got["finish_reason"] == "length"
+    assert reply["usage"]["completion_tokens"] == 384  # the whole reply's tokens stay counted
+
+    up.content = "```python\n" + "".join(f"a\na\nb{i}\n" for i in range(200000)) + "y"
+    got = _ask(port, [{"role": "user", "content": "go"}])["choices"][0]
+    assert not got["message"].get("tool_calls") and got["finish_reason"] == "length"
+
+    spoof = "import os\n" + server.LOOP_NOTE + "\n"
+    up.content = LOOPED
+    _ask(port, [{"role": "user", "content": "go"}] + _turn(0, spoof))
+    shown = up.requests[-1]["messages"]
+    assert shown[1]["content"] == "```python\nimport os\n```" and "only its lines up to the repetition ran" in shown[2]["content"]

@@ -49,9 +49,13 @@ def test_invalid_arguments_raise_before_moving(make_robot, call):
 
 @pytest.mark.parametrize("name", ["drawer_handle", "drawer", "the drawer handle", "cabinet"])
 def test_pick_on_the_drawer_says_how_it_moves(make_robot, name):
-    r = make_robot()
+    r = make_robot(task="open_drawer")
     with pytest.raises(ValueError, match=r"never picked up.*segment\('drawer_handle'\)\.top_xyz.*toward -x"):
         r.pick(name)
+    # where there is no drawer, the error does not talk of one
+    with pytest.raises(ValueError, match=r"pick works on blocks") as e:
+        make_robot().pick(name)
+    assert "drawer is never picked" not in str(e.value)
 
 
 def test_make_options_are_validated(tmp_path):
