@@ -7,7 +7,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -22,15 +21,8 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/eval/rayjob"
+	"github.com/pyrualean/pyrualean/eval/rayservice"
 )
-
-// rayDriver is the job's driver: it runs each episode as a Ray task and reports on its stdout.
-//
-//go:embed ray_driver.py
-var rayDriver []byte
-
-// rayPrefix starts the driver's protocol lines (ray_driver.py's PREFIX).
-const rayPrefix = "@pyrualean-ray "
 
 // RayResources is what one episode's task asks the cluster for.
 type RayResources struct {
@@ -39,22 +31,26 @@ type RayResources struct {
 	GPUs        float64 `json:"num_gpus"`
 }
 
-// Ray runs a suite's episodes on a Ray cluster: one Ray job per eval run, submitted through the
-// dashboard's Job Submission API, whose driver (ray_driver.py, shipped in the job's working_dir)
-// runs each episode as a Ray task with resource requests. A task runs Command (the node's
-// `pyrualean episode`, the same episode code as a local run) into a node-local folder and returns
-// the run folder, which lands in j.Dir here: ids, folders, the manifest, resume and statistics are
-// the local ones. Ray is both the suite's Engine (the cluster schedules; an episode's run starts
-// when its task starts on a node) and its Executor (Execute waits for the attempt's outcome).
+// Ray runs a suite's episodes on a Ray cluster: eval hands the suite to pyrualean's long-lived
+// service job there (rayservice: started once per cluster and version, with a warm Ray worker per
+// CPU), which runs each episode as a Ray task with resource requests and streams protocol lines
+// back. A task runs Command (the node's `pyrualean episode`, the same episode code as a local run)
+// into a node-local folder and returns the run folder, which lands in j.Dir here: ids, folders,
+// the manifest, resume and statistics are the local ones. Ray is both the suite's Engine (the
+// cluster schedules; an episode's run starts when its task starts on a node) and its Executor
+// (Execute waits for the attempt's outcome).
 //
 // Retries: a worker or node lost mid-episode is retried by Ray (max_retries: the attempts left);
-// an outcome the runner retries is resubmitted by the driver, with the runner's rule and budget
+// an outcome the runner retries is resubmitted by the service, with the runner's rule and budget
 // (setRetries), so every attempt the runner records is one the cluster ran, and an episode still
-// has one run folder. Cancelling ctx stops the job.
+// has one run folder. Cancelling ctx cancels the suite: its running attempts end interrupted.
 type Ray struct {
 	Client  *rayjob.Client
 	Command []string // argv of the node's episode runner (default: pyrualean episode)
-	Python  string   // the node's python with ray, for the driver (default: python)
+	Service rayservice.Options
+	// Owner names who runs the suite (an eval folder on a machine): the service cancels an older
+	// suite of the same owner when a new one comes (the same eval run again after a kill -9).
+	Owner string
 	// Prepare gives the episode a node runs for a job and what its task asks for (default: the
 	// job's episode, 1 CPU).
 	Prepare func(Job) (Episode, RayResources)
@@ -62,17 +58,17 @@ type Ray struct {
 	// key is read on the node from the variable its settings name).
 	Env      map[string]string
 	Logger   *slog.Logger
-	OnSubmit func(submissionID string) // called once the job is submitted
+	OnSubmit func(suite string, svc *rayservice.Service) // called once the suite is submitted
 
 	retries int
 	backoff time.Duration
 
 	mu        sync.Mutex
 	eps       map[string]*rayEpisode
-	ended     chan struct{} // closed when the job's output has been read to its end
-	endErr    error         // why no more attempts come (the job ended, failed or was stopped)
-	lastSeen  int           // the last protocol line handled (a reconnecting tail skips up to it)
-	submitted time.Time     // when Run packed the job (the driver's times are logged against it)
+	ended     chan struct{} // closed when the suite's lines have been read to its end
+	endErr    error         // why no more attempts come (the suite ended, failed or was cancelled)
+	lastSeen  int           // the last protocol line handled (a reconnecting stream starts after it)
+	submitted time.Time     // when Run packed the suite (the service's times are logged against it)
 	// unrecorded counts attempts that ended on the cluster and are not yet in the manifest; a new
 	// episode's run starts once it is 0, as a local worker takes its next episode after recording.
 	unrecorded int
@@ -91,7 +87,7 @@ type rayAttempt struct {
 	files   []byte // the run folder, tar.gz; nil when the attempt brought none back
 }
 
-// rayMsg is one protocol line of the driver.
+// rayMsg is one protocol line of the suite (ray_driver.py).
 type rayMsg struct {
 	N       int           `json:"n"`
 	Kind    string        `json:"kind"`
@@ -107,7 +103,7 @@ type rayMsg struct {
 	CPUs    float64       `json:"cpus"`
 	GPUs    float64       `json:"gpus"`
 	Message string        `json:"message"`
-	At      float64       `json:"at"` // the driver's clock when it printed the line (Unix seconds)
+	At      float64       `json:"at"` // the service's clock when it wrote the line (Unix seconds)
 }
 
 // OutcomeRecord is an Outcome as JSON: what `pyrualean episode` reports from a node.
@@ -119,7 +115,7 @@ type OutcomeRecord struct {
 	InTok    int     `json:"input_tokens,omitempty"`
 	LLMCalls int     `json:"llm_calls,omitempty"`
 	CostUSD  float64 `json:"cost_usd,omitempty"`
-	Node     string  `json:"node,omitempty"` // the Ray node id that ran the attempt (set by the driver)
+	Node     string  `json:"node,omitempty"` // the Ray node id that ran the attempt (set by the service)
 }
 
 // Record is o as JSON.
@@ -177,12 +173,13 @@ func (r *Ray) awaitRecords() {
 	}
 }
 
-// setRetries takes the runner's retry rule, which the driver applies too.
+// setRetries takes the runner's retry rule, which the service applies too.
 func (r *Ray) setRetries(retries int, backoff time.Duration) { r.retries, r.backoff = retries, backoff }
 
-// rayPlan is the driver's plan.json.
+// rayPlan is the suite's plan.json (ray_driver.py's Plan).
 type rayPlan struct {
 	Submission string            `json:"submission"`
+	Owner      string            `json:"owner,omitempty"`
 	Command    []string          `json:"command"`
 	Retries    int               `json:"retries"`
 	BackoffS   float64           `json:"backoff_s"`
@@ -200,18 +197,14 @@ type rayPlanJob struct {
 	Resources RayResources `json:"resources"`
 }
 
-// Package is the job's working_dir (a zip: the driver, plan.json, and the finished twins from an
-// earlier run that replayed tools episodes read) and the job's spec. Nothing in either is secret.
-func (r *Ray) Package(jobs []Job, submission string) ([]byte, rayjob.Spec, error) {
+// Package is the suite's package for the service (a zip: plan.json, and the finished twins from an
+// earlier run that replayed tools episodes read). Nothing in it is secret.
+func (r *Ray) Package(jobs []Job, submission string) ([]byte, error) {
 	cmd := r.Command
 	if len(cmd) == 0 {
 		cmd = []string{"pyrualean", "episode"}
 	}
-	py := r.Python
-	if py == "" {
-		py = "python"
-	}
-	plan := rayPlan{Submission: submission, Command: cmd, Retries: r.retries, BackoffS: r.backoff.Seconds(),
+	plan := rayPlan{Submission: submission, Owner: r.Owner, Command: cmd, Retries: r.retries, BackoffS: r.backoff.Seconds(),
 		Retryable: RetryableStatuses(), Env: r.Env}
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -221,9 +214,6 @@ func (r *Ray) Package(jobs []Job, submission string) ([]byte, rayjob.Spec, error
 			_, err = w.Write(b)
 		}
 		return err
-	}
-	if err := add("ray_driver.py", rayDriver); err != nil {
-		return nil, rayjob.Spec{}, err
 	}
 	inPlan := map[string]bool{}
 	for _, j := range jobs {
@@ -236,35 +226,34 @@ func (r *Ray) Package(jobs []Job, submission string) ([]byte, rayjob.Spec, error
 		}
 		pj := rayPlanJob{ID: j.ID, Twin: j.Twin(), After: j.After, Episode: ep, Resources: res}
 		if j.After != "" && !inPlan[j.After] {
-			// The twin finished in an earlier run: its result and primitive calls travel with the job.
+			// The twin finished in an earlier run: its result and primitive calls travel with the suite.
 			twin, err := packFiles(j.TwinDir(), "result.json", "calls.jsonl")
 			if err != nil {
-				return nil, rayjob.Spec{}, fmt.Errorf("%s: its cells twin: %w", j.ID, err)
+				return nil, fmt.Errorf("%s: its cells twin: %w", j.ID, err)
 			}
 			pj.TwinFile = fmt.Sprintf("twins/%d.tar.gz", i)
 			if err := add(pj.TwinFile, twin); err != nil {
-				return nil, rayjob.Spec{}, err
+				return nil, err
 			}
 		}
 		plan.Jobs = append(plan.Jobs, pj)
 	}
 	pb, err := json.MarshalIndent(plan, "", " ")
 	if err != nil {
-		return nil, rayjob.Spec{}, err
+		return nil, err
 	}
 	if err := add("plan.json", pb); err != nil {
-		return nil, rayjob.Spec{}, err
+		return nil, err
 	}
 	if err := zw.Close(); err != nil {
-		return nil, rayjob.Spec{}, err
+		return nil, err
 	}
-	spec := rayjob.Spec{Entrypoint: py + " ray_driver.py", SubmissionID: submission,
-		Metadata: map[string]string{"pyrualean": "eval", "episodes": fmt.Sprint(len(jobs))}}
-	return buf.Bytes(), spec, nil
+	return buf.Bytes(), nil
 }
 
-// Run submits one job for the jobs and starts each job's run when its task starts on a node. It
-// returns once every started run has returned and the job has ended (stopped, when ctx ends).
+// Run hands the jobs to the cluster's service as one suite and starts each job's run when its task
+// starts on a node. It returns once every started run has returned and the suite has ended
+// (cancelled, when ctx ends).
 func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context, j Job)) error {
 	if len(jobs) == 0 {
 		return ctx.Err()
@@ -283,21 +272,25 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 	var nonce [4]byte
 	rand.Read(nonce[:])
 	r.submitted = time.Now()
-	submission := fmt.Sprintf("pyrualean-%s-%x", time.Now().UTC().Format("20060102-150405"), nonce)
-	pkg, spec, err := r.Package(jobs, submission)
+	suite := fmt.Sprintf("pyrualean-%s-%x", time.Now().UTC().Format("20060102-150405"), nonce)
+	o := r.Service
+	if o.Logger == nil {
+		o.Logger = r.Logger
+	}
+	svc, err := rayservice.Ensure(ctx, r.Client, o)
 	if err == nil {
-		var uri string
-		if uri, err = r.Client.UploadPackage(ctx, pkg); err == nil {
-			spec.RuntimeEnv = map[string]any{"working_dir": uri}
-			_, err = r.Client.Submit(ctx, spec)
+		var pkg []byte
+		if pkg, err = r.Package(jobs, suite); err == nil {
+			err = svc.Submit(ctx, pkg)
 		}
 	}
 	if err != nil {
 		r.finish(err)
 		return fmt.Errorf("ray: submit: %w", err)
 	}
+	r.Logger.Info("ray: suite submitted", "suite", suite, "service", svc.Job, "after_start_s", agent.Round(time.Since(r.submitted).Seconds(), 3))
 	if r.OnSubmit != nil {
-		r.OnSubmit(submission)
+		r.OnSubmit(suite, svc)
 	}
 	var wg sync.WaitGroup
 	start := func(e *rayEpisode) { // under r.mu
@@ -311,17 +304,7 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 			run(ctx, e.job)
 		}()
 	}
-	tailDone := make(chan error, 1)
-	stopped := make(chan struct{}) // closed once a stopped job has ended (or was waited for in vain)
-	go func() { tailDone <- r.follow(ctx, submission, start, stopped) }()
-	var runErr error
-	select {
-	case runErr = <-tailDone:
-	case <-ctx.Done():
-		r.stop(submission)
-		close(stopped)
-		runErr = <-tailDone
-	}
+	runErr := r.follow(ctx, svc, suite, start)
 	wg.Wait()
 	if len(jobs) > 0 {
 		os.Remove(incomingDir(jobs[0])) // once empty (every landing is done): a local run has none
@@ -332,109 +315,71 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 	return runErr
 }
 
-// stop stops the job and waits (bounded) for it to end, so its tasks are gone when eval exits.
-func (r *Ray) stop(id string) {
-	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := r.Client.Stop(sctx, id); err != nil {
-		r.Logger.Error("ray: stopping the job", "job", id, "err", err)
-		return
+// follow reads the suite's lines until its last, reconnecting from the last line read when the
+// stream drops. When ctx ends it cancels the suite and reads on (bounded) until the service has
+// ended every running attempt. When the service is gone, every attempt still awaited ends
+// interrupted, with that as the error.
+func (r *Ray) follow(ctx context.Context, svc *rayservice.Service, suite string, start func(*rayEpisode)) error {
+	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopReading()
+	cancelled := false
+	cancel := func() {
+		cancelled = true
+		cctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+		defer stop()
+		if err := svc.Cancel(cctx, suite); err != nil {
+			r.Logger.Error("ray: cancelling the suite", "suite", suite, "err", err)
+		}
+		// The service ends the cancelled attempts within seconds; past a minute, stop waiting.
+		time.AfterFunc(60*time.Second, stopReading)
 	}
-	if info, err := r.Client.Wait(sctx, id, 250*time.Millisecond); err != nil {
-		r.Logger.Error("ray: the job did not end", "job", id, "status", info.Status, "err", err)
-	}
-}
-
-// follow reads the job's output until the driver's last line, reconnecting (and skipping what it
-// has read) when the dashboard drops the stream. When the job ends without that line (it failed or
-// was stopped), every attempt still awaited ends interrupted, with the job's end as the error.
-func (r *Ray) follow(ctx context.Context, id string, start func(*rayEpisode), stopped <-chan struct{}) error {
-	var tail []string // the driver's last non-protocol lines, for the error of a failed job
+	stopWatch := context.AfterFunc(ctx, cancel)
+	defer stopWatch()
 	failures := 0
 	for {
 		seen := r.seen()
-		tctx, stopTail := context.WithCancel(ctx)
-		err := r.Client.Tail(tctx, id, func(line string) {
-			msg, ok := strings.CutPrefix(line, rayPrefix)
-			if !ok {
-				r.Logger.Info("ray driver", "job", id, "line", line)
-				if tail = append(tail, line); len(tail) > 20 {
-					tail = tail[1:]
+		err := svc.Follow(readCtx, suite, seen, func(raw []byte) {
+			n, kind := r.handle(raw, start)
+			if kind == "end" || kind == "lost" {
+				actx, stop := context.WithTimeout(readCtx, 10*time.Second)
+				if err := svc.Ack(actx, suite, n); err != nil {
+					r.Logger.Warn("ray: acknowledging lines", "suite", suite, "err", err)
 				}
-				return
-			}
-			if r.handle(msg, start) {
-				stopTail() // the driver's last line: no need to wait for the stream's end
+				stop()
 			}
 		})
-		stopTail()
-		switch {
-		case ctx.Err() != nil:
-			<-stopped
-			r.catchUp(id, start)
-			r.finish(fmt.Errorf("ray job %s stopped: %w", id, context.Cause(ctx)))
-			return ctx.Err()
-		case r.lastDone():
-			// The driver is exiting: wait for the job to end, so none of it runs once eval returns.
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			if info, err := r.Client.Wait(wctx, id, 100*time.Millisecond); err != nil {
-				r.Logger.Warn("ray: the job has not ended after its driver's last line", "job", id, "status", info.Status, "err", err)
+		if r.lastDone() {
+			if ctx.Err() != nil || cancelled {
+				return context.Cause(ctx)
 			}
 			return nil
 		}
-		info, ierr := r.Client.Info(ctx, id)
-		if err == nil && ierr == nil && rayjob.Terminal(info.Status) {
-			endErr := fmt.Errorf("ray job %s %s: %s%s", id, info.Status, info.Message, tailText(tail))
-			r.finish(endErr)
-			return endErr
+		if readCtx.Err() != nil {
+			err = fmt.Errorf("ray suite %s: the service did not end it within a minute of the cancel", suite)
+			r.finish(err)
+			return err
 		}
 		if r.seen() > seen {
 			failures = 0 // it moved on: only a stream that keeps failing gives up
 		}
 		if err == nil {
-			err = errOr(ierr, errors.New("the log stream closed while the job runs"))
+			err = errors.New("the stream ended before the suite's last line")
 		}
-		if failures++; failures > 20 {
-			err = fmt.Errorf("ray job %s: lost the cluster: %w", id, err)
+		if info, ierr := r.Client.Info(readCtx, svc.Job); ierr == nil && rayjob.Terminal(info.Status) {
+			err = fmt.Errorf("ray service %s %s: %s (the next eval starts a new one)", svc.Job, info.Status, info.Message)
 			r.finish(err)
 			return err
 		}
-		r.Logger.Warn("ray: following the job again", "job", id, "err", err)
+		if failures++; failures > 20 {
+			err = fmt.Errorf("ray suite %s: lost the service: %w", suite, err)
+			r.finish(err)
+			return err
+		}
+		r.Logger.Warn("ray: following the suite again", "suite", suite, "err", err)
 		select {
-		case <-ctx.Done():
+		case <-readCtx.Done():
 		case <-time.After(time.Duration(min(failures, 5)) * time.Second):
 		}
-	}
-}
-
-// catchUp reads a stopped job's whole output once and handles the driver's lines the tail had not
-// delivered (it runs about a second behind): an attempt that began on the cluster just before a
-// Ctrl-C is then counted (it ends interrupted with the rest), and an episode that ended then lands
-// its run folder instead of running again.
-func (r *Ray) catchUp(id string, start func(*rayEpisode)) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	logs, err := r.Client.Logs(ctx, id)
-	if err != nil {
-		r.Logger.Warn("ray: reading the stopped job's output; attempts it began in its last second may go uncounted", "job", id, "err", err)
-		return
-	}
-	// Runs start once every line is in, so an attempt that ended gets its outcome, not the cut; no
-	// start waits for the runner's records (awaitRecords): it only counts attempts now.
-	var starts []*rayEpisode
-	later := func(e *rayEpisode) { starts = append(starts, e) }
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for line := range strings.Lines(logs) {
-		msg, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), rayPrefix)
-		var m rayMsg
-		if ok && json.Unmarshal([]byte(msg), &m) == nil {
-			r.applyLocked(m, len(msg), later)
-		}
-	}
-	for _, e := range starts {
-		start(e)
 	}
 }
 
@@ -444,21 +389,7 @@ func (r *Ray) seen() int {
 	return r.lastSeen
 }
 
-func tailText(lines []string) string {
-	if len(lines) == 0 {
-		return ""
-	}
-	return "\n  " + strings.Join(lines, "\n  ")
-}
-
-func errOr(err, def error) error {
-	if err != nil {
-		return err
-	}
-	return def
-}
-
-// lastDone says whether the driver's "done" line was read.
+// lastDone says whether the suite's "done" line was read.
 func (r *Ray) lastDone() bool {
 	select {
 	case <-r.ended:
@@ -468,52 +399,53 @@ func (r *Ray) lastDone() bool {
 	}
 }
 
-// handle takes one protocol line; it says whether it was the driver's last.
-func (r *Ray) handle(raw string, start func(*rayEpisode)) (last bool) {
+// handle takes one protocol line; it returns the line's number and kind.
+func (r *Ray) handle(raw []byte, start func(*rayEpisode)) (n int, kind string) {
 	var m rayMsg
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		r.Logger.Error("ray: unreadable driver line", "err", err)
-		return false
+	if err := json.Unmarshal(raw, &m); err != nil {
+		r.Logger.Error("ray: unreadable line from the service", "err", err)
+		return 0, ""
 	}
 	if m.Kind == "start" {
 		r.awaitRecords()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.applyLocked(m, len(raw), start)
+	r.applyLocked(m, len(raw), start)
+	return m.N, m.Kind
 }
 
-// applyLocked takes one driver line into the episodes' state (under r.mu).
-func (r *Ray) applyLocked(m rayMsg, size int, start func(*rayEpisode)) (last bool) {
+// applyLocked takes one line into the episodes' state (under r.mu).
+func (r *Ray) applyLocked(m rayMsg, size int, start func(*rayEpisode)) {
 	if m.N <= r.lastSeen {
-		return false // read before the stream was reopened
+		return // read before the stream was reopened
 	}
 	r.lastSeen = m.N
 	switch m.Kind {
 	case "hello":
-		// Where Ray's fixed cost goes: submission to the driver's first line, and that line's way back.
-		r.Logger.Info("ray: driver started", "ray", m.Ray, "cpus", m.CPUs, "gpus", m.GPUs,
+		// Where Ray's fixed cost goes: eval's start to the suite's first line, and that line's way back.
+		r.Logger.Info("ray: suite started", "ray", m.Ray, "cpus", m.CPUs, "gpus", m.GPUs,
 			"after_submit_s", agent.Round(m.At-unixSeconds(r.submitted), 3), "line_lag_s", agent.Round(unixSeconds(time.Now())-m.At, 3))
-		return false
+		return
 	case "warning":
 		r.Logger.Error("ray: " + m.Message)
-		return false
+		return
 	}
 	if m.Kind == "done" {
-		r.finishLocked(errors.New("the ray job ended"))
-		return true
+		r.finishLocked(errors.New("the ray suite ended"))
+		return
 	}
 	e, ok := r.eps[m.ID]
 	if !ok {
-		r.Logger.Error("ray: a line about an episode not in the job", "id", m.ID, "kind", m.Kind)
-		return false
+		r.Logger.Error("ray: a line about an episode not in the suite", "id", m.ID, "kind", m.Kind)
+		return
 	}
 	switch m.Kind {
 	case "start":
 		r.Logger.Info("ray: episode started", "id", m.ID, "attempt", m.Attempt, "node", m.Node, "pid", m.PID,
 			"after_submit_s", agent.Round(m.At-unixSeconds(r.submitted), 3))
 		start(e)
-		return false
+		return
 	case "end":
 		r.Logger.Info("ray: episode ended", "id", m.ID, "attempt", m.Attempt, "status", m.Outcome.Status,
 			"after_submit_s", agent.Round(m.At-unixSeconds(r.submitted), 3), "line_lag_s", agent.Round(unixSeconds(time.Now())-m.At, 3), "line_bytes", size)
@@ -532,13 +464,13 @@ func (r *Ray) applyLocked(m rayMsg, size int, start func(*rayEpisode)) (last boo
 		r.unrecorded++
 		start(e) // an attempt that never began still ends in the manifest
 	default:
-		return false
+		return
 	}
 	select {
 	case e.notify <- struct{}{}:
 	default:
 	}
-	return false
+	return
 }
 
 func (r *Ray) finish(err error) {
@@ -556,13 +488,13 @@ func (r *Ray) finishLocked(err error) {
 	}
 }
 
-// Execute waits for the job's next attempt at j and lands its run folder in j.Dir.
+// Execute waits for the suite's next attempt at j and lands its run folder in j.Dir.
 func (r *Ray) Execute(ctx context.Context, j Job) Outcome {
 	r.mu.Lock()
 	e, ok := r.eps[j.ID]
 	r.mu.Unlock()
 	if !ok {
-		return Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("ray: %s is not in the job", j.ID)}
+		return Outcome{Status: agent.StatusInterrupted, Err: fmt.Errorf("ray: %s is not in the suite", j.ID)}
 	}
 	for {
 		r.mu.Lock()
@@ -668,7 +600,7 @@ func untar(tgz []byte, dir string) error {
 	}
 }
 
-// packFiles packs the named files of dir (those that exist) as a tar.gz, as the driver packs.
+// packFiles packs the named files of dir (those that exist) as a tar.gz, as ray_driver.py packs.
 func packFiles(dir string, names ...string) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)

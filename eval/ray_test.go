@@ -12,18 +12,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/eval/rayjob"
+	"github.com/pyrualean/pyrualean/eval/rayservice"
 	"github.com/pyrualean/pyrualean/spec"
 )
 
@@ -51,9 +53,9 @@ func replayJob(dir, task, arm string) Job {
 	return j
 }
 
-// TestRayPackage: the job's working_dir holds the driver, the plan (episodes as the node runs them,
+// TestRayPackage: the suite's package holds the plan (episodes as the node runs them,
 // resources, the runner's retry rule, the forwarded settings) and a twin finished in an earlier
-// run; no secret of this environment is anywhere in it or in the job's spec.
+// run; no secret of this environment is anywhere in it.
 func TestRayPackage(t *testing.T) {
 	secret := "sk-secret-" + fmt.Sprint(time.Now().UnixNano())
 	t.Setenv("OPENAI_API_KEY", secret)
@@ -75,7 +77,8 @@ func TestRayPackage(t *testing.T) {
 			return ep, RayResources{CPUs: 1, MemoryBytes: 1 << 30}
 		}}
 	r.setRetries(2, 1500*time.Millisecond)
-	pkg, rspec, err := r.Package(jobs, "pyrualean-test")
+	r.Owner = "eval-folder-hash"
+	pkg, err := r.Package(jobs, "pyrualean-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,17 +95,14 @@ func TestRayPackage(t *testing.T) {
 			t.Errorf("%s holds the secret", f.Name)
 		}
 	}
-	if b, _ := json.Marshal(rspec); bytes.Contains(b, []byte(secret)) || rspec.Entrypoint != "python ray_driver.py" || rspec.SubmissionID != "pyrualean-test" {
-		t.Errorf("spec %s", b)
-	}
-	if !bytes.Equal(files["ray_driver.py"], rayDriver) {
-		t.Error("the driver is not in the package")
+	if len(files) != 2 {
+		t.Errorf("package files %v, want plan.json and one twin", len(files))
 	}
 	var plan rayPlan
 	if err := json.Unmarshal(files["plan.json"], &plan); err != nil {
 		t.Fatal(err)
 	}
-	if plan.Retries != 2 || plan.BackoffS != 1.5 || len(plan.Retryable) != len(RetryableStatuses()) || plan.Env["OPENAI_BASE_URL"] == "" ||
+	if plan.Submission != "pyrualean-test" || plan.Owner != "eval-folder-hash" || plan.Retries != 2 || plan.BackoffS != 1.5 || len(plan.Retryable) != len(RetryableStatuses()) || plan.Env["OPENAI_BASE_URL"] == "" ||
 		plan.Command[0] != "/opt/pyrualean/bin/pyrualean" || len(plan.Jobs) != 3 {
 		t.Fatalf("plan %+v", plan)
 	}
@@ -123,7 +123,7 @@ func TestRayPackage(t *testing.T) {
 	}
 	// A tools episode whose twin never ran cannot be packed.
 	lone := replayJob(t.TempDir(), "open_drawer", spec.ArmTools)
-	if _, _, err := r.Package([]Job{lone}, "x"); err == nil {
+	if _, err := r.Package([]Job{lone}, "x"); err == nil {
 		t.Error("packed a tools episode without its twin")
 	}
 }
@@ -147,9 +147,9 @@ func TestRayProtocol(t *testing.T) {
 		}
 	}
 	files := base64.StdEncoding.EncodeToString(tgz(t, map[string]string{"result.json": `{"status":"completed"}`, "workspace/x.py": "1"}))
-	line := func(v map[string]any) string { b, _ := json.Marshal(v); return string(b) }
+	line := func(v map[string]any) []byte { b, _ := json.Marshal(v); return b }
 	ok := true
-	for _, l := range []string{
+	for _, l := range [][]byte{
 		line(map[string]any{"n": 1, "kind": "hello", "ray": "2.60.0"}),
 		line(map[string]any{"n": 2, "kind": "start", "id": a.ID, "attempt": 1}),
 		line(map[string]any{"n": 3, "kind": "lost", "id": a.ID, "attempt": 1, "status": "interrupted", "error": "worker died"}),
@@ -176,7 +176,7 @@ func TestRayProtocol(t *testing.T) {
 	}
 	r.recorded()
 	<-next
-	for _, l := range []string{
+	for _, l := range [][]byte{
 		line(map[string]any{"n": 5, "kind": "end", "id": a.ID, "attempt": 2, "outcome": map[string]any{"status": "completed", "environment_success": ok, "wall_s": 1.5}, "files": files}),
 		line(map[string]any{"n": 5, "kind": "end", "id": a.ID, "attempt": 2, "outcome": map[string]any{"status": "completed"}, "files": files}),
 	} {
@@ -245,78 +245,120 @@ func TestUntarStaysInside(t *testing.T) {
 
 func nilLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// TestRayCatchUpAfterStop: Ctrl-C while the dashboard's log tail runs behind the driver (about a
-// second). The job is stopped, then its whole output is read once: an attempt that began on the
-// cluster in that last second is counted (it ends interrupted), and one that ended then lands its
-// run folder with its outcome instead of running again.
-func TestRayCatchUpAfterStop(t *testing.T) {
+// TestRayServiceStream: a suite through the service's HTTP face (a stand-in here; the real one runs
+// in TestEvalRay). The stream drops after b's end and is followed again from the last line read;
+// read lines are acknowledged; Ctrl-C cancels the suite and the lines after it are still read: the
+// running attempt ends as the service says (interrupted), the ended one keeps its run folder.
+func TestRayServiceStream(t *testing.T) {
 	dir := t.TempDir()
 	a, b := replayJob(dir, "stack_blocks", spec.ArmCells), replayJob(dir, "open_drawer", spec.ArmCells)
 	files := base64.StdEncoding.EncodeToString(tgz(t, map[string]string{"result.json": `{"status":"completed"}`}))
-	line := func(v map[string]any) string { b, _ := json.Marshal(v); return rayPrefix + string(b) + "\n" }
-	hello := line(map[string]any{"n": 1, "kind": "hello", "ray": "2.60.0"})
-	whole := hello + "driver chatter\n" +
-		line(map[string]any{"n": 2, "kind": "start", "id": a.ID, "attempt": 1}) +
-		line(map[string]any{"n": 3, "kind": "start", "id": b.ID, "attempt": 1}) +
-		line(map[string]any{"n": 4, "kind": "end", "id": b.ID, "attempt": 1, "outcome": map[string]any{"status": "completed", "wall_s": 2.5}, "files": files})
-	tailed, stopped := make(chan struct{}), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	line := func(v map[string]any) []byte { b, _ := json.Marshal(v); return append(b, '\n') }
+	var mu sync.Mutex
+	var afters, acks []string
+	suite := ""
+	cancelled := make(chan struct{})
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
 		switch {
-		case r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/api/packages/gcs/"):
-		case r.Method == "POST" && r.URL.Path == "/api/jobs/":
-			json.NewEncoder(w).Encode(map[string]string{"submission_id": "x"})
-		case strings.HasSuffix(r.URL.Path, "/logs/tail"):
-			ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		case r.URL.Path == "/health":
+			w.Write([]byte(`{"ok":true}`))
+		case r.Method == "POST" && r.URL.Path == "/suites":
+			body, _ := io.ReadAll(r.Body)
+			zr, err := zip.NewReader(bytes.NewReader(body), int64(len(body)))
 			if err != nil {
+				http.Error(w, err.Error(), 400)
 				return
 			}
-			defer ws.Close()
-			ws.WriteMessage(websocket.TextMessage, []byte(hello)) // the rest is a second behind
-			close(tailed)
-			<-stopped
-		case strings.HasSuffix(r.URL.Path, "/stop"):
-			close(stopped)
-			json.NewEncoder(w).Encode(map[string]bool{"stopped": true})
-		case strings.HasSuffix(r.URL.Path, "/logs"):
-			json.NewEncoder(w).Encode(map[string]string{"logs": whole})
-		case r.Method == "GET" && strings.HasPrefix(r.URL.Path, "/api/jobs/"):
-			status := "RUNNING"
-			select {
-			case <-stopped:
-				status = "STOPPED"
-			default:
+			f, _ := zr.Open("plan.json")
+			var plan rayPlan
+			json.NewDecoder(f).Decode(&plan)
+			mu.Lock()
+			suite = plan.Submission
+			mu.Unlock()
+			w.WriteHeader(http.StatusCreated)
+		case strings.HasSuffix(r.URL.Path, "/lines"):
+			mu.Lock()
+			afters = append(afters, r.URL.Query().Get("after"))
+			first := len(afters) == 1
+			mu.Unlock()
+			if first {
+				w.Write(line(map[string]any{"n": 1, "kind": "hello", "ray": "2.60.0"}))
+				w.Write(line(map[string]any{"n": 2, "kind": "start", "id": a.ID, "attempt": 1}))
+				w.Write(line(map[string]any{"n": 3, "kind": "start", "id": b.ID, "attempt": 1}))
+				w.Write(line(map[string]any{"n": 4, "kind": "end", "id": b.ID, "attempt": 1, "outcome": map[string]any{"status": "completed", "wall_s": 2.5}, "files": files}))
+				w.Write([]byte(`{"n": 5, "kind": "lo`)) // the connection drops inside a line
+				return
 			}
-			json.NewEncoder(w).Encode(map[string]string{"status": status})
+			w.Write([]byte("\n")) // a keep-alive
+			w.(http.Flusher).Flush()
+			<-cancelled
+			w.Write(line(map[string]any{"n": 5, "kind": "lost", "id": a.ID, "attempt": 1, "status": "interrupted", "error": "eval cancelled the suite (Ctrl-C)"}))
+			w.Write(line(map[string]any{"n": 6, "kind": "done", "cancelled": true}))
+		case strings.HasSuffix(r.URL.Path, "/ack"):
+			mu.Lock()
+			acks = append(acks, r.URL.Query().Get("n"))
+			mu.Unlock()
+		case strings.HasSuffix(r.URL.Path, "/cancel"):
+			close(cancelled)
+			w.WriteHeader(http.StatusAccepted)
 		default:
 			http.Error(w, "no", http.StatusNotFound)
 		}
 	}))
-	defer srv.Close()
-	cl, err := rayjob.New(srv.URL)
+	defer svc.Close()
+	port := svc.Listener.Addr().(*net.TCPAddr).Port
+	dash := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/jobs/":
+			json.NewEncoder(w).Encode([]map[string]any{
+				{"submission_id": "old", "status": "RUNNING", "metadata": map[string]string{"pyrualean": "service", "version": "older"}},
+				{"submission_id": "svc", "status": "RUNNING", "metadata": map[string]string{"pyrualean": "service", "version": rayservice.Version()}}})
+		case "/api/jobs/svc/logs":
+			json.NewEncoder(w).Encode(map[string]string{"logs": fmt.Sprintf("starting\n@pyrualean-ray-service {\"port\":%d,\"token\":\"tok\"}\n", port)})
+		case "/api/jobs/svc":
+			json.NewEncoder(w).Encode(map[string]string{"status": "RUNNING"})
+		default:
+			http.Error(w, "no", http.StatusNotFound)
+		}
+	}))
+	defer dash.Close()
+	cl, err := rayjob.New(strings.Replace(dash.URL, "127.0.0.1", "localhost", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Ray{Client: cl, Logger: nilLogger()}
 	ctx, ctrlC := context.WithCancel(context.Background())
-	go func() { <-tailed; ctrlC() }()
-	var mu sync.Mutex
-	got := map[string]Outcome{}
+	var got sync.Map
 	err = r.Run(ctx, []Job{a, b}, func(ctx context.Context, j Job) {
 		out := r.Execute(ctx, j)
-		mu.Lock()
-		got[j.ID] = out
-		mu.Unlock()
+		got.Store(j.ID, out)
+		r.recorded()
+		if j.ID == b.ID {
+			ctrlC() // once b's outcome is in
+		}
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Run: %v", err)
 	}
-	if out, ok := got[a.ID]; !ok || out.Status != agent.StatusInterrupted {
-		t.Errorf("the attempt that began in the tail's last second: %+v (ran %v)", out, ok)
-	}
-	if out := got[b.ID]; out.Status != agent.StatusCompleted || out.WallS != 2.5 {
-		t.Errorf("the attempt that ended in the tail's last second: %+v", out)
+	if out, ok := got.Load(b.ID); !ok || out.(Outcome).Status != agent.StatusCompleted || out.(Outcome).WallS != 2.5 {
+		t.Errorf("b: %+v", out)
 	}
 	if _, err := os.Stat(filepath.Join(b.Dir, "result.json")); err != nil {
-		t.Errorf("its run folder: %v", err)
+		t.Errorf("b's run folder: %v", err)
+	}
+	if out, ok := got.Load(a.ID); !ok || out.(Outcome).Status != agent.StatusInterrupted {
+		t.Errorf("a: %+v", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if suite == "" || len(afters) != 2 || afters[0] != "0" || afters[1] != "4" {
+		t.Errorf("suite %q followed from %v, want 0 then 4", suite, afters)
+	}
+	if !slices.Contains(acks, "4") {
+		t.Errorf("acknowledged %v, want b's end (4)", acks)
 	}
 }

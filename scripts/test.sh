@@ -17,7 +17,7 @@ if [[ "${1:-}" == "--fast" ]]; then
   echo "== go test -short"; go test -short -p 1 -timeout 10m ./...
   echo "== pytest -m 'not heavy'"
   .venv/bin/python -m pytest -q -m "not heavy" robotapi/python/tests
-  .venv/bin/python -m pytest -q eval/ray_driver_test.py deploy/kuberay_schema_test.py labextension/tests
+  .venv/bin/python -m pytest -q eval/rayservice/ray_driver_test.py eval/rayservice/ray_service_test.py deploy/kuberay_schema_test.py labextension/tests
   exit 0
 elif [[ $# -gt 0 ]]; then
   echo "usage: scripts/test.sh [--fast]" >&2
@@ -51,7 +51,7 @@ if compgen -G 'robotapi/python/tests/test_*.py' >/dev/null; then
   echo "== pytest"; .venv/bin/python -m pytest -q robotapi/python/tests
 fi
 echo "== pytest (the Ray driver, deploy/kuberay.yaml against KubeRay's schema)"
-.venv/bin/python -m pytest -q eval/ray_driver_test.py deploy/kuberay_schema_test.py
+.venv/bin/python -m pytest -q eval/rayservice/ray_driver_test.py eval/rayservice/ray_service_test.py deploy/kuberay_schema_test.py
 if compgen -G 'labextension/tests/test_*.py' >/dev/null; then
   echo "== pytest (labextension)"; .venv/bin/python -m pytest -q labextension/tests
 fi

@@ -213,7 +213,7 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var exec eval.Executor
 	var onPlan func([]eval.Job)
 	if f.ray.engine == "ray" {
-		ray, err := f.ray.engineFor(ctx, f.maxConns, logger, stderr)
+		ray, err := f.ray.engineFor(ctx, plan.dir, f.maxConns, logger, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "pyrualean eval: %v\n", err)
 			return exitFailed

@@ -25,6 +25,7 @@ import (
 	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/eval/raycluster"
 	"github.com/pyrualean/pyrualean/eval/rayjob"
+	"github.com/pyrualean/pyrualean/eval/rayservice"
 	"github.com/pyrualean/pyrualean/notebooks/nbtest"
 	"github.com/pyrualean/pyrualean/robotapi"
 	"github.com/pyrualean/pyrualean/spec"
@@ -192,18 +193,19 @@ func TestEvalRay(t *testing.T) {
 	}
 	waitGone(t, kill.episode, "the killed worker's episode process")
 
-	// No secret in the job's text (entrypoint, runtime_env, metadata) nor in the cluster's files.
-	jobID := submissionID(t, stderr.String())
+	// No secret in the service job's text (entrypoint, runtime_env, metadata) nor in the cluster's
+	// files; the service runs on for the next suite.
+	suiteID, jobID := submissionID(t, stderr.String())
 	client, _ := rayjob.New(cl.Address)
 	info, err := client.Info(ctx, jobID)
-	if err != nil || info.Status != rayjob.Succeeded {
-		t.Fatalf("job %s: %+v %v", jobID, info, err)
+	if err != nil || info.Status != rayjob.Running {
+		t.Fatalf("service job %s: %+v %v", jobID, info, err)
 	}
-	if b, _ := json.Marshal(info); bytes.Contains(b, []byte(secret)) || !strings.Contains(info.Entrypoint, "ray_driver.py") {
+	if b, _ := json.Marshal(info); bytes.Contains(b, []byte(secret)) || !strings.Contains(info.Entrypoint, "ray_service.py") {
 		t.Errorf("the job's text: %s", b)
 	}
-	if _, err := os.Stat(filepath.Join(nodeTmp, "pyrualean-ray", jobID)); err == nil {
-		t.Errorf("the job's work folders are left on the node")
+	if _, err := os.Stat(filepath.Join(nodeTmp, "pyrualean-ray", suiteID)); err == nil {
+		t.Errorf("the suite's work folders are left on the node")
 	}
 	filepath.WalkDir(rayTmp, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -244,7 +246,7 @@ func TestEvalRay(t *testing.T) {
 		}
 	}
 
-	// Ctrl-C stops the job: cancel once an episode runs.
+	// Ctrl-C cancels the suite: cancel once an episode runs.
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	cutDir := filepath.Join(dir, "cut")
@@ -266,8 +268,14 @@ func TestEvalRay(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stderr.String(), "run the same command again to resume") {
 		t.Errorf("Ctrl-C: exit %d\n%s", code, stderr.String())
 	}
-	if info, err := client.Info(ctx, submissionID(t, stderr.String())); err != nil || info.Status != rayjob.Stopped {
-		t.Errorf("the job after Ctrl-C: %+v %v", info, err)
+	cutSuite, cutJob := submissionID(t, stderr.String())
+	if cutJob != jobID {
+		t.Errorf("the second eval started service job %s beside %s", cutJob, jobID)
+	}
+	if svc, err := rayservice.Ensure(ctx, client, rayservice.Options{}); err != nil {
+		t.Errorf("the service after Ctrl-C: %v", err)
+	} else if st, err := svc.State(ctx, cutSuite); err == nil && (!st.Done || !st.Cancelled) {
+		t.Errorf("the suite after Ctrl-C: %+v", st) // (a 404: the service already forgot it, read to its end)
 	}
 	if m, _ := eval.ReadManifest(cutDir); m == nil || m.Runner.EndedAt == "" {
 		t.Errorf("the manifest does not say the runner ended")
@@ -276,9 +284,9 @@ func TestEvalRay(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if p := episodeProcesses(); len(p) > 0 {
-		t.Errorf("episodes still running after the job was stopped: %v", p)
+		t.Errorf("episodes still running after the suite was cancelled: %v", p)
 	}
-	// The same command again: a new job finishes what the stopped one left, each episode once.
+	// The same command again: a new suite finishes what the cancelled one left, each episode once.
 	stdout.Reset()
 	stderr.Reset()
 	code = cmdEval(ctx, []string{"--runtime", "replay", "--tasks", "stack_blocks,open_drawer", "--seeds", "1", "--arms", "cells", "--images", "none",
@@ -411,15 +419,16 @@ func waitGone(t *testing.T, pid int, what string) {
 	t.Errorf("%s (%d) still runs", what, pid)
 }
 
-var submissionRE = regexp.MustCompile(`ray job (\S+) on `)
+var submissionRE = regexp.MustCompile(`ray suite (\S+) on .*service job (\S+)\)`)
 
-func submissionID(t *testing.T, stderr string) string {
+// submissionID reads the suite's id and its service job's from eval's stderr.
+func submissionID(t *testing.T, stderr string) (suite, job string) {
 	t.Helper()
 	m := submissionRE.FindStringSubmatch(stderr)
 	if m == nil {
-		t.Fatalf("eval did not name its ray job:\n%s", stderr)
+		t.Fatalf("eval did not name its ray suite:\n%s", stderr)
 	}
-	return m[1]
+	return m[1], m[2]
 }
 
 func randomHex(n int) string {

@@ -4,6 +4,7 @@
 //
 //	GET  /api/version                           the cluster is up, its Ray version
 //	PUT  /api/packages/gcs/_ray_pkg_<sha1>.zip  a working_dir package (runtime_env working_dir gcs://...)
+//	GET  /api/jobs/                             every job's details
 //	POST /api/jobs/                             submit {entrypoint, submission_id, runtime_env, metadata}
 //	GET  /api/jobs/<id>                         status, message, timestamps
 //	GET  /api/jobs/<id>/logs/tail               (WebSocket) the driver's output as it is written
@@ -194,6 +195,13 @@ func (c *Client) Info(ctx context.Context, id string) (Info, error) {
 	var i Info
 	err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id), "", nil, &i)
 	return i, err
+}
+
+// List returns every job the cluster knows (running and ended).
+func (c *Client) List(ctx context.Context) ([]Info, error) {
+	var out []Info
+	err := c.do(ctx, http.MethodGet, "/api/jobs/", "", nil, &out)
+	return out, err
 }
 
 // Stop asks the cluster to stop a job (its driver, then its tasks). It returns at once; Wait for

@@ -1,11 +1,11 @@
-"""The Ray job driver of ``pyrualean eval --engine ray`` (suite/ray.go submits it; Go embeds this file).
+"""How ``pyrualean eval --engine ray`` runs a suite's episodes on a Ray cluster (ray_service.py
+serves suites with it; Go embeds both files).
 
-It runs in the job's working_dir next to ``plan.json`` (the episodes, the command a node runs one
-with, the retry rule) and ``twins/`` (finished cells twins of replayed tools episodes, from an
-earlier run). Each episode is one Ray task with the plan's resource requests; the task runs the
-node's ``pyrualean episode`` into a node-local folder and returns the outcome and the run folder
-(tar.gz). Everything the Go side learns comes back as protocol lines on this driver's stdout, which
-it follows through the dashboard's log tail::
+A suite is a plan (``plan.json``: the episodes, the command a node runs one with, the retry rule)
+and ``twins/`` (finished cells twins of replayed tools episodes, from an earlier run). Each episode
+is one Ray task with the plan's resource requests; the task runs the node's ``pyrualean episode``
+into a node-local folder and returns the outcome and the run folder (tar.gz). Everything the Go
+side learns comes back as protocol lines, which the service streams to eval::
 
     @pyrualean-ray {"n": 1, "kind": "start", "id": ..., "attempt": 1, "node": "<Ray node id>", "pid": ...}
     @pyrualean-ray {"n": 2, "kind": "end", "id": ..., "attempt": 1, "outcome": {..., "node": ...}, "files": "<base64 tar.gz>"}
@@ -33,9 +33,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 PREFIX = "@pyrualean-ray "
 
@@ -63,9 +64,11 @@ class EpisodeJob:
 
 @dataclass(frozen=True)
 class Plan:
-    """plan.json, written by suite/ray.go."""
+    """plan.json, written by eval/ray.go."""
 
-    submission: str
+    submission: str  # the suite's id (its work folders on the nodes are named after it)
+    owner: str  # who runs it (an eval folder on a machine): a new suite of the same owner ends the old
+    lease_s: float  # the suite is cancelled when no reader has followed it for this long
     command: list[str]
     retries: int
     backoff_s: float
@@ -83,21 +86,10 @@ def load_plan(path: str) -> Plan:
                    episode=j["episode"], resources=Resources(**j["resources"]))
         for j in raw["jobs"]
     ]
-    return Plan(submission=raw["submission"], command=list(raw["command"]), retries=int(raw["retries"]),
+    return Plan(submission=raw["submission"], owner=str(raw.get("owner") or ""),
+                lease_s=float(raw.get("lease_s") or 60), command=list(raw["command"]), retries=int(raw["retries"]),
                 backoff_s=float(raw["backoff_s"]), retryable=frozenset(raw["retryable"]),
                 env=dict(raw.get("env") or {}), jobs=jobs)
-
-
-_seq = 0
-
-
-def emit(kind: str, **fields: Any) -> None:
-    """Print one protocol line (numbered, so a reader that reconnects skips what it has seen)."""
-    global _seq
-    _seq += 1
-    line = {"n": _seq, "kind": kind, "at": round(time.time(), 3), **fields}
-    sys.stdout.write(PREFIX + json.dumps(line, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
 
 
 def pack(folder: str) -> bytes:
@@ -214,42 +206,19 @@ def _work_dir(base: str) -> str:
     return tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
 
 
-def main() -> int:
-    """Run the plan's episodes on the cluster and report them on stdout."""
+class Emit(Protocol):
+    """Where a suite's protocol lines go (the service keeps them for eval's stream)."""
+
+    def __call__(self, kind: str, **fields: Any) -> None: ...
+
+
+def run_suite(plan: Plan, folder: str, emit: Emit, cancelled: threading.Event, episode: Any, progress: Any) -> None:
+    """Run the plan's episodes on the cluster and report them through emit, until each has its
+    final outcome or the suite is cancelled (then every attempt still running is cancelled and ends
+    interrupted). ``episode`` is the Ray task that runs one (run_on_node on its node); ``progress``
+    the actor its tasks tell where they started; ``folder`` holds the plan's twin files."""
     import ray
 
-    plan = load_plan("plan.json")
-    # No worker's output is copied into this driver's stdout (Ray's default): the protocol stream then
-    # holds only what emit() writes, and nothing a node runs can put a line in it.
-    ray.init(log_to_driver=False)
-
-    @ray.remote(num_cpus=0)
-    class Progress:
-        """Where a task says it started (its worker's pid, its node), for the driver to report."""
-
-        def __init__(self) -> None:
-            self.events: list[dict[str, Any]] = []
-
-        def started(self, id: str, node: str, pid: int) -> None:
-            self.events.append({"id": id, "node": node, "pid": pid})
-
-        def drain(self) -> list[dict[str, Any]]:
-            out, self.events = self.events, []
-            return out
-
-    @ray.remote(num_returns=2)
-    def episode(job: dict[str, Any], plan_env: dict[str, str], command: list[str], submission: str,
-                progress: Any, twin: bytes | None) -> tuple[dict[str, Any], bytes]:
-        node = ray.get_runtime_context().get_node_id()
-        ray.get(progress.started.remote(job["id"], node, os.getpid()))
-        outcome, blob = run_on_node(job, plan_env, command, submission, twin, node)
-        return {**outcome, "node": node}, blob
-
-    # The progress actor lives on the driver's node: a node lost mid-suite must not take it along.
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    progress = Progress.options(scheduling_strategy=here).remote()
     ids = {j.id for j in plan.jobs}
     attempts: dict[str, int] = {j.id: 0 for j in plan.jobs}  # closed attempts
     open_: dict[str, bool] = {}
@@ -271,8 +240,10 @@ def main() -> int:
         inflight[out_ref] = (job, blob_ref)
 
     def report_starts() -> None:
-        for ev in ray.get(progress.drain.remote()):
+        for ev in ray.get(progress.drain.remote(plan.submission)):
             i = ev["id"]
+            if i not in attempts:
+                continue
             if open_.get(i):  # Ray retried the task: its earlier worker died mid-episode
                 attempts[i] += 1
                 emit("lost", id=i, attempt=attempts[i], status="interrupted",
@@ -286,18 +257,18 @@ def main() -> int:
         emit("warning", message=message)
     for job in plan.jobs:
         if job.twin_file:
-            with open(job.twin_file, "rb") as f:
+            with open(os.path.join(folder, job.twin_file), "rb") as f:
                 twins[job.id] = f.read()
         if job.after in ids:
             waiting.setdefault(job.after, []).append(job)
         else:
             submit(job)
-    while inflight or timers:
+    while (inflight or timers) and not cancelled.is_set():
         now = time.monotonic()
         for due, job in [t for t in timers if t[0] <= now]:
             timers.remove((due, job))
             submit(job)
-        wait_s = 0.25 if not timers else max(0.0, min(0.25, min(t[0] for t in timers) - now))
+        wait_s = 0.05 if not timers else max(0.0, min(0.05, min(t[0] for t in timers) - now))
         ready, _ = ray.wait(list(inflight), num_returns=len(inflight), timeout=wait_s) if inflight else ([], [])
         if not inflight:
             time.sleep(wait_s)
@@ -328,12 +299,23 @@ def main() -> int:
                     twins[w.id] = final_ref
                 submit(w)
         report_starts()
+    if cancelled.is_set():
+        # Force: the worker dies, and its `pyrualean episode` (--parent-pid) with it, as a stopped job's.
+        for ref in inflight:
+            ray.cancel(ref, force=True, recursive=True)
+        for ref in list(inflight):
+            try:
+                ray.get(ref, timeout=30)
+            except Exception:  # cancelled, as asked; a task that finished just now lands nowhere
+                pass
+        report_starts()
+        for i, is_open in open_.items():
+            if is_open:
+                attempts[i] += 1
+                emit("lost", id=i, attempt=attempts[i], status="interrupted", error="eval cancelled the suite (Ctrl-C)")
+        emit("done", cancelled=True)
+        return
     for jobs in waiting.values():  # twins that never ran (cannot happen: each job ends above)
         for w in jobs:
             emit("lost", id=w.id, attempt=attempts[w.id] + 1, status="interrupted", error="its cells twin never ended")
     emit("done")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Tests of the Ray job driver's node-side pieces (the cluster itself: cmd/pyrualean TestEvalRay)."""
+"""Tests of the Ray suite runner's node-side pieces (the cluster itself: cmd/pyrualean TestEvalRay)."""
 
 from __future__ import annotations
 
