@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -50,6 +51,7 @@ type Forker struct {
 	once    sync.Once
 	closed  atomic.Bool
 	exitErr error
+	dialed  bool // another process started it and keeps it (DialForker)
 }
 
 // StartForker starts a forker and returns once it listens (its imports done).
@@ -128,6 +130,46 @@ func StartForker(ctx context.Context, o ForkerOptions) (*Forker, error) {
 	}
 }
 
+// DialForker uses a forker another process of ours started and keeps (a Ray node's, shared by
+// the `pyrualean episode` processes the node runs one after another): sock must be a socket we
+// own in a folder only we may enter. Close forgets it; the forker runs on for its owner. A forker
+// gone since is found at the next fork, whose server is then exec'd.
+func DialForker(o ForkerOptions, sock string) (*Forker, error) {
+	if o.Root == "" {
+		return nil, errors.New("robotserver: forker: no repository root")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if err := ownSocket(sock); err != nil {
+		return nil, fmt.Errorf("robotserver: forker socket %q: %w", sock, err)
+	}
+	return &Forker{sock: sock, env: pinnedEnv(serverEnv(Options{Root: o.Root, Env: o.Env})), log: o.Logger,
+		exited: make(chan struct{}), stderr: &tail{max: 16 << 10}, dialed: true}, nil
+}
+
+// ownSocket checks that path is a socket of ours in a folder of ours that no one else may enter.
+func ownSocket(path string) error {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	dir, err := os.Lstat(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	uid := uint32(os.Getuid())
+	switch s, d := st.Sys().(*syscall.Stat_t), dir.Sys().(*syscall.Stat_t); {
+	case st.Mode().Type() != fs.ModeSocket:
+		return errors.New("not a socket")
+	case s.Uid != uid || d.Uid != uid:
+		return errors.New("not ours")
+	case !dir.IsDir() || dir.Mode().Perm()&0o077 != 0:
+		return errors.New("its folder is open to others")
+	}
+	return nil
+}
+
 // pinnedEnv is what of env chose the forker's imports (the forker refuses a request that differs).
 func pinnedEnv(env []string) map[string]string {
 	out := map[string]string{}
@@ -143,14 +185,22 @@ func pinnedEnv(env []string) map[string]string {
 // SocketPath is where the forker listens (in a folder only its owner may enter).
 func (f *Forker) SocketPath() string { return f.sock }
 
-// Pid is the forker's pid.
-func (f *Forker) Pid() int { return f.cmd.Process.Pid }
+// Pid is the forker's pid (0 for a dialed one: not ours to know).
+func (f *Forker) Pid() int {
+	if f.cmd == nil {
+		return 0
+	}
+	return f.cmd.Process.Pid
+}
 
 // Close stops the forker taking requests (its stdin closes): servers it forked keep running, and it exits
 // once they have. It does not wait.
 func (f *Forker) Close() error {
 	f.once.Do(func() {
 		f.closed.Store(true)
+		if f.dialed {
+			return
+		}
 		f.stdin.Close()
 		go func() { // a forker that outlives its servers by far is stuck: kill it
 			select {

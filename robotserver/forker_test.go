@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -117,4 +118,54 @@ func procField(t *testing.T, pid, n int) int {
 
 func matchLine(text, pattern string) bool {
 	return regexp.MustCompile(`(?m)^` + pattern).MatchString(text)
+}
+
+// TestDialForker: another process's forker is used only through a socket of ours in a folder no
+// one else may enter; a dialed forker forks servers as its owner's does, and closing it leaves the
+// forker serving its owner.
+func TestDialForker(t *testing.T) {
+	root := repoRoot(t)
+	open := t.TempDir()
+	os.Chmod(open, 0o755)
+	plain := filepath.Join(open, "not-a-socket")
+	os.WriteFile(plain, nil, 0o600)
+	lis, err := net.Listen("unix", filepath.Join(open, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	for _, tc := range []struct{ path, why string }{
+		{filepath.Join(open, "missing.sock"), "no such file"},
+		{plain, "not a socket"},
+		{filepath.Join(open, "s.sock"), "open to others"},
+	} {
+		if _, err := DialForker(ForkerOptions{Root: root}, tc.path); err == nil || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s: %v, want %q", tc.path, err, tc.why)
+		}
+	}
+	nbtest.Heavy(t, "a robot forker and a server")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	owner, err := StartForker(ctx, ForkerOptions{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	f, err := DialForker(ForkerOptions{Root: root}, owner.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Pid() != 0 {
+		t.Errorf("a dialed forker's pid %d", f.Pid())
+	}
+	f.Close() // forgets it; the owner's forker serves on
+	f, _ = DialForker(ForkerOptions{Root: root}, owner.SocketPath())
+	s, err := Start(ctx, Options{Root: root, Robot: "tabletop", Task: "stack_blocks", Seed: 1, Images: "none", Dir: t.TempDir(), Forker: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Forked() || procField(t, s.Pid(), 1) != owner.Pid() {
+		t.Errorf("forked %v, parent %d, want the owner's forker %d", s.Forked(), procField(t, s.Pid(), 1), owner.Pid())
+	}
 }

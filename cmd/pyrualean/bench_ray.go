@@ -94,7 +94,7 @@ func benchRay(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "bench ray: cluster up in %.1fs\n", time.Since(t0).Seconds())
 		*address = cl.Address
 	}
-	svcStart, err := startService(ctx, *address)
+	svcStart, err := startService(ctx, *address, exe)
 	if err != nil {
 		fmt.Fprintf(stderr, "pyrualean bench ray: %v\n", err)
 		return 1
@@ -246,13 +246,13 @@ func timedEval(ctx context.Context, exe string, args []string) (evalTiming, erro
 
 // startService starts pyrualean's service job on the cluster (if it has none of this version) and
 // says how long that took.
-func startService(ctx context.Context, address string) (float64, error) {
+func startService(ctx context.Context, address, exe string) (float64, error) {
 	client, err := rayjob.New(address)
 	if err != nil {
 		return 0, err
 	}
 	t0 := time.Now()
-	if _, err := rayservice.Ensure(ctx, client, rayservice.Options{}); err != nil {
+	if _, err := rayservice.Ensure(ctx, client, rayservice.Options{Pyrualean: exe}); err != nil {
 		return 0, err
 	}
 	return time.Since(t0).Seconds(), nil

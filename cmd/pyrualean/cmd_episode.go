@@ -15,6 +15,8 @@ import (
 	"github.com/pyrualean/pyrualean/atomicfile"
 	"github.com/pyrualean/pyrualean/eval"
 	"github.com/pyrualean/pyrualean/eval/inproc"
+	"github.com/pyrualean/pyrualean/robotapi"
+	"github.com/pyrualean/pyrualean/robotserver"
 )
 
 // cmdEpisode runs one suite episode from a job file (eval.NodeJob) and writes its outcome (suite.
@@ -30,6 +32,8 @@ func cmdEpisode(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	maxConns := fs.Int("max-connections", 8, "requests in flight per LLM endpoint from this episode (0: no limit)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	node := fs.String("node", "", "the cluster node this runs on (a Ray node id; result.json host.node)")
+	forkerSock := fs.String("robot-forker", "", "a running robot-server forker's socket (the node's, from `pyrualean robot-forker`): servers are forked from it, not exec'd")
+	refDir := fs.String("reference-cache", "", "a folder (0700) keeping the robot's API reference for the episodes this node runs after this one")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *jobFile == "" || *outFile == "" {
 		fmt.Fprintln(stderr, "usage: pyrualean episode --job JOB.json --outcome OUT.json (run by eval --engine ray on a node)")
 		return exitUsage
@@ -54,9 +58,11 @@ func cmdEpisode(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	// a Ray node runs one episode: no warm pool, no forker (its imports would serve nobody else)
+	// a Ray node's process runs one episode: no warm pool, and no forker of its own (its imports would
+	// serve nobody else); the node's forker if it has one
 	x := inproc.New(job.Suite, inproc.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-		MaxConnections: *maxConns, NoWarmKernels: true, NoFork: true, Node: *node})
+		MaxConnections: *maxConns, NoWarmKernels: true, NoFork: *forkerSock == "", ForkerSocket: *forkerSock, Node: *node,
+		ReferenceDir: *refDir})
 	out := x.Execute(ctx, eval.Job{Episode: job.Episode, Dir: job.Dir})
 	x.Close()
 	if out.Status == "" {
@@ -66,6 +72,46 @@ func cmdEpisode(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := atomicfile.Write(*outFile, append(rec, '\n')); err != nil {
 		fmt.Fprintf(stderr, "pyrualean episode: %v\n", err)
 		return exitFailed
+	}
+	return 0
+}
+
+// cmdRobotForker starts a robot-server forker and keeps it until its parent (a Ray node's host
+// actor) ends or closes its stdin: the node's `pyrualean episode` processes fork their robot
+// servers from it (--robot-forker) instead of exec'ing each. It prints "ready SOCKET" once it listens.
+func cmdRobotForker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("robot-forker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	parent := fs.Int("parent-pid", 0, "end at once if this is no longer the parent (default: the parent at start)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: pyrualean robot-forker [--parent-pid PID] (run by eval --engine ray's service on each node)")
+		return exitUsage
+	}
+	if err := dieWithParent(*parent); err != nil {
+		fmt.Fprintf(stderr, "pyrualean robot-forker: %v\n", err)
+		return exitFailed
+	}
+	root, err := robotapi.Root()
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean robot-forker: %v\n", err)
+		return exitFailed
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	f, err := robotserver.StartForker(ctx, robotserver.ForkerOptions{Root: root, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "pyrualean robot-forker: %v\n", err)
+		return exitFailed
+	}
+	defer f.Close()
+	fmt.Fprintf(stdout, "ready %s\n", f.SocketPath())
+	stdinClosed := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stdinClosed)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-stdinClosed:
 	}
 	return 0
 }

@@ -93,7 +93,7 @@ func (f *rayFlags) engineFor(ctx context.Context, dir string, maxConns int, logg
 	return &eval.Ray{
 		Client:  client,
 		Command: []string{f.bin, "episode", "--max-connections", strconv.Itoa(maxConns)},
-		Service: rayservice.Options{Python: f.python, Port: f.servicePort, Logger: logger},
+		Service: rayservice.Options{Python: f.python, Port: f.servicePort, Pyrualean: f.bin, Logger: logger},
 		Owner:   owner(dir),
 		Prepare: rayPrepare(f.cpus, f.memoryGB, f.gpus),
 		Env:     env,

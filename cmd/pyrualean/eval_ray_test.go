@@ -182,6 +182,21 @@ func TestEvalRay(t *testing.T) {
 	if n := len(resultFiles(t, rayDir)); n != 4 {
 		t.Errorf("%d run folders under episodes/, want 4 (each episode once)", n)
 	}
+	// The node's warm start: robot servers forked from the node's forker (its host started with the
+	// service), the API reference asked for once per node and kept.
+	for _, p := range resultFiles(t, rayDir) {
+		var res struct {
+			Seal struct {
+				Forked bool `json:"robot_server_forked"`
+			} `json:"seal"`
+		}
+		if b, err := os.ReadFile(p); err != nil || json.Unmarshal(b, &res) != nil || !res.Seal.Forked {
+			t.Errorf("%s: robot server not forked from the node's forker", p)
+		}
+	}
+	if refs, _ := filepath.Glob(filepath.Join(nodeTmp, "pyrualean-ray", "reference", "reference-*.txt")); len(refs) != 2 {
+		t.Errorf("the node's API reference cache: %v, want the text and the tools reference", refs)
+	}
 	if _, err := os.Stat(filepath.Join(rayDir, ".incoming")); err == nil {
 		t.Errorf("the landing folder is left in the eval folder")
 	}

@@ -39,9 +39,15 @@ type Options struct {
 	MaxConnections int
 	// NoWarmKernels boots every kernel cold; NoFork execs every robot server.
 	NoWarmKernels, NoFork bool
+	// ForkerSocket is a running forker's socket to fork robot servers from (robotserver.DialForker:
+	// a Ray node's, kept by the node's host) instead of starting one.
+	ForkerSocket string
 	// Node names the cluster node the episodes run on (a Ray node's `pyrualean episode`): result.json's
 	// host.node.
 	Node string
+	// ReferenceDir keeps the robot's API reference on disk across processes (robotapi.CachedReference):
+	// a node's `pyrualean episode` runs one episode per process.
+	ReferenceDir string
 	// Retries (Run) are further attempts of an interrupted, boot_error or planner_error episode (0: 2;
 	// <0: none).
 	Retries int
@@ -58,7 +64,7 @@ func New(suiteDir string, o Options) *Executor {
 	if err != nil {
 		abs = suiteDir
 	}
-	x := &Executor{logger: o.Logger, endpoints: &eval.Endpoints{Max: o.MaxConnections}, suiteDir: abs, node: o.Node}
+	x := &Executor{logger: o.Logger, endpoints: &eval.Endpoints{Max: o.MaxConnections}, suiteDir: abs, node: o.Node, refDir: o.ReferenceDir}
 	if o.Jobs > 0 && o.BootAhead > 0 {
 		x.acting = make(chan struct{}, o.Jobs)
 	}
@@ -69,7 +75,7 @@ func New(suiteDir string, o Options) *Executor {
 		}
 	}
 	if !o.NoFork {
-		x.forker = &lazyForker{log: o.Logger}
+		x.forker = &lazyForker{log: o.Logger, sock: o.ForkerSocket}
 	}
 	return x
 }
@@ -97,6 +103,7 @@ type Executor struct {
 	acting chan struct{}
 	forker *lazyForker // sealed episodes' robot servers are forked from it; nil: exec'd
 	node   string      // the cluster node, for result.json
+	refDir string      // the API reference's on-disk cache, if any
 
 	mu       sync.Mutex
 	runtimes map[runtimeKey]*sharedRuntime
@@ -266,7 +273,11 @@ func (x *Executor) reference(ctx context.Context, robot, primitives, format stri
 	}
 	x.mu.Unlock()
 	if !ok {
-		r.text, r.err = robotapi.Reference(ctx, robot, primitives, format)
+		if x.refDir != "" {
+			r.text, r.err = robotapi.CachedReference(ctx, x.refDir, robot, primitives, format)
+		} else {
+			r.text, r.err = robotapi.Reference(ctx, robot, primitives, format)
+		}
 		if r.err != nil {
 			x.mu.Lock()
 			delete(x.refs, key)

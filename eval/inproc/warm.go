@@ -11,9 +11,11 @@ import (
 )
 
 // lazyForker starts a robot-server forker at the first sealed episode (a suite of unsealed ones needs
-// none). One that fails to start is logged once; its episodes' servers are exec'd.
+// none), or uses the running one at sock. One that fails to start is logged once; its episodes'
+// servers are exec'd.
 type lazyForker struct {
 	log  *slog.Logger
+	sock string
 	once sync.Once
 	f    *robotserver.Forker
 }
@@ -21,7 +23,10 @@ type lazyForker struct {
 func (l *lazyForker) get(ctx context.Context) *robotserver.Forker {
 	l.once.Do(func() {
 		root, err := robotapi.Root()
-		if err == nil {
+		switch {
+		case err == nil && l.sock != "":
+			l.f, err = robotserver.DialForker(robotserver.ForkerOptions{Root: root, Logger: l.log}, l.sock)
+		case err == nil:
 			l.f, err = robotserver.StartForker(ctx, robotserver.ForkerOptions{Root: root, Logger: l.log})
 		}
 		if err != nil {

@@ -153,9 +153,10 @@ def unplaceable(jobs: list[EpisodeJob], nodes: list[dict[str, float]]) -> list[s
 
 
 def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str], submission: str,
-                twin: bytes | None, node: str = "") -> tuple[dict[str, Any], bytes]:
+                twin: bytes | None, node: str = "", forker: str = "") -> tuple[dict[str, Any], bytes]:
     """Run one episode on this node: `pyrualean episode` into a node-local eval folder, then return
-    its outcome and its run folder packed. The folder is removed afterwards."""
+    its outcome and its run folder packed. The folder is removed afterwards. ``forker`` is the node's
+    robot-server forker's socket, if it has one (its robot server is then forked, not exec'd)."""
     base = os.path.join(tempfile.gettempdir(), "pyrualean-ray", submission)
     sweep(os.path.dirname(base))
     work = _work_dir(base)
@@ -172,7 +173,8 @@ def run_on_node(job: dict[str, Any], plan_env: dict[str, str], command: list[str
         env = {**os.environ, **plan_env}
         try:
             proc = subprocess.run([*command, "--job", job_file, "--outcome", out_file, "--parent-pid", str(os.getpid()),
-                                   "--node", node],
+                                   "--node", node, "--reference-cache", os.path.join(os.path.dirname(base), "reference"),
+                                   *(["--robot-forker", forker] if forker else [])],
                                   cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, check=False)
         except OSError as e:
@@ -212,11 +214,13 @@ class Emit(Protocol):
     def __call__(self, kind: str, **fields: Any) -> None: ...
 
 
-def run_suite(plan: Plan, folder: str, emit: Emit, cancelled: threading.Event, episode: Any, progress: Any) -> None:
+def run_suite(plan: Plan, folder: str, emit: Emit, cancelled: threading.Event, episode: Any, progress: Any,
+              hosts: dict[str, Any] | None = None) -> None:
     """Run the plan's episodes on the cluster and report them through emit, until each has its
     final outcome or the suite is cancelled (then every attempt still running is cancelled and ends
     interrupted). ``episode`` is the Ray task that runs one (run_on_node on its node); ``progress``
-    the actor its tasks tell where they started; ``folder`` holds the plan's twin files."""
+    the actor its tasks tell where they started; ``hosts`` the nodes' host actors (by node id) that
+    keep a robot-server forker; ``folder`` holds the plan's twin files."""
     import ray
 
     ids = {j.id for j in plan.jobs}
@@ -236,7 +240,7 @@ def run_suite(plan: Plan, folder: str, emit: Emit, cancelled: threading.Event, e
             opts["num_gpus"] = job.resources.num_gpus
         spec = {"id": job.id, "twin": job.twin, "episode": job.episode}
         out_ref, blob_ref = episode.options(**opts).remote(spec, plan.env, plan.command, plan.submission,
-                                                            progress, twins.get(job.id))
+                                                            progress, twins.get(job.id), hosts or {})
         inflight[out_ref] = (job, blob_ref)
 
     def report_starts() -> None:

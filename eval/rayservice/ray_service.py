@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -115,11 +116,12 @@ def read_package(body: bytes, folder: str) -> ray_driver.Plan:
 class Service:
     """The suites this service runs, and its HTTP face."""
 
-    def __init__(self, token: str, episode: Any, progress: Any, root: str) -> None:
+    def __init__(self, token: str, episode: Any, progress: Any, root: str, hosts: Any = None) -> None:
         self.token = token
         self.episode = episode
         self.progress = progress
         self.root = root
+        self.hosts = hosts  # hosts(binary) -> {node id: host actor}
         self.suites: dict[str, Suite] = {}
 
     def app(self) -> web.Application:
@@ -182,7 +184,8 @@ class Service:
 
     def run(self, s: Suite) -> None:
         try:
-            ray_driver.run_suite(s.plan, s.folder, s.emit, s.cancelled, self.episode, self.progress)
+            hosts = self.hosts(s.plan.command[0]) if self.hosts and s.plan.command else {}
+            ray_driver.run_suite(s.plan, s.folder, s.emit, s.cancelled, self.episode, self.progress, hosts)
         except Exception as e:  # the suite ends; the service goes on
             s.error = f"{type(e).__name__}: {e}"[:4000]
             print(f"suite {s.plan.submission}: {s.error}", file=sys.stderr, flush=True)
@@ -248,6 +251,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=8275)
     ap.add_argument("--host", default="0.0.0.0")
+    ap.add_argument("--pyrualean", default="", help="the nodes' pyrualean: each node's host starts with the service")
     args = ap.parse_args()
     # No worker's output is copied into this job's log (Ray's default): the log then holds only
     # what the service prints, and nothing a node runs can put a line in it.
@@ -266,13 +270,58 @@ def main() -> int:
         def drain(self, suite: str) -> list[dict[str, Any]]:
             return self.events.pop(suite, [])
 
+    @ray.remote(num_cpus=0, max_restarts=0)
+    class NodeHost:
+        """One per node and pyrualean binary: keeps the node's robot-server forker (`pyrualean
+        robot-forker`, which ends with this actor), so its episodes fork their robot servers."""
+
+        def __init__(self, binary: str) -> None:
+            self.socket_path = ""
+            try:
+                self.proc = subprocess.Popen([binary, "robot-forker", "--parent-pid", str(os.getpid())],
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            except OSError as e:
+                print(f"node host: cannot run {binary!r}: {e}", file=sys.stderr, flush=True)
+                self.proc = None
+                return
+            line = self.proc.stdout.readline().decode("utf-8", "replace").strip() if self.proc.stdout else ""
+            if line.startswith("ready "):
+                self.socket_path = line[len("ready "):]
+
+        def socket(self) -> str:
+            return self.socket_path if self.proc is not None and self.proc.poll() is None else ""
+
     @ray.remote(num_returns=2)
     def episode(job: dict[str, Any], plan_env: dict[str, str], command: list[str], submission: str,
-                progress: Any, twin: bytes | None) -> tuple[dict[str, Any], bytes]:
+                progress: Any, twin: bytes | None, hosts: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         node = ray.get_runtime_context().get_node_id()
         ray.get(progress.started.remote(submission, job["id"], node, os.getpid()))
-        outcome, blob = ray_driver.run_on_node(job, plan_env, command, submission, twin, node)
+        forker = ""
+        if node in hosts:  # a host still starting (or gone with its node) is not waited for
+            ready, _ = ray.wait([hosts[node].socket.remote()], timeout=0.2)
+            try:
+                forker = ray.get(ready[0]) if ready else ""
+            except Exception:
+                forker = ""
+        outcome, blob = ray_driver.run_on_node(job, plan_env, command, submission, twin, node, forker)
         return {**outcome, "node": node}, blob
+
+    host_actors: dict[tuple[str, str], Any] = {}
+    host_lock = threading.Lock()
+
+    def hosts(binary: str) -> dict[str, Any]:
+        """The live nodes' host actors for this binary, started where missing."""
+        out = {}
+        with host_lock:
+            for n in ray.nodes():
+                if not n.get("Alive"):
+                    continue
+                key = (n["NodeID"], binary)
+                if key not in host_actors:
+                    strategy = NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)
+                    host_actors[key] = NodeHost.options(scheduling_strategy=strategy).remote(binary)
+                out[n["NodeID"]] = host_actors[key]
+        return out
 
     @ray.remote(num_cpus=1)
     def warm() -> int:
@@ -288,7 +337,9 @@ def main() -> int:
 
     root = tempfile.mkdtemp(prefix="pyrualean-service-")
     token = secrets.token_urlsafe(32)
-    service = Service(token, episode, progress, root)
+    if args.pyrualean:
+        ray.get([h.socket.remote() for h in hosts(args.pyrualean).values()], timeout=120)
+    service = Service(token, episode, progress, root, hosts)
 
     async def serve() -> None:
         runner = web.AppRunner(service.app(), access_log=None)

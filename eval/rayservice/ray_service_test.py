@@ -40,7 +40,8 @@ def package(submission: str = "s1", owner: str = "me", lease_s: float = 60, extr
 def fake_run(lines: int, release: threading.Event) -> Any:
     """A stand-in for run_suite: some lines, then (once released or cancelled) the last."""
 
-    def run(plan: ray_driver.Plan, folder: str, emit: Any, cancelled: threading.Event, episode: Any, progress: Any) -> None:
+    def run(plan: ray_driver.Plan, folder: str, emit: Any, cancelled: threading.Event, episode: Any, progress: Any,
+            hosts: dict[str, Any] | None = None) -> None:
         for i in range(lines):
             emit("start", id="a/b", attempt=i + 1)
         while not (release.is_set() or cancelled.is_set()):
@@ -96,8 +97,11 @@ def test_a_suite_streams_from_a_number_and_forgets_what_is_acknowledged(tmp_path
         assert (await client.post("/suites", data=package(), headers=AUTH)).status == 201
         assert (await client.post("/suites", data=package(), headers=AUTH)).status == 409  # the same id twice
         s = service.suites["s1"]
-        while s.n < 3:
+        for _ in range(500):
+            if s.n >= 3:
+                break
             await asyncio.sleep(0.01)
+        assert [json.loads(b)["kind"] for _, b in s.after(0)] == ["start"] * 3
         assert (await client.post("/suites/s1/ack?n=1", headers=AUTH)).status == 200
         assert [n for n, _ in s.after(0)] == [2, 3]
         assert (await client.post("/suites/s1/ack?n=x", headers=AUTH)).status == 400

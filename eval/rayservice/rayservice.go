@@ -50,6 +50,9 @@ func Version() string {
 // Options say how to start the service where the cluster has none.
 type Options struct {
 	Python string // the nodes' python with ray (default: python)
+	// Pyrualean is the nodes' pyrualean: each node's host (its robot-server forker) starts with the
+	// service (else with the first suite that names a binary).
+	Pyrualean string
 	Port   int    // where it listens on the head node (default 8275; 0: any free port)
 	Logger *slog.Logger
 }
@@ -117,8 +120,12 @@ func submit(ctx context.Context, c *rayjob.Client, o Options) (string, error) {
 	}
 	var nonce [4]byte
 	rand.Read(nonce[:])
+	entry := fmt.Sprintf("%s ray_service.py --port %d", py, port)
+	if o.Pyrualean != "" {
+		entry += " --pyrualean " + shellQuote(o.Pyrualean)
+	}
 	spec := rayjob.Spec{
-		Entrypoint:   fmt.Sprintf("%s ray_service.py --port %d", py, port),
+		Entrypoint:   entry,
 		SubmissionID: fmt.Sprintf("pyrualean-service-%s-%x", Version(), nonce),
 		RuntimeEnv:   map[string]any{"working_dir": uri},
 		Metadata:     map[string]string{"pyrualean": "service", "version": Version()},
@@ -128,6 +135,9 @@ func submit(ctx context.Context, c *rayjob.Client, o Options) (string, error) {
 	}
 	return spec.SubmissionID, nil
 }
+
+// shellQuote quotes s for the job's entrypoint (a shell command line).
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // find waits for the service's line in its job's log (it prints it once it listens).
 func find(ctx context.Context, c *rayjob.Client, id string) (*Service, error) {
