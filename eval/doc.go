@@ -12,7 +12,8 @@
 //	runner.go    Runner: plan → resume decisions → engine → manifest updates, retries with backoff
 //	engine.go    Engine (the scheduler seam) and Local, the in-process worker pool (ready-first: a free
 //	             worker takes the first job in plan order whose After has ended)
-//	ray.go       Ray: the suite as one Ray job (rayjob), an episode per task; ray_driver.py is its driver
+//	ray.go       Ray: the suite handed to pyrualean's service job on the cluster (rayservice), an
+//	             episode per task
 //	events.go    Event, the stream the live view and --json read
 //	progress.go  the live view: a progress display on a terminal, one line per episode otherwise
 //	status.go    `eval --status`: a suite's state from its manifest and run folders
@@ -26,7 +27,7 @@
 // its run folder back to j.Dir. Ids, folders, the manifest, resume and the statistics do not change.
 // Ray does the first and is its own Executor: the cluster schedules, a run starts when the episode's
 // task starts on a node (`pyrualean episode`, the same Executor as a local run), Execute waits for
-// the attempt's outcome and unpacks the run folder into j.Dir, and the driver retries with the
+// the attempt's outcome and unpacks the run folder into j.Dir, and the service retries with the
 // runner's rule (an engine that retries implements setRetries), so each attempt is recorded once;
 // it starts the next episode's run once the attempts that ended are recorded (recorded), so the
 // live view counts what runs.

@@ -314,8 +314,8 @@ def main() -> int:
         out = {}
         with host_lock:
             for n in ray.nodes():
-                if not n.get("Alive"):
-                    continue
+                if not n.get("Alive") or n.get("Resources", {}).get("CPU", 0) <= 0:
+                    continue  # a node that runs no episodes (a head with num-cpus 0) needs no forker
                 key = (n["NodeID"], binary)
                 if key not in host_actors:
                     strategy = NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)

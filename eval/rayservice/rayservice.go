@@ -53,8 +53,8 @@ type Options struct {
 	// Pyrualean is the nodes' pyrualean: each node's host (its robot-server forker) starts with the
 	// service (else with the first suite that names a binary).
 	Pyrualean string
-	Port   int    // where it listens on the head node (default 8275; 0: any free port)
-	Logger *slog.Logger
+	Port      int // where it listens on the head node (default 8275; 0: any free port)
+	Logger    *slog.Logger
 }
 
 // Service is one cluster's running service.
