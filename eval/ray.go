@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pyrualean/pyrualean/agent"
@@ -322,9 +323,9 @@ func (r *Ray) Run(ctx context.Context, jobs []Job, run func(ctx context.Context,
 func (r *Ray) follow(ctx context.Context, svc *rayservice.Service, suite string, start func(*rayEpisode)) error {
 	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReading()
-	cancelled := false
+	var cancelled atomic.Bool // set by the AfterFunc's goroutine
 	cancel := func() {
-		cancelled = true
+		cancelled.Store(true)
 		cctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 		defer stop()
 		if err := svc.Cancel(cctx, suite); err != nil {
@@ -349,7 +350,7 @@ func (r *Ray) follow(ctx context.Context, svc *rayservice.Service, suite string,
 			}
 		})
 		if r.lastDone() {
-			if ctx.Err() != nil || cancelled {
+			if ctx.Err() != nil || cancelled.Load() {
 				return context.Cause(ctx)
 			}
 			return nil
