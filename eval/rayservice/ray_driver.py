@@ -5,12 +5,12 @@ A suite is a plan (``plan.json``: the episodes, the command a node runs one with
 and ``twins/`` (finished cells twins of replayed tools episodes, from an earlier run). Each episode
 is one Ray task with the plan's resource requests; the task runs the node's ``pyrualean episode``
 into a node-local folder and returns the outcome and the run folder (tar.gz). Everything the Go
-side learns comes back as protocol lines, which the service streams to eval::
+side learns comes back as protocol lines (JSON, numbered), which the service streams to eval::
 
-    @pyrualean-ray {"n": 1, "kind": "start", "id": ..., "attempt": 1, "node": "<Ray node id>", "pid": ...}
-    @pyrualean-ray {"n": 2, "kind": "end", "id": ..., "attempt": 1, "outcome": {..., "node": ...}, "files": "<base64 tar.gz>"}
-    @pyrualean-ray {"n": 3, "kind": "lost", "id": ..., "attempt": 1, "status": "interrupted", "error": ...}
-    @pyrualean-ray {"n": 4, "kind": "done"}
+    {"n": 1, "kind": "start", "id": ..., "attempt": 1, "node": "<Ray node id>", "pid": ...}
+    {"n": 2, "kind": "end", "id": ..., "attempt": 1, "outcome": {..., "node": ...}, "files": "<base64 tar.gz>"}
+    {"n": 3, "kind": "lost", "id": ..., "attempt": 1, "status": "interrupted", "error": ...}
+    {"n": 4, "kind": "done"}
 
 Every start is closed by one end or lost, in order; a lost without a start is an attempt that never
 began. Retries: a worker or node lost mid-episode is retried by Ray (``max_retries``, the attempts
@@ -30,16 +30,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-PREFIX = "@pyrualean-ray "
-
 
 @dataclass(frozen=True)
 class Resources:
