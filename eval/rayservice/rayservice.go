@@ -77,9 +77,17 @@ func Ensure(ctx context.Context, c *rayjob.Client, o Options) (*Service, error) 
 	}
 	id := ""
 	for _, j := range jobs {
-		if j.Metadata["pyrualean"] == "service" && j.Metadata["version"] == Version() && !rayjob.Terminal(j.Status) {
+		if j.Metadata["pyrualean"] != "service" || rayjob.Terminal(j.Status) {
+			continue
+		}
+		if j.Metadata["version"] != Version() {
+			// Another pyrualean's (an older one, or a colleague's): not ours to stop, but it holds a
+			// worker per CPU and a forker per node.
+			o.Logger.Warn("ray service: another version's service runs on the cluster (ray job stop ID ends it)", "job", j.SubmissionID, "version", j.Metadata["version"])
+			continue
+		}
+		if id == "" {
 			id = j.SubmissionID
-			break
 		}
 	}
 	if id == "" {
