@@ -333,12 +333,18 @@ def main() -> int:
     ray.get(progress.drain.remote(""))
     # A worker per CPU, started now: a suite's first episodes then start on warm workers.
     slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    ray.get([warm.remote() for _ in range(slots)], timeout=120)
+    try:  # a cluster busy with other jobs' tasks: the service serves anyway, its workers start later
+        ray.get([warm.remote() for _ in range(slots)], timeout=60)
+    except Exception as e:
+        print(f"warm workers: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
     root = tempfile.mkdtemp(prefix="pyrualean-service-")
     token = secrets.token_urlsafe(32)
     if args.pyrualean:
-        ray.get([h.socket.remote() for h in hosts(args.pyrualean).values()], timeout=120)
+        try:  # a node whose host cannot start runs its episodes with their robot servers exec'd
+            ray.get([h.socket.remote() for h in hosts(args.pyrualean).values()], timeout=60)
+        except Exception as e:
+            print(f"node hosts: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     service = Service(token, episode, progress, root, hosts)
 
     async def serve() -> None:
