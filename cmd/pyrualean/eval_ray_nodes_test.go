@@ -26,7 +26,7 @@ import (
 // namespace of its own, joined by a veth pair on a private test network the test makes (10.213.0.0/24,
 // nothing else), the head in one. An 8-episode replay suite runs across both; the Ray worker of one
 // episode is killed mid-episode, then the second node (its raylet and every process of it) mid-suite,
-// then the head's job submission is stopped (Ctrl-C) before the killed node's episode is retried and the
+// then eval is stopped (Ctrl-C: its suite cancelled on the service) before the killed node's episode is retried and the
 // same command is run again. Every episode must finish once over both runs (one run folder, one finish
 // event, completed), the killed ones retried and their attempts counted, episodes landing on both nodes
 // (the manifest's node id, and result.json's).
@@ -77,7 +77,7 @@ func TestEvalRayNodes(t *testing.T) {
 			node2 = id
 		}
 	}
-	// Then Ctrl-C (the head's job submission stopped mid-suite, the killed node's episode not yet
+	// Then Ctrl-C (the suite cancelled on the service mid-suite, the killed node's episode not yet
 	// retried), and the same command again.
 	cctx, ctrlC := context.WithCancel(ctx)
 	defer ctrlC()

@@ -38,8 +38,9 @@ const rayTestNode = "PYRUALEAN_RAY_TEST_NODE_BIN"
 // network and pid namespaces of its own. A 4-episode replay suite submitted through the CLI lands
 // in a eval folder that matches a local run of the same matrix (ids, statuses, success, counts);
 // the Ray worker running one episode is killed mid-episode, and that episode is retried by Ray and
-// counted once; the job's text and the cluster's files hold no secret of the client's environment;
-// Ctrl-C stops the job; `ray stop --force` leaves no process of the cluster behind.
+// counted once; the service job's text and the cluster's files hold no secret of the client's
+// environment; the nodes' robot servers are forked from the node's forker; Ctrl-C cancels the
+// suite and the same command again finishes it; `ray stop --force` leaves no process behind.
 func TestEvalRay(t *testing.T) {
 	bin := os.Getenv(rayTestNode)
 	if bin == "" {
