@@ -46,6 +46,7 @@ import ray_driver
 
 SERVICE_PREFIX = "@pyrualean-ray-service "
 MAX_PACKAGE = 512 << 20  # a suite's package: the plan and its twins' results
+SUITE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 
 
 class Suite:
@@ -167,12 +168,15 @@ class Service:
         folder = tempfile.mkdtemp(prefix="suite-", dir=self.root)
         try:
             plan = read_package(body, folder)
-        except (ValueError, KeyError, TypeError, zipfile.BadZipFile, json.JSONDecodeError) as e:
+        except Exception as e:  # anything the package holds that is not a suite
             shutil.rmtree(folder, ignore_errors=True)
-            return web.json_response({"error": f"unreadable suite package: {e}"}, status=400)
-        if plan.submission in self.suites or not plan.submission:
+            return web.json_response({"error": f"unreadable suite package: {type(e).__name__}: {e}"[:2000]}, status=400)
+        if not SUITE_ID.fullmatch(plan.submission):
+            shutil.rmtree(folder, ignore_errors=True)  # it names the suite's work folders on the nodes
+            return web.json_response({"error": f"suite id {plan.submission[:200]!r}: want letters, digits, '.', '_', '-'"}, status=400)
+        if plan.submission in self.suites:
             shutil.rmtree(folder, ignore_errors=True)
-            return web.json_response({"error": f"suite {plan.submission[:200]!r} exists (or has no id)"}, status=409)
+            return web.json_response({"error": f"suite {plan.submission!r} exists"}, status=409)
         for other in self.suites.values():
             if plan.owner and other.plan.owner == plan.owner and not other.done and not other.cancelled.is_set():
                 print(f"suite {other.plan.submission}: its owner started {plan.submission}; cancelling it", flush=True)

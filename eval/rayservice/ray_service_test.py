@@ -79,7 +79,10 @@ def test_every_route_wants_the_token(tmp_path: Path) -> None:
     (package(extra={"twins/../../x.tar.gz": b"x"}), "unexpected file"),
     (package(extra={"/etc/x": b"x"}), "unexpected file"),
     (package(twin_file="../../../etc/passwd"), "outside the package"),
-    (package(submission=""), "has no id"),
+    (package(submission=""), "want letters"),
+    (package(submission="../../etc"), "want letters"),
+    (package(submission=".."), "want letters"),
+    (b"PK\x05\x06" + b"\x00" * 18, "unreadable"),  # an empty zip: no plan.json
 ])
 def test_hostile_packages_are_refused_and_leave_nothing(tmp_path: Path, body: bytes, why: str) -> None:
     async def test(client: TestClient, service: ray_service.Service) -> None:
