@@ -254,12 +254,15 @@ func TestRayServiceStream(t *testing.T) {
 	a, b := replayJob(dir, "stack_blocks", spec.ArmCells), replayJob(dir, "open_drawer", spec.ArmCells)
 	files := base64.StdEncoding.EncodeToString(tgz(t, map[string]string{"result.json": `{"status":"completed"}`}))
 	line := func(v map[string]any) []byte { b, _ := json.Marshal(v); return append(b, '\n') }
+	tok := strings.Repeat("t", 64)
+	tokFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokFile, []byte(tok+"\n"), 0o600)
 	var mu sync.Mutex
 	var afters, acks []string
 	suite := ""
 	cancelled := make(chan struct{})
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer tok" {
+		if r.Header.Get("Authorization") != "Bearer "+tok {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
@@ -316,9 +319,10 @@ func TestRayServiceStream(t *testing.T) {
 		case "/api/jobs/":
 			json.NewEncoder(w).Encode([]map[string]any{
 				{"submission_id": "old", "status": "RUNNING", "metadata": map[string]string{"pyrualean": "service", "version": "older"}},
-				{"submission_id": "svc", "status": "RUNNING", "metadata": map[string]string{"pyrualean": "service", "version": rayservice.Version()}}})
+				{"submission_id": "svc", "status": "RUNNING", "metadata": map[string]string{"pyrualean": "service", "version": rayservice.Version(),
+					"token": rayservice.TokenHash(tok)}}})
 		case "/api/jobs/svc/logs":
-			json.NewEncoder(w).Encode(map[string]string{"logs": fmt.Sprintf("starting\n@pyrualean-ray-service {\"port\":%d,\"token\":\"tok\"}\n", port)})
+			json.NewEncoder(w).Encode(map[string]string{"logs": fmt.Sprintf("starting\n@pyrualean-ray-service {\"port\":%d}\n", port)})
 		case "/api/jobs/svc":
 			json.NewEncoder(w).Encode(map[string]string{"status": "RUNNING"})
 		default:
@@ -330,7 +334,7 @@ func TestRayServiceStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Ray{Client: cl, Logger: nilLogger()}
+	r := &Ray{Client: cl, Logger: nilLogger(), Service: rayservice.Options{TokenFile: tokFile}}
 	ctx, ctrlC := context.WithCancel(context.Background())
 	var got sync.Map
 	err = r.Run(ctx, []Job{a, b}, func(ctx context.Context, j Job) {

@@ -220,6 +220,17 @@ func TestEvalRay(t *testing.T) {
 	if b, _ := json.Marshal(info); bytes.Contains(b, []byte(secret)) || !strings.Contains(info.Entrypoint, "ray_service.py") {
 		t.Errorf("the job's text: %s", b)
 	}
+	// The service's token (this user's, in the cache folder) is in neither its details nor its log.
+	cache, _ := os.UserCacheDir()
+	tok, err := os.ReadFile(filepath.Join(cache, "pyrualean", "ray-service-token"))
+	if err != nil || len(bytes.TrimSpace(tok)) < 32 {
+		t.Fatalf("the service's token: %q %v", tok, err)
+	}
+	tok = bytes.TrimSpace(tok)
+	logs, _ := client.Logs(ctx, jobID)
+	if b, _ := json.Marshal(info); bytes.Contains(b, tok) || strings.Contains(logs, string(tok)) || !strings.Contains(logs, "@pyrualean-ray-service") {
+		t.Errorf("the token is in the service job's details or log:\n%s", logs)
+	}
 	if _, err := os.Stat(filepath.Join(nodeTmp, "pyrualean-ray", suiteID)); err == nil {
 		t.Errorf("the suite's work folders are left on the node")
 	}

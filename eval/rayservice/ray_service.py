@@ -1,13 +1,13 @@
 """The Ray service of ``pyrualean eval --engine ray``: one long-lived Ray job per cluster that runs
 suites' episodes (ray_driver.run_suite), so a suite pays neither a job's start nor fresh workers.
 
-eval finds it among the cluster's jobs (metadata ``pyrualean: service`` and the version of these
-files) or submits it, reads where it listens from its first output line::
+eval finds it among the cluster's jobs (metadata ``pyrualean: service``, the version of these files
+and the hash of eval's user's token) or submits it, and reads where it listens from its first line::
 
-    @pyrualean-ray-service {"port": 8275, "token": "...", "ray": "2.60.0"}
+    @pyrualean-ray-service {"port": 8275, "ray": "2.60.0", "slots": 2}
 
-and speaks HTTP to it (every request with ``Authorization: Bearer <token>``; the token is in the
-job's log, so whoever may read the dashboard may use the service, as whoever may submit jobs)::
+Then it speaks HTTP to it, every request with ``Authorization: Bearer <token>``. The token comes in
+the job's package (file ``token``), never in its log or its details, which hold only its hash::
 
     POST /suites                 a suite's package (zip: plan.json, twins/): starts it
     GET  /suites/<id>/lines?after=N   its protocol lines after N (JSON lines), as they come, to its "done"
@@ -30,7 +30,6 @@ import io
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -343,7 +342,12 @@ def main() -> int:
         print(f"warm workers: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
     root = tempfile.mkdtemp(prefix="pyrualean-service-")
-    token = secrets.token_urlsafe(32)
+    # The token came in this job's package (eval's user's, never in a log or the job's details).
+    with open("token", encoding="utf-8") as f:
+        token = f.read().strip()
+    if len(token) < 32:
+        print("the service's package has no token", file=sys.stderr, flush=True)
+        return 2
     if args.pyrualean:
         try:  # a node whose host cannot start runs its episodes with their robot servers exec'd
             ray.get([h.socket.remote() for h in hosts(args.pyrualean).values()], timeout=60)
@@ -357,7 +361,7 @@ def main() -> int:
         site = web.TCPSite(runner, args.host, args.port)
         await site.start()
         port = runner.addresses[0][1] if runner.addresses else args.port
-        print(SERVICE_PREFIX + json.dumps({"port": port, "token": token, "ray": ray.__version__, "slots": slots},
+        print(SERVICE_PREFIX + json.dumps({"port": port, "ray": ray.__version__, "slots": slots},
                                           separators=(",", ":")), flush=True)
         await service.watch()
 

@@ -1,8 +1,10 @@
 // Package rayservice is pyrualean's long-lived job on a Ray cluster and its client. The job
 // (ray_service.py, with ray_driver.py running each suite) serves suites over HTTP, so a suite pays
 // neither a job's start nor fresh Ray workers: Ensure finds the cluster's service of this version
-// (or submits it, once) through the dashboard's Job Submission API and reads where it listens
-// from its log; Submit, Follow, Ack and Cancel are a suite's life.
+// and token (or submits it, once) through the dashboard's Job Submission API and reads where it
+// listens from its log; Submit, Follow, Ack and Cancel are a suite's life. The token is this
+// user's (a file of theirs, made once): it travels in the service's package, never in a log or in
+// the job's details, which hold only its hash.
 package rayservice
 
 import (
@@ -18,10 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +59,57 @@ type Options struct {
 	// service (else with the first suite that names a binary).
 	Pyrualean string
 	Port      int // where it listens on the head node (default 8275; 0: any free port)
+	// TokenFile holds the token this user's services take (default: pyrualean/ray-service-token in
+	// the user's cache folder; made, 0600, when missing).
+	TokenFile string
 	Logger    *slog.Logger
+}
+
+// token reads the user's token, making it when there is none.
+func (o Options) token() (string, error) {
+	path := o.TokenFile
+	if path == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("ray service: no folder for its token: %w", err)
+		}
+		path = filepath.Join(dir, "pyrualean", "ray-service-token")
+	}
+	for try := 0; ; try++ {
+		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) >= 32 {
+			return string(bytes.TrimSpace(b)), nil
+		} else if err == nil && try < 20 {
+			time.Sleep(50 * time.Millisecond) // another eval is writing it
+			continue
+		}
+		var raw [32]byte
+		rand.Read(raw[:])
+		tok := hex.EncodeToString(raw[:])
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return "", fmt.Errorf("ray service: its token: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) && try < 20 {
+			continue // made meanwhile by another eval: read it
+		}
+		if err != nil {
+			return "", fmt.Errorf("ray service: its token: %w", err)
+		}
+		_, err = f.WriteString(tok + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", fmt.Errorf("ray service: its token: %w", err)
+		}
+		return tok, nil
+	}
+}
+
+// TokenHash names a token in the service job's metadata (which anyone who reads the dashboard sees).
+func TokenHash(tok string) string {
+	sum := sha256.Sum256([]byte("pyrualean-ray-service\x00" + tok))
+	return hex.EncodeToString(sum[:12])
 }
 
 // Service is one cluster's running service.
@@ -71,6 +126,10 @@ func Ensure(ctx context.Context, c *rayjob.Client, o Options) (*Service, error) 
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	tok, err := o.token()
+	if err != nil {
+		return nil, err
+	}
 	jobs, err := c.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ray service: listing the cluster's jobs: %w", err)
@@ -80,10 +139,11 @@ func Ensure(ctx context.Context, c *rayjob.Client, o Options) (*Service, error) 
 		if j.Metadata["pyrualean"] != "service" || rayjob.Terminal(j.Status) {
 			continue
 		}
-		if j.Metadata["version"] != Version() {
-			// Another pyrualean's (an older one, or a colleague's): not ours to stop, but it holds a
-			// worker per CPU and a forker per node.
-			o.Logger.Warn("ray service: another version's service runs on the cluster (ray job stop ID ends it)", "job", j.SubmissionID, "version", j.Metadata["version"])
+		if j.Metadata["version"] != Version() || j.Metadata["token"] != TokenHash(tok) {
+			// Another pyrualean's (an older one) or another user's: not ours to stop, but it holds
+			// a worker per CPU and a forker per node.
+			o.Logger.Warn("ray service: another version's or user's service runs on the cluster (ray job stop ID ends it)",
+				"job", j.SubmissionID, "version", j.Metadata["version"])
 			continue
 		}
 		if id == "" {
@@ -91,18 +151,19 @@ func Ensure(ctx context.Context, c *rayjob.Client, o Options) (*Service, error) 
 		}
 	}
 	if id == "" {
-		if id, err = submit(ctx, c, o); err != nil {
+		if id, err = submit(ctx, c, o, tok); err != nil {
 			return nil, err
 		}
 		o.Logger.Info("ray service: started", "job", id, "version", Version())
 	}
-	return find(ctx, c, id)
+	return find(ctx, c, id, tok)
 }
 
-func submit(ctx context.Context, c *rayjob.Client, o Options) (string, error) {
+func submit(ctx context.Context, c *rayjob.Client, o Options, tok string) (string, error) {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for name, b := range map[string][]byte{"ray_service.py": serviceSource, "ray_driver.py": driverSource} {
+	files := map[string][]byte{"ray_service.py": serviceSource, "ray_driver.py": driverSource, "token": []byte(tok)}
+	for name, b := range files {
 		w, err := zw.Create(name)
 		if err == nil {
 			_, err = w.Write(b)
@@ -136,7 +197,7 @@ func submit(ctx context.Context, c *rayjob.Client, o Options) (string, error) {
 		Entrypoint:   entry,
 		SubmissionID: fmt.Sprintf("pyrualean-service-%s-%x", Version(), nonce),
 		RuntimeEnv:   map[string]any{"working_dir": uri},
-		Metadata:     map[string]string{"pyrualean": "service", "version": Version()},
+		Metadata:     map[string]string{"pyrualean": "service", "version": Version(), "token": TokenHash(tok)},
 	}
 	if _, err := c.Submit(ctx, spec); err != nil {
 		return "", fmt.Errorf("ray service: submitting it: %w", err)
@@ -148,7 +209,7 @@ func submit(ctx context.Context, c *rayjob.Client, o Options) (string, error) {
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // find waits for the service's line in its job's log (it prints it once it listens).
-func find(ctx context.Context, c *rayjob.Client, id string) (*Service, error) {
+func find(ctx context.Context, c *rayjob.Client, id, tok string) (*Service, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	for {
@@ -160,14 +221,13 @@ func find(ctx context.Context, c *rayjob.Client, id string) (*Service, error) {
 					continue
 				}
 				var m struct {
-					Port  int    `json:"port"`
-					Token string `json:"token"`
+					Port int `json:"port"`
 				}
-				if err := json.Unmarshal([]byte(raw), &m); err != nil || m.Port <= 0 || m.Token == "" {
+				if err := json.Unmarshal([]byte(raw), &m); err != nil || m.Port <= 0 {
 					return nil, fmt.Errorf("ray service %s: unreadable line %q", id, raw)
 				}
 				u, _ := url.Parse(c.Address)
-				s := &Service{Job: id, URL: "http://" + net.JoinHostPort(u.Hostname(), strconv.Itoa(m.Port)), token: m.Token,
+				s := &Service{Job: id, URL: "http://" + net.JoinHostPort(u.Hostname(), strconv.Itoa(m.Port)), token: tok,
 					http: &http.Client{}}
 				if err := s.do(ctx, http.MethodGet, "/health", nil, nil); err != nil {
 					return nil, fmt.Errorf("ray service %s runs, but does not answer at %s (its port must be reachable from here, as the dashboard's is): %w", id, s.URL, err)

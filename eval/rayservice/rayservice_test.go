@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,13 +20,16 @@ import (
 	"github.com/pyrualean/pyrualean/eval/rayjob"
 )
 
-// TestEnsure: with no service of this version on the cluster, Ensure uploads the service's files,
-// submits it (the port and the nodes' pyrualean in its entrypoint, quoted), waits for its line and
-// checks it answers with the token; a service that fails before listening is an error with its
-// log's last lines; one listening where eval cannot reach it says so.
+// TestEnsure: with no service of this version and token on the cluster, Ensure makes the user's
+// token (0600), uploads the service's files with it, submits the service (the port and the nodes'
+// pyrualean in its entrypoint, quoted; the token's hash, never the token, in its details), waits
+// for its line and checks it answers with the token; a service that fails before listening is an
+// error with its log's last lines; one listening where eval cannot reach it says so.
 func TestEnsure(t *testing.T) {
+	tokFile := filepath.Join(t.TempDir(), "cache", "ray-service-token")
+	var token string
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer tok" {
+		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
@@ -41,7 +46,9 @@ func TestEnsure(t *testing.T) {
 		defer mu.Unlock()
 		switch {
 		case r.URL.Path == "/api/jobs/" && r.Method == "GET":
-			w.Write([]byte(`[{"submission_id":"other","status":"RUNNING","metadata":{"pyrualean":"service","version":"0ld"}}]`))
+			// another version's, and this version's of another user (another token)
+			fmt.Fprintf(w, `[{"submission_id":"other","status":"RUNNING","metadata":{"pyrualean":"service","version":"0ld"}},
+				{"submission_id":"theirs","status":"RUNNING","metadata":{"pyrualean":"service","version":%q,"token":"x"}}]`, Version())
 		case r.URL.Path == "/api/jobs/" && r.Method == "POST":
 			json.NewDecoder(r.Body).Decode(&spec)
 			json.NewEncoder(w).Encode(map[string]string{"submission_id": spec.SubmissionID})
@@ -63,11 +70,22 @@ func TestEnsure(t *testing.T) {
 	go func() { // the service starts listening a moment after its submission
 		time.Sleep(300 * time.Millisecond)
 		mu.Lock()
-		logs = fmt.Sprintf("booting\n%s{\"port\":%d,\"token\":\"tok\"}\n", linePrefix, port)
+		logs = fmt.Sprintf("booting\n%s{\"port\":%d}\n", linePrefix, port)
 		mu.Unlock()
 	}()
 	ctx := context.Background()
-	s, err := Ensure(ctx, c, Options{Python: "/opt/py/bin/python", Port: 9000, Pyrualean: "/opt/it's/pyrualean"})
+	o := Options{Python: "/opt/py/bin/python", Port: 9000, Pyrualean: "/opt/it's/pyrualean", TokenFile: tokFile}
+	tok, err := o.token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	token = tok
+	mu.Unlock()
+	if st, err := os.Stat(tokFile); err != nil || st.Mode().Perm() != 0o600 || len(tok) != 64 {
+		t.Fatalf("token file: %v %v", st, err)
+	}
+	s, err := Ensure(ctx, c, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,19 +95,30 @@ func TestEnsure(t *testing.T) {
 	if want := `/opt/py/bin/python ray_service.py --port 9000 --pyrualean '/opt/it'\''s/pyrualean'`; spec.Entrypoint != want {
 		t.Errorf("entrypoint %q, want %q", spec.Entrypoint, want)
 	}
-	if spec.Metadata["pyrualean"] != "service" || spec.Metadata["version"] != Version() || spec.RuntimeEnv["working_dir"] == nil {
+	if spec.Metadata["pyrualean"] != "service" || spec.Metadata["version"] != Version() || spec.Metadata["token"] != TokenHash(tok) ||
+		spec.RuntimeEnv["working_dir"] == nil {
 		t.Errorf("spec %+v", spec)
 	}
+	if b, _ := json.Marshal(spec); bytes.Contains(b, []byte(tok)) {
+		t.Errorf("the token is in the job's details: %s", b)
+	}
 	zr, err := zip.NewReader(bytes.NewReader(pkg), int64(len(pkg)))
-	if err != nil || len(zr.File) != 2 {
+	if err != nil || len(zr.File) != 3 {
 		t.Fatalf("the service's package: %v", err)
+	}
+	f, _ := zr.Open("token")
+	if b, _ := io.ReadAll(f); string(b) != tok {
+		t.Errorf("the package's token %q", b)
+	}
+	if again, _ := o.token(); again != tok {
+		t.Error("the token changed between two reads")
 	}
 
 	// It fails before listening: the error says so, with its log.
 	mu.Lock()
 	status, logs = "FAILED", "Traceback ...\nOSError: [Errno 98] Address already in use\n"
 	mu.Unlock()
-	if _, err := find(ctx, c, "x"); err == nil || !strings.Contains(err.Error(), "FAILED") || !strings.Contains(err.Error(), "Address already in use") {
+	if _, err := find(ctx, c, "x", tok); err == nil || !strings.Contains(err.Error(), "FAILED") || !strings.Contains(err.Error(), "Address already in use") {
 		t.Errorf("failed service: %v", err)
 	}
 	// It listens where this machine cannot reach it (a closed port).
@@ -97,9 +126,9 @@ func TestEnsure(t *testing.T) {
 	closed := lis.Addr().(*net.TCPAddr).Port
 	lis.Close()
 	mu.Lock()
-	status, logs = "RUNNING", fmt.Sprintf("%s{\"port\":%d,\"token\":\"tok\"}\n", linePrefix, closed)
+	status, logs = "RUNNING", fmt.Sprintf("%s{\"port\":%d}\n", linePrefix, closed)
 	mu.Unlock()
-	if _, err := find(ctx, c, "x"); err == nil || !strings.Contains(err.Error(), "does not answer") {
+	if _, err := find(ctx, c, "x", tok); err == nil || !strings.Contains(err.Error(), "does not answer") {
 		t.Errorf("unreachable service: %v", err)
 	}
 }
