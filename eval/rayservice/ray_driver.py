@@ -88,11 +88,38 @@ def load_plan(path: str) -> Plan:
                 env=dict(raw.get("env") or {}), jobs=jobs)
 
 
-def pack(folder: str) -> bytes:
-    """A run folder as tar.gz bytes (paths relative to it; links stored as links, never followed)."""
+# What of an agent's workspace comes back with a run folder: the agent may fill it (a sealed
+# episode up to 4 GiB), and the run folder travels as one protocol line through the service's
+# memory and eval's; the rest of the run folder (trace, result, calls) is the episode's own.
+MAX_WORKSPACE_BYTES = 256 << 20
+OMITTED = "workspace-omitted.json"
+
+
+def pack(folder: str, max_workspace: int = MAX_WORKSPACE_BYTES) -> bytes:
+    """A run folder as tar.gz bytes (paths relative to it; links stored as links, never followed).
+    Workspace files past ``max_workspace`` bytes in all stay behind; ``workspace-omitted.json``
+    names them (path and size), so the run folder says what it lacks."""
+    used = 0
+    omitted: list[dict[str, Any]] = []
+
+    def take(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        nonlocal used
+        if info.isfile() and info.name.startswith("./workspace/"):
+            if used + info.size > max_workspace:
+                omitted.append({"path": info.name[2:], "bytes": info.size})
+                return None
+            used += info.size
+        return info
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
-        tar.add(folder, arcname=".", recursive=True)
+        tar.add(folder, arcname=".", recursive=True, filter=take)
+        if omitted:
+            note = json.dumps({"limit_bytes": max_workspace, "omitted": omitted[:10000], "count": len(omitted)},
+                              indent=1).encode()
+            info = tarfile.TarInfo("./" + OMITTED)
+            info.size, info.mtime = len(note), int(time.time())
+            tar.addfile(info, io.BytesIO(note))
     return buf.getvalue()
 
 

@@ -27,6 +27,26 @@ def test_pack_unpack_round_trip_drops_links(tmp_path: Path) -> None:
     assert not (out / "workspace" / "escape").exists() and not (out / "workspace" / "escape").is_symlink()
 
 
+def test_pack_leaves_a_flooded_workspace_behind_and_says_so(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "workspace" / "deep").mkdir(parents=True)
+    (run / "result.json").write_text('{"status": "completed"}')
+    (run / "trace.ipynb").write_bytes(os.urandom(300))  # the episode's own files always come back
+    (run / "workspace" / "small.txt").write_bytes(b"x" * 100)
+    for i in range(5):  # what an agent writes to fill the workspace: incompressible
+        (run / "workspace" / "deep" / f"blob{i}").write_bytes(os.urandom(1000))
+    blob = ray_driver.pack(str(run), max_workspace=2600)
+    assert len(blob) < 4000
+    out = tmp_path / "out"
+    ray_driver.unpack(blob, str(out))
+    assert (out / "result.json").exists() and (out / "trace.ipynb").stat().st_size == 300
+    kept = [p for p in (out / "workspace").rglob("*") if p.is_file()]
+    note = json.loads((out / ray_driver.OMITTED).read_text())
+    assert note["limit_bytes"] == 2600 and note["count"] == len(note["omitted"]) >= 3
+    assert sum(p.stat().st_size for p in kept) <= 2600 and len(kept) + note["count"] == 6
+    assert all(o["path"].startswith("workspace/deep/blob") and o["bytes"] == 1000 for o in note["omitted"])
+
+
 def test_sweep_removes_only_dead_workers_folders(tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
