@@ -194,6 +194,9 @@ class Service:
             print(f"suite {s.plan.submission}: {s.error}", file=sys.stderr, flush=True)
             s.emit("warning", message=f"the service could not run the suite: {s.error}")
             s.emit("done", failed=True)
+        finally:
+            if self.progress is not None:  # a start told after the suite's last look is forgotten
+                self.progress.drain.remote(s.plan.submission)
 
     async def follow(self, request: web.Request) -> web.StreamResponse:
         s = self.suite(request)
