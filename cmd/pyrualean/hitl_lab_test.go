@@ -159,6 +159,19 @@ func TestLabLiveEpisode(t *testing.T) {
 	firstCode := -1
 	second := make(chan int, 1)
 	var secondErr syncBuffer
+	// The second play ends with the test, on its fatal paths too (it writes under dir, which the test
+	// removes once it returns).
+	secondCtx, stopSecond := context.WithCancel(context.Background())
+	secondStarted := false
+	defer func() {
+		stopSecond()
+		if secondStarted {
+			select {
+			case <-second:
+			case <-time.After(time.Minute):
+			}
+		}
+	}()
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		line := sc.Text()
@@ -174,9 +187,10 @@ func TestLabLiveEpisode(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Errorf("play did not end after its linger: %s", playErr.String())
 			}
+			secondStarted = true
 			go func() {
 				var o syncBuffer
-				second <- cmdPlay(context.Background(), []string{"--runtime", "openai", "--base-url", srv2.BaseURL(), "--model", "scripted",
+				second <- cmdPlay(secondCtx, []string{"--runtime", "openai", "--base-url", srv2.BaseURL(), "--model", "scripted",
 					"--task", "stack_blocks", "--out", filepath.Join(dir, "two"), "--sealed", "off", "--serve", strings.TrimPrefix(gw, "http://"),
 					"--serve-token", gwToken, "--serve-linger", "20s"}, &o, &secondErr)
 			}()
@@ -198,6 +212,7 @@ func TestLabLiveEpisode(t *testing.T) {
 	}
 	select {
 	case code := <-second:
+		secondStarted = false // read: the deferred wait has nothing to wait for
 		if code != 0 {
 			t.Errorf("the second episode's play: exit %d: %s", code, secondErr.String())
 		}
