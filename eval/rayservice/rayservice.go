@@ -75,12 +75,16 @@ func (o Options) token() (string, error) {
 		}
 		path = filepath.Join(dir, "pyrualean", "ray-service-token")
 	}
-	for try := 0; ; try++ {
-		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) >= 32 {
+	for range 20 {
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil && len(bytes.TrimSpace(b)) >= 32:
 			return string(bytes.TrimSpace(b)), nil
-		} else if err == nil && try < 20 {
+		case err == nil:
 			time.Sleep(50 * time.Millisecond) // another eval is writing it
 			continue
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("ray service: its token: %w", err)
 		}
 		var raw [32]byte
 		rand.Read(raw[:])
@@ -89,10 +93,9 @@ func (o Options) token() (string, error) {
 			return "", fmt.Errorf("ray service: its token: %w", err)
 		}
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) && try < 20 {
+		if errors.Is(err, fs.ErrExist) {
 			continue // made meanwhile by another eval: read it
-		}
-		if err != nil {
+		} else if err != nil {
 			return "", fmt.Errorf("ray service: its token: %w", err)
 		}
 		_, err = f.WriteString(tok + "\n")
@@ -104,6 +107,7 @@ func (o Options) token() (string, error) {
 		}
 		return tok, nil
 	}
+	return "", fmt.Errorf("ray service: %s holds no token (remove it and a new one is made)", path)
 }
 
 // TokenHash names a token in the service job's metadata (which anyone who reads the dashboard sees).

@@ -113,6 +113,11 @@ func TestEnsure(t *testing.T) {
 	if again, _ := o.token(); again != tok {
 		t.Error("the token changed between two reads")
 	}
+	bad := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(bad, []byte("short\n"), 0o600)
+	if _, err := (Options{TokenFile: bad}).token(); err == nil || !strings.Contains(err.Error(), "holds no token") {
+		t.Errorf("a file without a token: %v", err)
+	}
 
 	// It fails before listening: the error says so, with its log.
 	mu.Lock()
