@@ -58,7 +58,7 @@ type Options struct {
 	// Pyrualean is the nodes' pyrualean: each node's host (its robot-server forker) starts with the
 	// service (else with the first suite that names a binary).
 	Pyrualean string
-	Port      int // where it listens on the head node (default 8275; 0: any free port)
+	Port      int // where it listens on the head node (0: any free port; eval --ray-service-port gives 8275)
 	// TokenFile holds the token this user's services take (default: pyrualean/ray-service-token in
 	// the user's cache folder; made, 0600, when missing).
 	TokenFile string
