@@ -255,27 +255,13 @@ func TestSealedResultLookups(t *testing.T) {
 		{"no drawer here", "robo.pick('drawer_handle')", "pick works on blocks"},
 		{"after", "print('STILL-SERVING', robo.move_to([0.5, 0.1, 0.3]).reached)", "STILL-SERVING True"},
 	}
-	var steps []openaitest.Step
+	var codes []string
 	for _, a := range attempts {
-		steps = append(steps, call(py(a.code)))
+		codes = append(codes, a.code)
 	}
-	srv := openaitest.New(append(steps, call(finish("failure", "looked up")))...)
-	defer srv.Close()
-	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
-	if !res.Sealed || res.Status != "completed" {
-		t.Fatalf("sealed %v, status %s: %+v", res.Sealed, res.Status, res.Seal)
-	}
-	cells := cellsBy(readTrace(t, cfg.Out), notebooks.AuthorAgent)
-	if len(cells) != len(attempts) {
-		t.Fatalf("trace: %d agent cells, want %d", len(cells), len(attempts))
-	}
+	dir, outs := sealedCells(t, codes...)
 	for i, a := range attempts {
-		var b strings.Builder
-		for _, o := range cells[i].Outputs {
-			b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
-		}
-		out := b.String()
+		out := outs[i]
 		if !strings.Contains(out, a.want) {
 			t.Errorf("%s: the cell's output lacks %q: %.600s", a.name, a.want, out)
 		}
@@ -286,9 +272,39 @@ func TestSealedResultLookups(t *testing.T) {
 			t.Errorf("no drawer here: the error talks of a drawer the task does not have: %s", out)
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(cfg.Out, "trace.ipynb")); err != nil || fi.Size() > 8<<20 {
+	if fi, err := os.Stat(filepath.Join(dir, "trace.ipynb")); err != nil || fi.Size() > 8<<20 {
 		t.Errorf("trace.ipynb: %v bytes (%v)", fi.Size(), err)
 	}
+}
+
+// sealedCells plays a real sealed episode whose agent sends codes, one cell each, then finishes; it
+// returns the run folder and each cell's output (text, then any error).
+func sealedCells(t *testing.T, codes ...string) (string, []string) {
+	t.Helper()
+	var steps []openaitest.Step
+	for _, c := range codes {
+		steps = append(steps, call(py(c)))
+	}
+	srv := openaitest.New(append(steps, call(finish("failure", "done trying")))...)
+	defer srv.Close()
+	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
+	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+	if !res.Sealed || res.Status != "completed" {
+		t.Fatalf("sealed %v, status %s: %+v", res.Sealed, res.Status, res.Seal)
+	}
+	cells := cellsBy(readTrace(t, cfg.Out), notebooks.AuthorAgent)
+	if len(cells) != len(codes) {
+		t.Fatalf("trace: %d agent cells, want %d", len(cells), len(codes))
+	}
+	outs := make([]string, len(cells))
+	for i, c := range cells {
+		var b strings.Builder
+		for _, o := range c.Outputs {
+			b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
+		}
+		outs[i] = b.String()
+	}
+	return cfg.Out, outs
 }
 
 // TestSealedNodeCaches: what a Ray node keeps for the episodes it runs after this one (the robot's
@@ -350,27 +366,13 @@ def run(script):
 		{"probe", "import probe\nprint('PROBE', probe.run(" + pyQuote(script) + "))"},
 		{"after", "print('STILL-SERVING', robo.move_to([0.5, 0.1, 0.3]).reached)"},
 	}
-	var steps []openaitest.Step
+	var codes []string
 	for _, a := range attempts {
-		steps = append(steps, call(py(a.code)))
+		codes = append(codes, a.code)
 	}
-	srv := openaitest.New(append(steps, call(finish("failure", "looked around")))...)
-	defer srv.Close()
-	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
-	if !res.Sealed || res.Status != "completed" {
-		t.Fatalf("sealed %v, status %s: %+v", res.Sealed, res.Status, res.Seal)
-	}
-	cells := cellsBy(readTrace(t, cfg.Out), notebooks.AuthorAgent)
-	if len(cells) != len(attempts) {
-		t.Fatalf("trace: %d agent cells, want %d", len(cells), len(attempts))
-	}
+	_, outs := sealedCells(t, codes...)
 	for i, a := range attempts {
-		var b strings.Builder
-		for _, o := range cells[i].Outputs {
-			b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
-		}
-		out := b.String()
+		out := outs[i]
 		if a.name == "probe" && (!strings.Contains(out, "PROBE NOLIST") || !strings.Contains(out, "NOPLANT") || !strings.Contains(out, "NOFORKER") ||
 			strings.Contains(out, "LISTED") || strings.Contains(out, "PLANTED") || strings.Contains(out, "CONNECTED")) {
 			t.Errorf("probe: the sealed agent got through (or the probe did not run): %s", out)
