@@ -2,9 +2,12 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -311,7 +314,9 @@ func sealedCells(t *testing.T, codes ...string) (string, []string) {
 // API reference in its cache folder, the node's robot-server forker) is out of a sealed agent's
 // reach: in a real sealed episode the agent, told the paths, can neither list nor plant a
 // reference (its next episodes' prompt) nor reach the forker, even from a module the in-kernel
-// check never reads; the cached file is unchanged after.
+// check never reads; the cached file is unchanged after. The workspace it then fills (past the cap,
+// a link to the cache, a pipe, a hostile name) is packed as a node ships a run folder: no link or
+// pipe comes back, at most the cap of its files, and a list of what stayed behind.
 func TestSealedNodeCaches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -353,8 +358,16 @@ try:
     out.append("CONNECTED")
 except OSError as e:
     out.append("NOFORKER %%s" %% type(e).__name__)
+# then fill the workspace a Ray node packs as the run folder: incompressible files past the cap, a
+# link to the node's cache, a pipe, a name of control characters
+for i in range(3):
+    open("flood%%d.bin" %% i, "wb").write(os.urandom(200000))
+os.symlink(%q, "leak")
+os.mkfifo("pipe")
+open("odd\nname\x1b", "w").write("x")
+out.append("FILLED")
 print(" ".join(out))
-`, cache, files[0], f.SocketPath())
+`, cache, files[0], f.SocketPath(), files[0])
 	probe := `from numpy.ctypeslib import ctypes
 def run(script):
     open("nodeprobe.py", "w").write(script)
@@ -370,10 +383,10 @@ def run(script):
 	for _, a := range attempts {
 		codes = append(codes, a.code)
 	}
-	_, outs := sealedCells(t, codes...)
+	dir, outs := sealedCells(t, codes...)
 	for i, a := range attempts {
 		out := outs[i]
-		if a.name == "probe" && (!strings.Contains(out, "PROBE NOLIST") || !strings.Contains(out, "NOPLANT") || !strings.Contains(out, "NOFORKER") ||
+		if a.name == "probe" && (!strings.Contains(out, "FILLED") || !strings.Contains(out, "PROBE NOLIST") || !strings.Contains(out, "NOPLANT") || !strings.Contains(out, "NOFORKER") ||
 			strings.Contains(out, "LISTED") || strings.Contains(out, "PLANTED") || strings.Contains(out, "CONNECTED")) {
 			t.Errorf("probe: the sealed agent got through (or the probe did not run): %s", out)
 		}
@@ -384,5 +397,37 @@ def run(script):
 	}
 	if got, err := robotapi.CachedReference(ctx, cache, "", "", robotapi.FormatText); err != nil || got != ref {
 		t.Errorf("the cached reference changed (%v)", err)
+	}
+	// The node packs this run folder as it would ship it (here with a 300 kB workspace cap, not
+	// 256 MiB): what comes back holds no link, no pipe and at most the cap of the agent's files,
+	// and says what stayed behind.
+	check := `import json, os, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+import ray_driver
+blob = ray_driver.pack(sys.argv[2], max_workspace=300000)
+out = tempfile.mkdtemp()
+ray_driver.unpack(blob, out)
+ws = os.path.join(out, "workspace")
+names = os.listdir(ws)
+note = json.load(open(os.path.join(out, ray_driver.OMITTED)))
+print(json.dumps({"bytes": len(blob), "names": names, "kept": sum(os.path.getsize(os.path.join(ws, n)) for n in names if os.path.isfile(os.path.join(ws, n))),
+    "links": [n for n in names if os.path.islink(os.path.join(ws, n))], "omitted": [o["path"] for o in note["omitted"]],
+    "trace": os.path.isfile(os.path.join(out, "trace.ipynb"))}))
+`
+	cmd := exec.CommandContext(ctx, robotapi.Python(root), "-c", check, filepath.Join(root, "eval", "rayservice"), dir)
+	b, err := cmd.CombinedOutput()
+	var packed struct {
+		Bytes, Kept  int
+		Names, Links []string
+		Omitted      []string
+		Trace        bool
+	}
+	if err != nil || json.Unmarshal(b, &packed) != nil {
+		t.Fatalf("packing the run folder: %v\n%s", err, b)
+	}
+	t.Logf("packed: %d bytes, workspace %q, omitted %q", packed.Bytes, packed.Names, packed.Omitted)
+	if packed.Bytes > 400000 || packed.Kept > 300000 || len(packed.Links) > 0 || slices.Contains(packed.Names, "pipe") ||
+		slices.Contains(packed.Names, "leak") || len(packed.Omitted) == 0 || !packed.Trace {
+		t.Errorf("the packed run folder: %+v", packed)
 	}
 }
