@@ -86,9 +86,9 @@ def test_episode_in_a_kernel(kernel, tmp_path):
     assert rep["ename"] == "SandboxError"
     outs, rep = run(kernel, "'x_was_run' in globals(), open('/etc/hostname').read() != ''")
     assert rep["status"] == "ok" and outs[-1]["content"]["data"]["text/plain"] == "(False, True)"
-    # solve, then the next motion is an EpisodeFinished error output
+    # solve (the release ends it: it waits for the block to rest), then the next motion is an EpisodeFinished error
     code = ("robo.pick('red_block')\nx, y, _ = robo.segment('bowl').top_xyz\nrobo.move_to([x, y, 0.16])\n"
-            "robo.move_to([x, y, 0.08])\nrobo.release()\nrobo.set_gripper(robo.OPEN, steps=10)")
+            "robo.move_to([x, y, 0.08])\nrobo.release()")
     outs, rep = run(kernel, code, sandbox=True, user_expressions=REPORT)
     r = report(rep)
     assert r["done"] and r["success"] and r["episode_finished"] == "terminated"

@@ -123,6 +123,39 @@ def test_episode_finished_after_success(make_robot):
     assert refused[0]["error"] == "EpisodeFinished: episode finished: terminated" and refused[0]["env_steps"] == 0
 
 
+@pytest.mark.parametrize("task,block,target,height", [
+    ("put_block_in_bowl", "red_block", "bowl", None),        # lowered onto the bowl's top, as a small model does
+    ("put_block_on_plate", "green_block", "plate", None),
+    ("stack_blocks", "red_block", "blue_block", "carry"),    # dropped from carry height onto the lower block
+])
+def test_release_waits_for_the_drop_to_settle(make_robot, task, block, target, height):
+    """The checks want a released block at rest: release waits for that, so the release that solves the task
+    is the call that says so (it used to stop as the fingers opened, with the block still falling)."""
+    r = make_robot(task, seed=0)
+    p = r.pick(block)
+    x, y, z = r.segment(target).top_xyz
+    r.move_to([x, y, p.final_eef_pos[2] if height == "carry" else z])
+    rel = r.release()
+    assert rel.terminated and r.done
+
+
+def test_release_in_the_air_stops_when_blocks_rest(make_robot):
+    r = make_robot("put_block_in_bowl", seed=0)
+    r.move_to([0.5, 0.0, 0.2], gripper=r.CLOSE)
+    rel = r.release(max_steps=40)
+    assert not rel.terminated and rel.steps_used < 40 and rel.final_gripper_opening > 0.075
+
+
+def test_pick_of_a_held_block_moves_nothing(make_robot):
+    """A cell sent again after failing past its pick picks the held block again: opening to grasp it anew
+    would drop it from carry height."""
+    r = make_robot("stack_blocks", seed=0)
+    first = r.pick("red_block")
+    again = r.pick("red_block")
+    assert first.success and again.success and again.steps_used == 0 and again.diagnostics == "already held: nothing moved"
+    assert again.final_eef_pos == first.final_eef_pos and r.state().gripper_opening > 0.01
+
+
 def test_step_budget_truncates(make_robot):
     r = make_robot(max_env_steps=5)
     m = r.move_to([0.6, 0.2, 0.1])

@@ -513,16 +513,20 @@ class TabletopRobot(ArmControl, Robot):
 
     @tool(stateful=True)
     def release(self, max_steps: int = 12) -> Release:
-        """Open the gripper fully (drops what it holds) and wait until the fingers have opened."""
+        """Open the gripper fully (drops what it holds) and wait until the fingers have opened and the blocks
+        have come to rest (the success checks look for a released block at rest)."""
         max_steps = _int_in(max_steps, "max_steps", 1, 100)
         start = self._opening()
         peak = start
         self._grip = self.OPEN
         used = 0
+        blocks = [b for b in PICKABLE if b in self._spec.objects]
         for used in range(1, max_steps + 1):
             ended = self._control_step()
             peak = max(peak, self._opening())
-            if ended or self._opening() > 0.075:
+            # Waiting for rest lets the check fire here rather than in the next motion: a drop that ends the
+            # task ends it with the release that made it.
+            if ended or (self._opening() > 0.075 and all(self._sim.speed(b) < 0.02 for b in blocks)):
                 break
         return Release(used, round(start, 4), round(peak, 4), round(self._opening(), 4), self._terminated,
                        self._truncated)
@@ -551,6 +555,12 @@ class TabletopRobot(ArmControl, Robot):
         max_steps = _int_in(max_steps, "max_steps", 40, 1000)
         bid = self._body[object]
         p0 = self._data.xpos[bid].copy()
+        if p0[2] > 0.05 and self._touching_fingers(object) and self._opening() > 0.01:
+            # Already held and lifted (a cell sent again after it failed past its pick): opening to grasp
+            # again would drop it from carry height.
+            return Pick(True, object, 0, 0.0, round(self._opening(), 4), round(self._opening(), 4),
+                        tuple(round(float(v), 4) for v in self._eef()[0]), self._terminated, self._truncated,
+                        "already held: nothing moved")
         R = self._data.xmat[bid].reshape(3, 3)
         face_yaw = math.atan2(R[1, 0], R[0, 0])
         # the gripper is symmetric every 90 degrees for a cube: pick the equivalent yaw nearest the current one
