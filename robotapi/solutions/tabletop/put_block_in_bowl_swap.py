@@ -6,8 +6,7 @@ grasp = robo.pick("red_block")
 assert grasp.success, grasp
 
 # %%
-bowl = robo.segment("bowl")
-x, y, _ = bowl.top_xyz
+x, y, _ = robo.segment("bowl").top_xyz
 robo.move_to([x, y, 0.16])
 robo.move_to([x, y, 0.08])
 robo.release()
