@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,6 +382,32 @@ func (s *Server) Stop() error {
 
 // Done is closed when a started server's process has exited (nil for a reused server).
 func (s *Server) Done() <-chan struct{} { return s.exited }
+
+// Serving says whether the server still serves its model: a started one has not exited, a reused one
+// still answers as that model where it was found (the process that started it may have ended since).
+func (s *Server) Serving(ctx context.Context) error {
+	if s.exited != nil {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("local model server %d exited", s.PID)
+		default:
+			return nil
+		}
+	}
+	u, err := url.Parse(s.BaseURL)
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.BaseURL, err)
+	}
+	id, err := probe(ctx, u.Hostname(), port)
+	if err == nil && id != s.Model {
+		err = fmt.Errorf("%s serves %q now, not %q", u.Host, id, s.Model)
+	}
+	return err
+}
 
 // ring keeps the last max bytes written to it (the server's log, for error messages).
 type ring struct {

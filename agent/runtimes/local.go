@@ -45,6 +45,9 @@ type localRuntime struct {
 	// turn's deadline starting when it has the slot, its prompt prefix restored when another held it.
 	turn chan struct{}
 
+	restart sync.Mutex      // one ensureServing at a time
+	life    context.Context // Start's: a server ensureServing starts lives as long as the first, not an episode
+
 	mu       sync.Mutex
 	speed    speed
 	slotKey  string          // the prompt prefix slot 0 holds (or was restored to)
@@ -56,9 +59,21 @@ type localRuntime struct {
 type speed struct{ prompt, gen float64 }
 
 // Model is the registry name asked for until Start, then the model the server loaded.
-func (r *localRuntime) Model() string { return r.cfg.Model }
+func (r *localRuntime) Model() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg.Model
+}
+
+// server is the server in use (ensureServing may replace it while episodes run).
+func (r *localRuntime) server() *llm.Server {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.srv
+}
 
 func (r *localRuntime) Start(ctx context.Context) error {
+	r.life = ctx
 	srv, err := llm.Start(ctx, r.opts)
 	if err != nil {
 		return fmt.Errorf("local model: %w", err)
@@ -78,21 +93,26 @@ func (r *localRuntime) Start(ctx context.Context) error {
 }
 
 func (r *localRuntime) Run(ctx context.Context, ep agent.Driver) error {
-	if r.srv == nil {
+	if r.server() == nil {
 		return fmt.Errorf("local runtime: Run before Start")
+	}
+	if err := r.ensureServing(ctx); err != nil {
+		return err
 	}
 	key := r.prefixKey(ep)
 	loop := r.loop
 	loop.Admit = func(ctx context.Context) (func(), error) { return r.admit(ctx, key) }
-	loop.Model = r.cfg.Model
+	loop.Model = r.Model()
 	loop.TurnDeadline = r.deadline
 	loop.OnReply = func(ctx context.Context, t agent.Turn) { r.learn(ctx, key, t) }
 	if r.progress != nil {
 		loop.Watch = r.watch
 	}
-	chat := r.chat
+	r.mu.Lock()
+	chat, toolChat := r.chat, r.toolChat
+	r.mu.Unlock()
 	if primitivesArm(ep.Toolkit().Tools()) {
-		chat = r.toolChat
+		chat = toolChat
 	} else {
 		chat = blockChat{chat, ep.Prompt().ReplyStart}
 	}
@@ -141,11 +161,40 @@ func primitivesArm(tools []agent.ToolSpec) bool {
 	return len(tools) > 0
 }
 
-func (r *localRuntime) Close() error {
-	if r.srv == nil {
+// ensureServing starts a server again when the one in use has gone: a reused server whose process
+// ended (another play's), or ours, crashed. Without it every later episode of an eval failed at its
+// first request, in a second each (measured: 80 of 140 before anyone looked).
+func (r *localRuntime) ensureServing(ctx context.Context) error {
+	r.restart.Lock()
+	defer r.restart.Unlock()
+	r.mu.Lock()
+	old := r.srv
+	r.mu.Unlock()
+	gone := old.Serving(ctx)
+	if gone == nil {
 		return nil
 	}
-	return r.srv.Stop()
+	r.logger.Warn("local model server gone; starting one", "url", old.BaseURL, "reused", old.Reused, "err", gone)
+	srv, err := llm.Start(r.life, r.opts)
+	if err != nil {
+		return fmt.Errorf("local model: the server at %s has gone (%v) and another did not start: %w", old.BaseURL, gone, err)
+	}
+	old.Stop()
+	cfg := r.cfg
+	cfg.BaseURL, cfg.Model = srv.BaseURL, srv.Model
+	r.mu.Lock()
+	r.srv, r.cfg = srv, cfg
+	r.chat, r.toolChat = NewOpenAIChat(cfg), newJSONCallChat(cfg)
+	r.slotKey = "" // the new server's slot holds no prefix
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *localRuntime) Close() error {
+	if srv := r.server(); srv != nil {
+		return srv.Stop()
+	}
+	return nil
 }
 
 // deadline is the longest a reply to requestChars characters may take: the whole request processed
@@ -154,9 +203,8 @@ func (r *localRuntime) Close() error {
 // or the machine is swamped; either way waiting longer does not help.
 func (r *localRuntime) deadline(requestChars int) time.Duration {
 	r.mu.Lock()
-	sp := r.speed
+	sp, maxTokens := r.speed, r.cfg.MaxTokens
 	r.mu.Unlock()
-	maxTokens := r.cfg.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = LocalMaxTokens
 	}
@@ -177,7 +225,8 @@ func (r *localRuntime) learn(ctx context.Context, key string, t agent.Turn) {
 			r.speed.gen = tm.PredictedPerSecond
 		}
 	}
-	save := t.Turn == 1 && !r.saved[key] && r.srv.SlotFile(key) != ""
+	srv := r.srv
+	save := t.Turn == 1 && !r.saved[key] && srv.SlotFile(key) != ""
 	if save {
 		r.saved[key] = true
 	}
@@ -185,13 +234,13 @@ func (r *localRuntime) learn(ctx context.Context, key string, t agent.Turn) {
 	if !save {
 		return
 	}
-	if _, err := os.Stat(r.srv.SlotFile(key)); err == nil {
+	if _, err := os.Stat(srv.SlotFile(key)); err == nil {
 		return
 	}
-	if n, err := r.srv.SaveSlot(ctx, key); err != nil {
+	if n, err := srv.SaveSlot(ctx, key); err != nil {
 		r.logger.Warn("local model: prompt cache not saved", "err", err)
 	} else {
-		r.logger.Info("local model: prompt cache saved", "tokens", n, "file", r.srv.SlotFile(key))
+		r.logger.Info("local model: prompt cache saved", "tokens", n, "file", srv.SlotFile(key))
 	}
 }
 
@@ -238,13 +287,16 @@ func (r *localRuntime) useSlot(ctx context.Context, key string) {
 // before the prompt): a slot file saved under it serves any episode whose prompt starts so.
 func (r *localRuntime) prefixKey(ep agent.Driver) string {
 	prefix, _, _ := strings.Cut(ep.Prompt().Text, "# Task card")
+	r.mu.Lock()
+	srv, codeBlockTool := r.srv, r.cfg.ExtraBody["code_block_tool"]
+	r.mu.Unlock()
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%v\x00", r.srv.Path, r.opts.CtxSize, r.cfg.ExtraBody["code_block_tool"])
+	fmt.Fprintf(h, "%s\x00%d\x00%v\x00", srv.Path, r.opts.CtxSize, codeBlockTool)
 	for _, t := range ep.Toolkit().Tools() {
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00", t.Name, t.Description, t.Parameters)
 	}
 	h.Write([]byte(prefix))
-	return r.srv.Model + "-" + hex.EncodeToString(h.Sum(nil))[:16]
+	return srv.Model + "-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // watch prints the progress of a turn that takes more than a few seconds, from llama.cpp's /slots.
@@ -258,7 +310,7 @@ func (r *localRuntime) watch(ctx context.Context, turn int) {
 			return
 		case <-tick.C:
 		}
-		p, err := r.srv.Progress(ctx)
+		p, err := r.server().Progress(ctx)
 		if err != nil || !p.Processing {
 			continue
 		}

@@ -199,6 +199,50 @@ func readTurns(t *testing.T, path string) []agent.Turn {
 	return turns
 }
 
+// TestLocalServerGone: an eval's runtime that reused a server another process started (a play still
+// running) keeps serving once that server stops: its next episode starts a server of its own instead of
+// failing at its first request, as every later episode of an eval did (80 of 140, a second each).
+func TestLocalServerGone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := agent.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := anyPort(t)
+	other, err := llm.Start(ctx, llm.Options{Model: llm.TestModel, Root: root, Port: port, Threads: 2, Install: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop()
+	r := startLocal(t, ctx, t.TempDir(), Settings{OpenAI: OpenAIOptions{MaxTokens: 16}})
+	r.Close() // started on a port of its own; now find the other one
+	r.opts.Port = port
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !r.server().Reused {
+		t.Fatalf("the runtime started its own server; the test needs it to reuse the other one")
+	}
+	if err := other.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.server().Serving(ctx); err == nil {
+		t.Fatal("Serving: nil for a server that has stopped")
+	}
+	run := playTask(t, r, "put_block_in_bowl", func(s *spec.Episode) {
+		s.Images, s.MaxCalls, s.BudgetS, s.PromptProfile = spec.ImagesNone, 1, 300, spec.ProfileCompact
+		s.Policy.Runtime = "local"
+	})
+	if run.res.Status == agent.StatusPlannerError || run.res.Generation.Turns == 0 {
+		t.Fatalf("episode after the reused server stopped: status %s, %d turns, error %v", run.res.Status, run.res.Generation.Turns, run.res.Error)
+	}
+	srv := r.server()
+	if srv.Reused || srv.Serving(ctx) != nil {
+		t.Errorf("server after the restart: reused %v, serving %v", srv.Reused, srv.Serving(ctx))
+	}
+}
+
 func anyPort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
