@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/agent/openaitest"
 	"github.com/pyrualean/pyrualean/notebooks"
 	"github.com/pyrualean/pyrualean/robotapi"
@@ -189,29 +190,15 @@ func TestSealedEpisodeExhaustion(t *testing.T) {
 		{"memory", "exhaust.memory()"},
 		{"after", "print('STILL-SERVING', robo.move_to([0.5, 0.1, 0.3]).reached)"},
 	}
-	var steps []openaitest.Step
-	for _, a := range attempts {
-		steps = append(steps, call(py(a.code)))
+	codes := make([]string, len(attempts))
+	for i, a := range attempts {
+		codes[i] = a.code
 	}
-	srv := openaitest.New(append(steps, call(finish("failure", "exhausted")))...)
-	defer srv.Close()
-	cfg := episodeConfig(t, func(c *testEpisode) { c.Sealed = spec.SealOn })
-	res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
-	if !res.Sealed || res.Status != "completed" {
-		t.Fatalf("sealed %v, status %s: %+v", res.Sealed, res.Status, res.Seal)
-	}
-	cells := cellsBy(readTrace(t, cfg.Out), notebooks.AuthorAgent)
-	if len(cells) != len(attempts) {
-		t.Fatalf("trace: %d agent cells, want %d", len(cells), len(attempts))
-	}
+	res, dir, cells := sealedEpisode(t, codes...)
 	out := map[string]string{}
 	for i, a := range attempts {
-		var b strings.Builder
-		for _, o := range cells[i].Outputs {
-			b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
-		}
-		out[a.name] = b.String()
-		t.Logf("%s: %d outputs, %d bytes of text, omitted %v", a.name, len(cells[i].Outputs), b.Len(), notebooks.CellMetaOf(cells[i]).Extra["outputs_omitted"])
+		out[a.name] = cellText(cells[i])
+		t.Logf("%s: %d outputs, %d bytes of text, omitted %v", a.name, len(cells[i].Outputs), len(out[a.name]), notebooks.CellMetaOf(cells[i]).Extra["outputs_omitted"])
 	}
 	flood := out["stdout_flood"]
 	if !strings.Contains(flood, "FINAL-LINE") || !strings.Contains(flood, "bytes omitted") || len(flood) > 4<<20 {
@@ -231,7 +218,7 @@ func TestSealedEpisodeExhaustion(t *testing.T) {
 			}
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(cfg.Out, "trace.ipynb")); err != nil || fi.Size() > 8<<20 {
+	if fi, err := os.Stat(filepath.Join(dir, "trace.ipynb")); err != nil || fi.Size() > 8<<20 {
 		t.Errorf("trace.ipynb: %v bytes after 50 MB of output (%v)", fi.Size(), err)
 	}
 	if res.EnvSteps == 0 || res.EnvSteps != res.EnvStepsTotal {
@@ -284,6 +271,18 @@ func TestSealedResultLookups(t *testing.T) {
 // returns the run folder and each cell's output (text, then any error).
 func sealedCells(t *testing.T, codes ...string) (string, []string) {
 	t.Helper()
+	_, dir, cells := sealedEpisode(t, codes...)
+	outs := make([]string, len(cells))
+	for i, c := range cells {
+		outs[i] = cellText(c)
+	}
+	return dir, outs
+}
+
+// sealedEpisode plays the given cells, one python call each, in a real sealed episode (then finish) and
+// returns its result, run folder and the trace's agent cells, one per code.
+func sealedEpisode(t *testing.T, codes ...string) (*agent.Result, string, []notebooks.Cell) {
+	t.Helper()
 	var steps []openaitest.Step
 	for _, c := range codes {
 		steps = append(steps, call(py(c)))
@@ -299,15 +298,16 @@ func sealedCells(t *testing.T, codes ...string) (string, []string) {
 	if len(cells) != len(codes) {
 		t.Fatalf("trace: %d agent cells, want %d", len(cells), len(codes))
 	}
-	outs := make([]string, len(cells))
-	for i, c := range cells {
-		var b strings.Builder
-		for _, o := range c.Outputs {
-			b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
-		}
-		outs[i] = b.String()
+	return res, cfg.Out, cells
+}
+
+// cellText is a cell's outputs as one text: stream text, then each error's name and value.
+func cellText(c notebooks.Cell) string {
+	var b strings.Builder
+	for _, o := range c.Outputs {
+		b.WriteString(o.Text + o.Ename + ": " + o.Evalue + "\n")
 	}
-	return cfg.Out, outs
+	return b.String()
 }
 
 // TestSealedNodeCaches: what a Ray node keeps for the episodes it runs after this one (the robot's
@@ -429,5 +429,34 @@ print(json.dumps({"bytes": len(blob), "names": names, "kept": sum(os.path.getsiz
 	if packed.Bytes > 400000 || packed.Kept > 300000 || len(packed.Links) > 0 || slices.Contains(packed.Names, "pipe") ||
 		slices.Contains(packed.Names, "leak") || len(packed.Omitted) == 0 || !packed.Trace {
 		t.Errorf("the packed run folder: %+v", packed)
+	}
+}
+
+// TestSealedReleaseAndHeldPick plays the agent against the two primitives this robot's release and
+// pick changed: release asked for steps out of its bounds (huge, negative, a float, a bool, a string),
+// and pick of a held block sent a thousand times to burn steps or shake the block loose. Each bad
+// release is refused before anything moves; the repeated picks move nothing and keep the block held;
+// the robot still serves after.
+func TestSealedReleaseAndHeldPick(t *testing.T) {
+	_, _, cells := sealedEpisode(t,
+		"for bad in (10**12, -1, 0, 2.5, True, '20', float('nan')):\n"+
+			"    try:\n        robo.release(max_steps=bad)\n        print('RAN', repr(bad))\n"+
+			"    except (ValueError, TypeError) as e:\n        print('REFUSED', repr(bad))\n"+
+			"print('STEPS', robo.state().step)",
+		"g = robo.pick('red_block')\nstart = robo.state().step\n"+
+			"rs = [robo.pick('red_block') for _ in range(1000)]\n"+
+			"s = robo.state()\n"+
+			"print('HELD', g.success, all(r.success and r.steps_used == 0 for r in rs), s.step - start, s.gripper_opening > 0.01)",
+		"print('STILL-SERVING', robo.move_to([0.5, 0.1, 0.3]).reached)",
+	)
+	bad := cellText(cells[0])
+	if strings.Contains(bad, "RAN") || strings.Count(bad, "REFUSED") != 7 || !strings.Contains(bad, "STEPS 0") {
+		t.Errorf("release out of bounds: %s", bad)
+	}
+	if got := cellText(cells[1]); !strings.Contains(got, "HELD True True 0 True") {
+		t.Errorf("pick of a held block, 1000 times: %s", got)
+	}
+	if got := cellText(cells[2]); !strings.Contains(got, "STILL-SERVING True") {
+		t.Errorf("after: %s", got)
 	}
 }
