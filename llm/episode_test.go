@@ -55,7 +55,9 @@ func TestLocalEpisode(t *testing.T) {
 	pctx, pcancel := ep.Context(ctx)
 	runErr := runtimes.RunOpenAI(pctx, ep, runtimes.OpenAIConfig{
 		BaseURL: srv.BaseURL, APIKey: "local", Model: srv.Model, ToolChoice: "required", Temperature: &temp,
-		MaxTokens: 300, TextOnly: true,
+		// 700, not 300: under the prompt as it stands, greedy 135M replies write 300-token cells that close
+		// only past 300 (measured: 3 of 3 replies cut, no cell ran; at 700, 5 of 5 closed).
+		MaxTokens: 700, TextOnly: true,
 		// The local runtime's code-block replies, opened with the episode's ReplyStart. A 135M model
 		// loops on a phrase until max_tokens; DRY's penalty on repeated sequences lets it close the block.
 		ExtraBody: map[string]any{"code_block_tool": "python", "code_block_start": start,
