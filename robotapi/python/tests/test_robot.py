@@ -156,6 +156,26 @@ def test_pick_of_a_held_block_moves_nothing(make_robot):
     assert again.final_eef_pos == first.final_eef_pos and r.state().gripper_opening > 0.01
 
 
+@pytest.mark.parametrize("task", ["open_drawer", "close_drawer", "open_drawer_swap", "close_drawer_swap"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_drawer_facts_of_the_knowledge_file_work(make_robot, task, seed):
+    """The knowledge file's Drawer lines, followed as written (a model takes their numbers literally: an
+    earlier "push 0.17 m" from hx - 0.06 ended at hx + 0.11 and closed 2 of 10)."""
+    r = make_robot(task, seed=seed)
+    hx, hy, hz = r.segment("drawer_handle").top_xyz
+    if task.startswith("open"):
+        r.move_to([hx, hy, hz + 0.10], r.OPEN, target_yaw=0)
+        r.move_to([hx, hy, hz - 0.012], step_clip=0.01)
+        r.set_gripper(r.CLOSE)
+        last = r.move_to([hx - 0.17, hy, hz - 0.012], step_clip=0.01, max_steps=150)
+    else:
+        r.set_gripper(r.CLOSE)
+        r.move_to([hx - 0.06, hy, hz + 0.10])
+        r.move_to([hx - 0.06, hy, hz - 0.01], step_clip=0.01)
+        last = r.move_to([hx + 0.17, hy, hz - 0.01], step_clip=0.01, max_steps=150)
+    assert last.terminated and r.done
+
+
 def test_step_budget_truncates(make_robot):
     r = make_robot(max_env_steps=5)
     m = r.move_to([0.6, 0.2, 0.1])
