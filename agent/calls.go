@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/notebooks"
+	"github.com/pyrualean/pyrualean/spec"
 )
 
 // agentCall is one call of the agent's that runs code in the kernel: python (cells arm), a primitive
@@ -175,6 +176,9 @@ func (cl caller) feedback(c agentCall, run cellRun, people []personNote) ToolRes
 	if len(people) > 0 && len(result.Images) == 0 {
 		// People's cells ran before this one (a runtime that has no AwaitTurn): their fresh images.
 		result.Images = personUpdate(people, "").Images
+	}
+	if e.spec.PromptProfile == spec.ProfileCompact {
+		result.Text = compactLayout(result.Text) // both arms: the same facts in fewer tokens
 	}
 	return result
 }

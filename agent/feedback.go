@@ -113,6 +113,81 @@ func encodeFeedback(v any) string {
 	return capText(strings.TrimRight(buf.String(), "\n"))
 }
 
+// shallowIndent lays out a JSON document with line breaks only down to maxDepth: at 1 each member of
+// the top-level object on its line, at 2 also each member or element of the values they hold; anything
+// deeper on one line, with a space after ':' and ','. The compact prompt profile reads results this way:
+// a cell's primitive_calls become one line per call instead of one line per number (about a third of a
+// result's characters). Key order, numbers and strings stay byte for byte; a large maxDepth gives
+// json.Indent's layout with "  ".
+func shallowIndent(src []byte, maxDepth int) ([]byte, error) {
+	var c bytes.Buffer
+	if err := json.Compact(&c, src); err != nil {
+		return nil, err
+	}
+	b := c.Bytes()
+	out := bytes.NewBuffer(make([]byte, 0, len(b)+len(b)/4))
+	newline := func(depth int) {
+		out.WriteByte('\n')
+		for range depth {
+			out.WriteString("  ")
+		}
+	}
+	depth, inString, escaped := 0, false, false
+	for i, ch := range b {
+		if inString {
+			out.WriteByte(ch)
+			switch {
+			case escaped:
+				escaped = false
+			case ch == '\\':
+				escaped = true
+			case ch == '"':
+				inString = false
+			}
+			continue
+		}
+		switch ch {
+		case '"':
+			inString = true
+			out.WriteByte(ch)
+		case '{', '[':
+			out.WriteByte(ch)
+			depth++
+			if depth <= maxDepth && b[i+1] != '}' && b[i+1] != ']' { // compact JSON: a container is never last
+				newline(depth)
+			}
+		case '}', ']':
+			if depth <= maxDepth && b[i-1] != '{' && b[i-1] != '[' {
+				newline(depth - 1)
+			}
+			depth--
+			out.WriteByte(ch)
+		case ',':
+			out.WriteByte(ch)
+			if depth <= maxDepth {
+				newline(depth)
+			} else {
+				out.WriteByte(' ')
+			}
+		case ':':
+			out.WriteString(": ")
+		default:
+			out.WriteByte(ch)
+		}
+	}
+	return out.Bytes(), nil
+}
+
+// compactLayout is a result's text as the compact profile shows it (shallowIndent, depth 2); a text
+// that is not one JSON document (cut by capText) stays as it is.
+func compactLayout(text string) string {
+	b, err := shallowIndent([]byte(text), 2)
+	if err != nil {
+		return text
+	}
+	return string(b)
+}
+
 // errorText renders a toolkit error the original's way: {"error": "..."}.
 func errorText(msg string, extra ...any) string {
 	m := map[string]any{"error": msg}

@@ -1,0 +1,77 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pyrualean/pyrualean/agent"
+	"github.com/pyrualean/pyrualean/agent/openaitest"
+	"github.com/pyrualean/pyrualean/spec"
+)
+
+// TestCompactProfileResults: under the compact profile the model reads a cell's result with one line per
+// primitive call (and per state field), the default profile keeps the original's indented JSON; both
+// hold the same document. Agent output that looks like JSON layout stays inside its string, and a
+// long output is delivered cut in the middle, as the original cuts it.
+func TestCompactProfileResults(t *testing.T) {
+	fake := `{"primitive_calls": [\n  {"tool": "x"},\n  1\n]}},[{` + "\u2028"
+	codes := []string{
+		"x, y, z = robo.segment('red_block').top_xyz\nrobo.move_to([x, y, 0.2])\nprint(" + pyQuote(fake) + ")",
+		"print('{' * 30000)",
+	}
+	results := map[string][]string{}
+	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
+		var steps []openaitest.Step
+		for _, c := range codes {
+			steps = append(steps, call(py(c)))
+		}
+		srv := openaitest.New(append(steps, call(finish("failure", "done")))...)
+		cfg := episodeConfig(t, func(c *testEpisode) { c.PromptProfile, c.Images = profile, spec.ImagesNone })
+		res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
+		srv.Close()
+		if res.Status != agent.StatusCompleted {
+			t.Fatalf("%s: status %s", profile, res.Status)
+		}
+		for _, r := range srv.Requests()[1:] {
+			msgs := r.Messages()
+			results[profile] = append(results[profile], msgs[len(msgs)-1]["content"].(string))
+		}
+	}
+	def, cmp := results[spec.ProfileDefault], results[spec.ProfileCompact]
+	if len(def) != 2 || len(cmp) != 2 {
+		t.Fatalf("results: %d default, %d compact", len(def), len(cmp))
+	}
+	var d, c map[string]any
+	if err := json.Unmarshal([]byte(def[0]), &d); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(cmp[0]), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c["stdout"] != fake+"\n" || d["stdout"] != c["stdout"] || len(c["primitive_calls"].([]any)) != 2 {
+		t.Errorf("stdout %q / %q, calls %v", c["stdout"], d["stdout"], c["primitive_calls"])
+	}
+	for _, k := range []string{"primitive_calls", "state", "moved", "env_steps"} {
+		db, _ := json.Marshal(d[k])
+		cb, _ := json.Marshal(c[k])
+		if string(db) != string(cb) {
+			t.Errorf("%s differs between the profiles:\n%s\n%s", k, db, cb)
+		}
+	}
+	callLines := 0
+	for _, line := range strings.Split(cmp[0], "\n") {
+		if strings.HasPrefix(line, `    {"tool": `) {
+			callLines++
+		}
+	}
+	if callLines != 2 || !strings.Contains(def[0], "\n      \"tool\": \"segment\",\n") || len(cmp[0]) >= len(def[0])*3/4 {
+		t.Errorf("layout: %d call lines in the compact result (%d chars; default %d):\n%s", callLines, len(cmp[0]), len(def[0]), cmp[0])
+	}
+	for i, r := range [][]string{def, cmp} {
+		var out map[string]any
+		if err := json.Unmarshal([]byte(r[1]), &out); err != nil || !strings.Contains(out["stdout"].(string), "chars omitted") {
+			t.Errorf("profile %d: the 30000-char output is not delivered cut in the middle (%v): %.200s", i, err, r[1])
+		}
+	}
+}
