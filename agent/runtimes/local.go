@@ -17,9 +17,11 @@ import (
 )
 
 // Local turn defaults: a small model on a few CPU cores writes a cell in well under this many tokens,
-// and a reply that has not ended by then is looping.
+// and a reply that has not ended by then is looping (server.py cuts a loop back to its first writing).
+// 512, not 384: drawer cells written with every keyword run to ~400 tokens; at 384 all three replies
+// of open_drawer seed 1 were cut before their closing fence and nothing ran.
 const (
-	LocalMaxTokens   = 384
+	LocalMaxTokens   = 512
 	LocalTemperature = 0.2
 	// localRequestTimeout only backs up the turn deadline, which is the real bound of a reply.
 	localRequestTimeout = 3 * time.Hour
