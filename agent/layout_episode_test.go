@@ -10,12 +10,12 @@ import (
 	"github.com/pyrualean/pyrualean/spec"
 )
 
-// TestCompactProfileResults: under the compact profile the model reads a cell's result with one line per
+// TestCompactProfileResults (sealed episodes): under the compact profile the model reads a cell's result with one line per
 // primitive call (and per state field), the default profile keeps the original's indented JSON; both
 // hold the same document. Agent output that looks like JSON layout stays inside its string, and a
 // long output is delivered cut in the middle, as the original cuts it.
 func TestCompactProfileResults(t *testing.T) {
-	fake := `{"primitive_calls": [\n  {"tool": "x"},\n  1\n]}},[{` + "\u2028"
+	fake := `{"primitive_calls": [\n  {"tool": "x"},\n  1\n]}},[{` + "\u2028\x00\x1b[31m\\\",}\t"
 	codes := []string{
 		"x, y, z = robo.segment('red_block').top_xyz\nrobo.move_to([x, y, 0.2])\nprint(" + pyQuote(fake) + ")",
 		"print('{' * 30000)",
@@ -27,10 +27,10 @@ func TestCompactProfileResults(t *testing.T) {
 			steps = append(steps, call(py(c)))
 		}
 		srv := openaitest.New(append(steps, call(finish("failure", "done")))...)
-		cfg := episodeConfig(t, func(c *testEpisode) { c.PromptProfile, c.Images = profile, spec.ImagesNone })
+		cfg := episodeConfig(t, func(c *testEpisode) { c.PromptProfile, c.Images, c.Sealed = profile, spec.ImagesNone, spec.SealOn })
 		res, _ := playEpisode(t, cfg, openaiConfig(srv, nil), nil)
 		srv.Close()
-		if res.Status != agent.StatusCompleted {
+		if res.Status != agent.StatusCompleted || !res.Sealed {
 			t.Fatalf("%s: status %s", profile, res.Status)
 		}
 		for _, r := range srv.Requests()[1:] {
@@ -49,7 +49,8 @@ func TestCompactProfileResults(t *testing.T) {
 	if err := json.Unmarshal([]byte(cmp[0]), &c); err != nil {
 		t.Fatal(err)
 	}
-	if c["stdout"] != fake+"\n" || d["stdout"] != c["stdout"] || len(c["primitive_calls"].([]any)) != 2 {
+	// (the feedback strips the ANSI colour code, in both profiles)
+	if out, _ := c["stdout"].(string); !strings.HasSuffix(out, "]}},[{\u2028\x00\\\",}\t\n") || d["stdout"] != out || len(c["primitive_calls"].([]any)) != 2 {
 		t.Errorf("stdout %q / %q, calls %v", c["stdout"], d["stdout"], c["primitive_calls"])
 	}
 	for _, k := range []string{"primitive_calls", "state", "moved", "env_steps"} {
