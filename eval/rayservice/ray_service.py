@@ -259,6 +259,13 @@ def main() -> int:
     ap.add_argument("--host", default="0.0.0.0")
     ap.add_argument("--pyrualean", default="", help="the nodes' pyrualean: each node's host starts with the service")
     args = ap.parse_args()
+    # The token came in this job's package (eval's user's, never in a log or the job's details). Read
+    # before ray.init: the package's folder is Ray's, and after ray.init it was found without the file.
+    with open("token", encoding="utf-8") as f:
+        token = f.read().strip()
+    if len(token) < 32:
+        print("the service's package has no token", file=sys.stderr, flush=True)
+        return 2
     # No worker's output is copied into this job's log (Ray's default): the log then holds only
     # what the service prints, and nothing a node runs can put a line in it.
     ray.init(log_to_driver=False)
@@ -345,12 +352,6 @@ def main() -> int:
         print(f"warm workers: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
     root = tempfile.mkdtemp(prefix="pyrualean-service-")
-    # The token came in this job's package (eval's user's, never in a log or the job's details).
-    with open("token", encoding="utf-8") as f:
-        token = f.read().strip()
-    if len(token) < 32:
-        print("the service's package has no token", file=sys.stderr, flush=True)
-        return 2
     if args.pyrualean:
         try:  # a node whose host cannot start runs its episodes with their robot servers exec'd
             ray.get([h.socket.remote() for h in hosts(args.pyrualean).values()], timeout=60)
