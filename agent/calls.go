@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pyrualean/pyrualean/notebooks"
-	"github.com/pyrualean/pyrualean/spec"
 )
 
 // agentCall is one call of the agent's that runs code in the kernel: python (cells arm), a primitive
@@ -167,18 +166,15 @@ func (cl caller) feedback(c agentCall, run cellRun, people []personNote) ToolRes
 	var result ToolResult
 	switch {
 	case c.author == notebooks.AuthorTool:
-		result = buildToolFeedback(run, c.tool, e.spec.Images, people)
+		result = buildToolFeedback(run, c.tool, e.spec.Images, people, resultLayout(e.spec.PromptProfile))
 	case c.tool == ToolRunProgram:
 		result = buildProgramFeedback(run, e.spec.Feedback, e.spec.Images, e.spec.MaxPrograms, people)
 	default:
-		result, _ = buildCellFeedback(run, e.spec.Feedback, e.spec.Images, people)
+		result, _ = buildCellFeedback(run, e.spec.Feedback, e.spec.Images, people, resultLayout(e.spec.PromptProfile))
 	}
 	if len(people) > 0 && len(result.Images) == 0 {
 		// People's cells ran before this one (a runtime that has no AwaitTurn): their fresh images.
 		result.Images = personUpdate(people, "").Images
-	}
-	if e.spec.PromptProfile == spec.ProfileCompact {
-		result.Text = compactLayout(result.Text) // both arms: the same facts in fewer tokens
 	}
 	return result
 }

@@ -101,23 +101,43 @@ type cellFeedback struct {
 	HumanCells      []personNote `json:"human_cells,omitempty"`
 }
 
+// Result layouts: how deep a result's JSON breaks its lines (shallowIndent).
+const (
+	layoutOriginal = 1 << 20 // every level, indented by two: the original's json.dumps(indent=2)
+	layoutCompact  = 2       // the compact profile's: one line per primitive call and per state field
+)
+
+// resultLayout is the layout a prompt profile reads results in.
+func resultLayout(profile string) int {
+	if profile == spec.ProfileCompact {
+		return layoutCompact
+	}
+	return layoutOriginal
+}
+
 // encodeFeedback renders a result as indented JSON without HTML escaping, capped at MaxTextChars.
-func encodeFeedback(v any) string {
+func encodeFeedback(v any) string { return encodeFeedbackAt(v, layoutOriginal) }
+
+// encodeFeedbackAt is encodeFeedback in a layout: laid out first, then capped, so a result that only the
+// original's indentation makes too long stays whole in a shallower one.
+func encodeFeedbackAt(v any, depth int) string {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		return fmt.Sprintf(`{"error": "cannot encode result: %s"}`, err)
 	}
-	return capText(strings.TrimRight(buf.String(), "\n"))
+	b, err := shallowIndent(buf.Bytes(), depth)
+	if err != nil {
+		return fmt.Sprintf(`{"error": "cannot encode result: %s"}`, err)
+	}
+	return capText(string(b))
 }
 
 // shallowIndent lays out a JSON document with line breaks only down to maxDepth: at 1 each member of
 // the top-level object on its line, at 2 also each member or element of the values they hold; anything
 // deeper on one line, with a space after ':' and ','. The compact prompt profile reads results this way:
-// a cell's primitive_calls become one line per call instead of one line per number (about a third of a
-// result's characters). Key order, numbers and strings stay byte for byte; a large maxDepth gives
+// a cell's primitive_calls become one line per call instead of one line per number. Key order, numbers and strings stay byte for byte; a large maxDepth gives
 // json.Indent's layout with "  ".
 func shallowIndent(src []byte, maxDepth int) ([]byte, error) {
 	var c bytes.Buffer
@@ -176,16 +196,6 @@ func shallowIndent(src []byte, maxDepth int) ([]byte, error) {
 		}
 	}
 	return out.Bytes(), nil
-}
-
-// compactLayout is a result's text as the compact profile shows it (shallowIndent, depth 2); a text
-// that is not one JSON document (cut by capText) stays as it is.
-func compactLayout(text string) string {
-	b, err := shallowIndent([]byte(text), 2)
-	if err != nil {
-		return text
-	}
-	return string(b)
 }
 
 // errorText renders a toolkit error the original's way: {"error": "..."}.
@@ -346,7 +356,7 @@ func ledgerSummary(r *cellReport) []any {
 }
 
 // buildCellFeedback turns one executed cell into the python tool's result.
-func buildCellFeedback(run cellRun, feedback, images string, people []personNote) (ToolResult, cellFeedback) {
+func buildCellFeedback(run cellRun, feedback, images string, people []personNote, layout int) (ToolResult, cellFeedback) {
 	ct := collectText(run.Outputs)
 	fb := cellFeedback{
 		Cell: run.Index, Stdout: ct.stdout, Stderr: ct.stderr,
@@ -399,7 +409,7 @@ func buildCellFeedback(run cellRun, feedback, images string, people []personNote
 		fb.Moved, fb.EnvSteps, fb.EpisodeDone = &moved, &steps, &done
 		fb.State = reportState(r)
 	}
-	return ToolResult{Text: encodeFeedback(fb), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}, fb
+	return ToolResult{Text: encodeFeedbackAt(fb, layout), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}, fb
 }
 
 // jsonObject is a JSON object that keeps its keys in the order they were read or added, so what the
@@ -529,7 +539,7 @@ type toolFeedback struct {
 	HumanCells      []personNote `json:"human_cells,omitempty"`
 }
 
-func buildToolFeedback(run cellRun, tool, images string, people []personNote) ToolResult {
+func buildToolFeedback(run cellRun, tool, images string, people []personNote, layout int) ToolResult {
 	ct := collectText(run.Outputs)
 	fb := toolFeedback{Tool: tool, OK: !ct.hasError && !run.TimedOut, Result: ct.value, Stdout: ct.stdout, HumanCells: people, State: map[string]any{}}
 	if r := run.Report; r != nil {
@@ -559,7 +569,7 @@ func buildToolFeedback(run cellRun, tool, images string, people []personNote) To
 	for _, im := range imgs {
 		fb.Images = append(fb.Images, im.Name)
 	}
-	return ToolResult{Text: encodeFeedback(fb), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}
+	return ToolResult{Text: encodeFeedbackAt(fb, layout), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}
 }
 
 // cellNames names the episode's cells by execution count, as tracebacks should (relabelCells): the

@@ -127,7 +127,7 @@ func TestRichFeedbackShape(t *testing.T) {
 			Metadata: map[string]any{"pyrualean": map[string]any{"source": "on-motion", "camera": "agentview"}}},
 		{OutputType: notebooks.OutputExecuteResult, Data: notebooks.MimeBundle{"text/plain": "42"}},
 	}
-	res, _ := buildCellFeedback(cellRun{Index: 2, Outputs: outs, Report: &r}, spec.FeedbackRich, spec.ImagesOnMotion, nil)
+	res, _ := buildCellFeedback(cellRun{Index: 2, Outputs: outs, Report: &r}, spec.FeedbackRich, spec.ImagesOnMotion, nil, layoutOriginal)
 	want := `{
   "cell": 2,
   "value": "42",

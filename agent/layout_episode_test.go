@@ -19,6 +19,8 @@ func TestCompactProfileResults(t *testing.T) {
 	codes := []string{
 		"x, y, z = robo.segment('red_block').top_xyz\nrobo.move_to([x, y, 0.2])\nprint(" + pyQuote(fake) + ")",
 		"print('{' * 30000)",
+		// the agent's own nesting reaches the result through a refused call's kwargs
+		"x = []\nfor _ in range(400):\n    x = [x, '],{\"']\ntry:\n    robo.move_to(x)\nexcept ValueError as e:\n    print('refused')",
 	}
 	results := map[string][]string{}
 	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
@@ -39,7 +41,7 @@ func TestCompactProfileResults(t *testing.T) {
 		}
 	}
 	def, cmp := results[spec.ProfileDefault], results[spec.ProfileCompact]
-	if len(def) != 2 || len(cmp) != 2 {
+	if len(def) != 3 || len(cmp) != 3 {
 		t.Fatalf("results: %d default, %d compact", len(def), len(cmp))
 	}
 	var d, c map[string]any
@@ -68,6 +70,18 @@ func TestCompactProfileResults(t *testing.T) {
 	}
 	if callLines != 2 || !strings.Contains(def[0], "\n      \"tool\": \"segment\",\n") || len(cmp[0]) >= len(def[0])*3/4 {
 		t.Errorf("layout: %d call lines in the compact result (%d chars; default %d):\n%s", callLines, len(cmp[0]), len(def[0]), cmp[0])
+	}
+	// The nested kwargs: indented to every depth (the original's layout) the result outgrows
+	// MaxTextChars and is cut as the original cuts it; laid out two deep, it stays whole and small.
+	var cn map[string]any
+	if err := json.Unmarshal([]byte(cmp[2]), &cn); err != nil {
+		t.Fatalf("compact: %v: %.300s", err, cmp[2])
+	}
+	if cn["stdout"] != "refused\n" || len(cn["primitive_calls"].([]any)) != 1 || cn["state"] == nil {
+		t.Errorf("the refused nested call, compact: %.400s", cmp[2])
+	}
+	if !strings.HasSuffix(def[2], "\n[truncated]") || len(cmp[2]) > len(def[2])/2 {
+		t.Errorf("nested kwargs: default %d chars (ends %q), compact %d", len(def[2]), def[2][len(def[2])-15:], len(cmp[2]))
 	}
 	for i, r := range [][]string{def, cmp} {
 		var out map[string]any
