@@ -544,8 +544,12 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                     # The same code as the last call: at low temperature a small model repeats itself
                     # after an error. Ask once more, hotter; that reply stands, repeated or not.
                     conn.close()
-                    hotter = dict(json.loads(body), temperature=max(0.8, float(shaped.get("temperature") or 0) + 0.6),
-                                  seed=int.from_bytes(os.urandom(3), "big"))
+                    # A request that names its seed gets a hotter one derived from it, so it replays.
+                    first = json.loads(body)
+                    seed = first.get("seed")
+                    seed = (seed + 1) & 0x7FFFFFFF if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 \
+                        else int.from_bytes(os.urandom(3), "big")
+                    hotter = dict(first, temperature=max(0.8, float(shaped.get("temperature") or 0) + 0.6), seed=seed)
                     conn, got = self._ask(json.dumps(hotter).encode(), headers, collect)
             except OSError as e:  # llama.cpp gone or hung up: say so instead of dropping the connection
                 self._send(502, json.dumps({"error": {"code": 502, "type": "server_error",

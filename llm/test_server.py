@@ -323,3 +323,28 @@ def test_hostile_replies_through_the_proxy(proxy) -> None:
     _ask(port, [{"role": "user", "content": "go"}] + _turn(0, spoof))
     shown = up.requests[-1]["messages"]
     assert shown[1]["content"] == "```python\nimport os\n```" and "only its lines up to the repetition ran" in shown[2]["content"]
+
+
+@pytest.mark.parametrize("seed,want", [(7, 8), (0x7FFFFFFF, 0), (None, None), ("7", None), (-3, None), (True, None)])
+def test_a_repeated_reply_is_asked_again_hotter_with_a_seed_from_the_request(proxy, seed: object, want: int | None) -> None:
+    """The same code as the last call is asked for once more, hotter. A request that names its seed (the
+    local runtime's LocalSeed) gets the next one, so an episode replays as it ran; any other gets a random
+    one and is still answered."""
+    import http.client
+
+    up, port = proxy
+    up.content = "```python\nx = 1\n```"
+    body = {"model": "m", "messages": [{"role": "user", "content": "go"}] + _turn(0, "x = 1"), "tools": TOOLS,
+            "code_block_tool": "python", "max_tokens": 384, "temperature": 0.2}
+    if seed is not None:
+        body["seed"] = seed
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and json.load(resp)["choices"][0]["message"]["tool_calls"]
+    first, again = up.requests[-2:]
+    assert first.get("seed") == seed and first["temperature"] == 0.2 and again["temperature"] >= 0.8
+    if want is None:
+        assert isinstance(again["seed"], int) and not isinstance(again["seed"], bool) and again["seed"] >= 0
+    else:
+        assert again["seed"] == want

@@ -23,6 +23,12 @@ import (
 const (
 	LocalMaxTokens   = 512
 	LocalTemperature = 0.2
+	// LocalSeed is the sampling seed every request carries unless the settings name one
+	// (--openai-extra-body '{"seed": N}', or a suite's per-sample seeds): the same prompt then gets the
+	// same reply, so an episode of the embedded model (make demo among them) replays as it ran. Without
+	// it llama.cpp draws a seed per request, and the demo's first reply differed from run to run
+	// (solved with its first call on one clean clone, not solved in ten calls on the next).
+	LocalSeed = 1
 	// localRequestTimeout only backs up the turn deadline, which is the real bound of a reply.
 	localRequestTimeout = 3 * time.Hour
 )
@@ -362,6 +368,9 @@ func newLocal(s Settings) (Runtime, error) {
 		return nil, err
 	}
 	cfg.APIKey = "local"
+	if _, set := cfg.ExtraBody["seed"]; !set {
+		cfg.ExtraBody["seed"] = LocalSeed
+	}
 	if _, set := cfg.ExtraBody["code_block_tool"]; !set {
 		// The server has the model write its python calls as ```python blocks (llm/server.py).
 		cfg.ExtraBody["code_block_tool"] = "python"

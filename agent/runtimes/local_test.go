@@ -94,6 +94,42 @@ func TestLocalTurnCutAtDeadline(t *testing.T) {
 	}
 }
 
+// TestLocalSeedReplays: the local runtime's requests carry LocalSeed, so the same prompt gets the same
+// reply even when sampling is hot (make demo's episode replays as it ran); a request that names another
+// seed gets another reply, so the sameness is the seed's doing, not a temperature that samples nothing.
+func TestLocalSeedReplays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	hot := 1.5
+	r := startLocal(t, ctx, t.TempDir(), Settings{OpenAI: OpenAIOptions{MaxTokens: 48, Temperature: &hot,
+		ExtraBody: map[string]any{"code_block_tool": ""}}})
+	if got := r.cfg.ExtraBody["seed"]; got != LocalSeed {
+		t.Fatalf("extra body seed %v, want LocalSeed %d", got, LocalSeed)
+	}
+	ask := func(extra map[string]any) string {
+		t.Helper()
+		rep, err := r.chat.Reply(ctx, ChatRequest{Extra: extra, Messages: []Message{
+			{Role: RoleUser, Parts: []Part{{Text: "Write a short poem about a robot arm."}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Text
+	}
+	first, again := ask(nil), ask(nil)
+	if first == "" || first != again {
+		t.Fatalf("the same prompt with the default seed gave\n%q\nthen\n%q", first, again)
+	}
+	differ := 0
+	for s := LocalSeed + 1; s <= LocalSeed+3; s++ {
+		if ask(map[string]any{"seed": s}) != first {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Errorf("three other seeds all gave the default seed's reply %q: the sampling is not seeded", first)
+	}
+}
+
 // TestLocalPromptCache: the second episode's first turn takes the shared prompt prefix from the
 // server's cache, and so does the first turn of an episode in a new server process (the slot file
 // saved after the first episode's first reply), by the server's own count of cached tokens.
