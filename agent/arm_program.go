@@ -199,7 +199,7 @@ func programStatus(run cellRun) string {
 
 // buildProgramFeedback turns the cell that ran program number run.Index into run_program's result.
 func buildProgramFeedback(run cellRun, feedback, images string, maxPrograms int, people []personNote) ToolResult {
-	res, fb := buildCellFeedback(run, feedback, images, people, layoutOriginal)
+	res, fb := buildCellFeedback(run, feedback, images, people, styleOriginal)
 	pf := programFeedback{Program: run.Index, File: run.File, Status: programStatus(run),
 		Exception: fb.Exception, Stdout: fb.Stdout, Stderr: fb.Stderr, ElapsedS: fb.ElapsedS,
 		PrimitiveCalls: fb.PrimitiveCalls, Moved: fb.Moved, EnvSteps: fb.EnvSteps, State: fb.State, EpisodeDone: fb.EpisodeDone,

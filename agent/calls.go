@@ -166,11 +166,11 @@ func (cl caller) feedback(c agentCall, run cellRun, people []personNote) ToolRes
 	var result ToolResult
 	switch {
 	case c.author == notebooks.AuthorTool:
-		result = buildToolFeedback(run, c.tool, e.spec.Images, people, resultLayout(e.spec.PromptProfile))
+		result = buildToolFeedback(run, c.tool, e.spec.Images, people, styleOf(e.spec.PromptProfile))
 	case c.tool == ToolRunProgram:
 		result = buildProgramFeedback(run, e.spec.Feedback, e.spec.Images, e.spec.MaxPrograms, people)
 	default:
-		result, _ = buildCellFeedback(run, e.spec.Feedback, e.spec.Images, people, resultLayout(e.spec.PromptProfile))
+		result, _ = buildCellFeedback(run, e.spec.Feedback, e.spec.Images, people, styleOf(e.spec.PromptProfile))
 	}
 	if len(people) > 0 && len(result.Images) == 0 {
 		// People's cells ran before this one (a runtime that has no AwaitTurn): their fresh images.

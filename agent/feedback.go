@@ -101,22 +101,32 @@ type cellFeedback struct {
 	HumanCells      []personNote `json:"human_cells,omitempty"`
 }
 
-// Result layouts: how deep a result's JSON breaks its lines (shallowIndent).
-const (
-	layoutOriginal = 1 << 20 // every level, indented by two: the original's json.dumps(indent=2)
-	layoutCompact  = 2       // the compact profile's: one line per primitive call and per state field
+// resultStyle is how a prompt profile reads results.
+type resultStyle struct {
+	depth int // how deep a result's JSON breaks its lines (shallowIndent)
+	// robotFrames keeps the robot package's frames in a cell's traceback, as the original's in-kernel
+	// robot shows its library's; the compact profile leaves them out (robotFrameRE).
+	robotFrames bool
+}
+
+var (
+	// styleOriginal: every level indented by two, the original's json.dumps(indent=2).
+	styleOriginal = resultStyle{depth: 1 << 20, robotFrames: true}
+	// styleCompact: one line per primitive call and per state field; no robot frames, which carry
+	// host paths and ~60 tokens per robot error that the error's own line already says.
+	styleCompact = resultStyle{depth: 2}
 )
 
-// resultLayout is the layout a prompt profile reads results in.
-func resultLayout(profile string) int {
+// styleOf is the style a prompt profile reads results in.
+func styleOf(profile string) resultStyle {
 	if profile == spec.ProfileCompact {
-		return layoutCompact
+		return styleCompact
 	}
-	return layoutOriginal
+	return styleOriginal
 }
 
 // encodeFeedback renders a result as indented JSON without HTML escaping, capped at MaxTextChars.
-func encodeFeedback(v any) string { return encodeFeedbackAt(v, layoutOriginal) }
+func encodeFeedback(v any) string { return encodeFeedbackAt(v, styleOriginal.depth) }
 
 // encodeFeedbackAt is encodeFeedback in a layout: laid out first, then capped, so a result that only the
 // original's indentation makes too long stays whole in a shallower one.
@@ -212,7 +222,7 @@ type cellText struct {
 	stdout, stderr string
 	value          *string
 	ename, evalue  string
-	traceback      string
+	traceback      []string // IPython's, joined by joinTraceback in the result's style
 	hasError       bool
 }
 
@@ -235,7 +245,7 @@ func collectText(outs []notebooks.Output) cellText {
 		case notebooks.OutputError:
 			ct.hasError = true
 			ct.ename, ct.evalue = o.Ename, o.Evalue
-			ct.traceback = joinTraceback(o.Traceback, o.Ename, o.Evalue)
+			ct.traceback = o.Traceback
 		}
 	}
 	ct.stdout = TrimMiddle(StripANSI(so.String()), StreamCapChars)
@@ -356,7 +366,7 @@ func ledgerSummary(r *cellReport) []any {
 }
 
 // buildCellFeedback turns one executed cell into the python tool's result.
-func buildCellFeedback(run cellRun, feedback, images string, people []personNote, layout int) (ToolResult, cellFeedback) {
+func buildCellFeedback(run cellRun, feedback, images string, people []personNote, style resultStyle) (ToolResult, cellFeedback) {
 	ct := collectText(run.Outputs)
 	fb := cellFeedback{
 		Cell: run.Index, Stdout: ct.stdout, Stderr: ct.stderr,
@@ -374,7 +384,7 @@ func buildCellFeedback(run cellRun, feedback, images string, people []personNote
 			}
 			fb.EpisodeFinished = &reason
 		} else {
-			exc := TrimMiddle(relabelCells(ct.traceback, run.Labels), ValueCapChars)
+			exc := TrimMiddle(relabelCells(joinTraceback(ct.traceback, ct.ename, ct.evalue, style.robotFrames), run.Labels), ValueCapChars)
 			if ct.ename == "SandboxError" {
 				exc = "SandboxError: " + ct.evalue
 			}
@@ -409,7 +419,7 @@ func buildCellFeedback(run cellRun, feedback, images string, people []personNote
 		fb.Moved, fb.EnvSteps, fb.EpisodeDone = &moved, &steps, &done
 		fb.State = reportState(r)
 	}
-	return ToolResult{Text: encodeFeedbackAt(fb, layout), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}, fb
+	return ToolResult{Text: encodeFeedbackAt(fb, style.depth), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}, fb
 }
 
 // jsonObject is a JSON object that keeps its keys in the order they were read or added, so what the
@@ -539,7 +549,7 @@ type toolFeedback struct {
 	HumanCells      []personNote `json:"human_cells,omitempty"`
 }
 
-func buildToolFeedback(run cellRun, tool, images string, people []personNote, layout int) ToolResult {
+func buildToolFeedback(run cellRun, tool, images string, people []personNote, style resultStyle) ToolResult {
 	ct := collectText(run.Outputs)
 	fb := toolFeedback{Tool: tool, OK: !ct.hasError && !run.TimedOut, Result: ct.value, Stdout: ct.stdout, HumanCells: people, State: map[string]any{}}
 	if r := run.Report; r != nil {
@@ -569,7 +579,7 @@ func buildToolFeedback(run cellRun, tool, images string, people []personNote, la
 	for _, im := range imgs {
 		fb.Images = append(fb.Images, im.Name)
 	}
-	return ToolResult{Text: encodeFeedbackAt(fb, layout), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}
+	return ToolResult{Text: encodeFeedbackAt(fb, style.depth), Images: imgs, EpisodeDone: fb.EpisodeFinished != nil}
 }
 
 // cellNames names the episode's cells by execution count, as tracebacks should (relabelCells): the

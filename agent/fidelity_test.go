@@ -127,7 +127,7 @@ func TestRichFeedbackShape(t *testing.T) {
 			Metadata: map[string]any{"pyrualean": map[string]any{"source": "on-motion", "camera": "agentview"}}},
 		{OutputType: notebooks.OutputExecuteResult, Data: notebooks.MimeBundle{"text/plain": "42"}},
 	}
-	res, _ := buildCellFeedback(cellRun{Index: 2, Outputs: outs, Report: &r}, spec.FeedbackRich, spec.ImagesOnMotion, nil, layoutOriginal)
+	res, _ := buildCellFeedback(cellRun{Index: 2, Outputs: outs, Report: &r}, spec.FeedbackRich, spec.ImagesOnMotion, nil, styleOriginal)
 	want := `{
   "cell": 2,
   "value": "42",
@@ -322,12 +322,39 @@ func TestTracebackIsPlain(t *testing.T) {
 	}
 	want := "Traceback (most recent call last):\n  Cell In[4], line 3\n    f()\n  File /x/base.py:61, in wrapper(self, *args)\n" +
 		"    return self._run_tool(fn)\nValueError: xyz must be three numbers\nsecond line"
-	if got := joinTraceback(tb, "ValueError", "xyz must be three numbers\nsecond line"); got != want {
+	if got := joinTraceback(tb, "ValueError", "xyz must be three numbers\nsecond line", true); got != want {
 		t.Errorf("traceback:\n%s\nwant:\n%s", got, want)
 	}
 	syntax := []string{"  Cell In[3], line 1\n    def f(\n         ^\n", "SyntaxError: incomplete input\n"}
-	if got := joinTraceback(syntax, "SyntaxError", "incomplete input"); got != "  Cell In[3], line 1\n    def f(\n         ^\nSyntaxError: incomplete input" {
+	if got := joinTraceback(syntax, "SyntaxError", "incomplete input", false); got != "  Cell In[3], line 1\n    def f(\n         ^\nSyntaxError: incomplete input" {
 		t.Errorf("syntax error:\n%q", got)
+	}
+}
+
+// The compact profile leaves the robot package's frames out of a traceback; the original's keeps them.
+func TestTracebackRobotFrames(t *testing.T) {
+	tb := []string{
+		"\x1b[91mValueError\x1b[39m                                Traceback (most recent call last)",
+		"Cell In[4], line 2\n      1 def go():\n----> 2     robo.pick('x')\n",
+		"File \x1b[32m/opt/r/robotapi/python/pyrualean_robot/served/proxy.py:102\x1b[39m, in _forward.<locals>.method(self, *args, **kwargs)\n--> 102     return self._call(name, args, kwargs)\n",
+		"File /opt/r/robotapi/python/pyrualean_robot/served/proxy.py:72, in RobotProxy._call(self, name, args, kwargs)\n---> 72     raise rebuild_exception(out[\"raised\"])\n",
+		"File /home/a/pyrualean_robot_notes.py:3, in helper()\n----> 3     f()\n", // not the package: kept
+		"\x1b[91mValueError\x1b[39m: unknown object 'x'",
+	}
+	for _, tc := range []struct {
+		robotFrames bool
+		want        string
+	}{
+		{true, "Traceback (most recent call last):\n  Cell In[4], line 2\n    robo.pick('x')\n" +
+			"  File /opt/r/robotapi/python/pyrualean_robot/served/proxy.py:102, in _forward.<locals>.method(self, *args, **kwargs)\n    return self._call(name, args, kwargs)\n" +
+			"  File /opt/r/robotapi/python/pyrualean_robot/served/proxy.py:72, in RobotProxy._call(self, name, args, kwargs)\n    raise rebuild_exception(out[\"raised\"])\n" +
+			"  File /home/a/pyrualean_robot_notes.py:3, in helper()\n    f()\nValueError: unknown object 'x'"},
+		{false, "Traceback (most recent call last):\n  Cell In[4], line 2\n    robo.pick('x')\n" +
+			"  File /home/a/pyrualean_robot_notes.py:3, in helper()\n    f()\nValueError: unknown object 'x'"},
+	} {
+		if got := joinTraceback(tb, "ValueError", "unknown object 'x'", tc.robotFrames); got != tc.want {
+			t.Errorf("robotFrames %v:\n%s\nwant:\n%s", tc.robotFrames, got, tc.want)
+		}
 	}
 }
 

@@ -21,6 +21,8 @@ func TestCompactProfileResults(t *testing.T) {
 		"print('{' * 30000)",
 		// the agent's own nesting reaches the result through a refused call's kwargs
 		"x = []\nfor _ in range(400):\n    x = [x, '],{\"']\ntry:\n    robo.move_to(x)\nexcept ValueError as e:\n    print('refused')",
+		// a robot error: raised in the robot server, rebuilt in the kernel by the proxy
+		"def go():\n    robo.pick('no_such_object')\ngo()",
 	}
 	results := map[string][]string{}
 	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
@@ -41,7 +43,7 @@ func TestCompactProfileResults(t *testing.T) {
 		}
 	}
 	def, cmp := results[spec.ProfileDefault], results[spec.ProfileCompact]
-	if len(def) != 3 || len(cmp) != 3 {
+	if len(def) != len(codes) || len(cmp) != len(codes) {
 		t.Fatalf("results: %d default, %d compact", len(def), len(cmp))
 	}
 	var d, c map[string]any
@@ -89,4 +91,21 @@ func TestCompactProfileResults(t *testing.T) {
 			t.Errorf("profile %d: the 30000-char output is not delivered cut in the middle (%v): %.200s", i, err, r[1])
 		}
 	}
+	// The robot error: the default profile shows the robot package's frames (as the original's in-kernel
+	// robot shows its library's), the compact one only the agent's, then the same error line.
+	excs := [2]string{}
+	for i, r := range [][]string{def, cmp} {
+		var out map[string]any
+		if err := json.Unmarshal([]byte(r[3]), &out); err != nil {
+			t.Fatalf("profile %d: %v", i, err)
+		}
+		excs[i], _ = out["exception"].(string)
+	}
+	lastLine := func(s string) string { return s[strings.LastIndex(s, "\n")+1:] }
+	if !strings.Contains(excs[0], "/pyrualean_robot/") || strings.Contains(excs[1], "pyrualean_robot") ||
+		!strings.Contains(excs[1], "robo.pick('no_such_object')") || !strings.Contains(excs[1], "go()") ||
+		lastLine(excs[0]) != lastLine(excs[1]) || !strings.Contains(lastLine(excs[1]), "no_such_object") {
+		t.Errorf("robot error:\ndefault:\n%s\ncompact:\n%s", excs[0], excs[1])
+	}
+	t.Logf("robot error, compact:\n%s\n(default %d chars, compact %d)", excs[1], len(excs[0]), len(excs[1]))
 }

@@ -46,8 +46,9 @@ func capText(s string) string {
 // joinTraceback turns an nbformat traceback (IPython's coloured, verbose frames) into the plain
 // "Traceback (most recent call last):" text the original's cells return (traceback.format_exc): one
 // location line and the current source line per frame, then the exception. IPython's context lines
-// around each frame are left out, so a failing robot call costs a few lines, not a page.
-func joinTraceback(tb []string, ename, evalue string) string {
+// around each frame are left out, so a failing robot call costs a few lines, not a page. Without
+// robotFrames the robot package's frames are left out too.
+func joinTraceback(tb []string, ename, evalue string, robotFrames bool) string {
 	if len(tb) == 0 {
 		if evalue == "" {
 			return ename
@@ -63,6 +64,8 @@ func joinTraceback(tb []string, ename, evalue string) string {
 			continue // IPython's rule line
 		case tracebackHeaderRE.MatchString(first):
 			out = append(out, "Traceback (most recent call last):")
+		case !robotFrames && robotFrameRE.MatchString(first):
+			continue
 		case strings.HasPrefix(first, "File ") || strings.HasPrefix(first, "Cell In["):
 			out = append(out, compactFrame(el, first))
 		default:
@@ -74,6 +77,9 @@ func joinTraceback(tb []string, ename, evalue string) string {
 
 var (
 	tracebackHeaderRE = regexp.MustCompile(`^\S+\s+Traceback \(most recent call last\)$`)
+	// robotFrameRE is a frame in the robot package (pyrualean_robot: the sealed kernel's proxy, or the
+	// robot itself in an unsealed one): the API's implementation, not the agent's code.
+	robotFrameRE = regexp.MustCompile(`^File \S*/pyrualean_robot/\S*:\d+, in `)
 	// currentLineRE is IPython's marker of the line a frame is executing: "----> 12 code".
 	currentLineRE = regexp.MustCompile(`^\s*-*> ?\d+ ?(.*)$`)
 )

@@ -95,7 +95,7 @@ func TestCellFeedbackShapes(t *testing.T) {
 		{OutputType: notebooks.OutputStream, Name: "stdout", Text: strings.Repeat("a", 5000) + strings.Repeat("b", 5000)},
 		{OutputType: notebooks.OutputError, Ename: "EpisodeFinished", Evalue: "terminated", Traceback: []string{"\x1b[31mEpisodeFinished\x1b[0m"}},
 	}
-	res, fb := buildCellFeedback(cellRun{Index: 3, Outputs: outs, Elapsed: 1234 * time.Millisecond}, spec.FeedbackPure, spec.ImagesOnMotion, nil, layoutOriginal)
+	res, fb := buildCellFeedback(cellRun{Index: 3, Outputs: outs, Elapsed: 1234 * time.Millisecond}, spec.FeedbackPure, spec.ImagesOnMotion, nil, styleOriginal)
 	if fb.EpisodeFinished == nil || *fb.EpisodeFinished != "terminated" || fb.Exception != nil || !res.EpisodeDone || res.Finished {
 		t.Errorf("EpisodeFinished: %+v", fb)
 	}
@@ -118,7 +118,7 @@ func TestCellFeedbackShapes(t *testing.T) {
 		t.Errorf("key order: %s", res.Text[:40])
 	}
 	// Timeout with a restart says the state was lost.
-	_, fb = buildCellFeedback(cellRun{Index: 1, TimedOut: true, Restarted: true, TimeoutS: 5}, spec.FeedbackRich, spec.ImagesOnMotion, nil, layoutOriginal)
+	_, fb = buildCellFeedback(cellRun{Index: 1, TimedOut: true, Restarted: true, TimeoutS: 5}, spec.FeedbackRich, spec.ImagesOnMotion, nil, styleOriginal)
 	if fb.Exception == nil || !strings.Contains(*fb.Exception, "RESTARTED") || fb.PrimitiveCalls == nil || fb.State == nil {
 		t.Errorf("timeout feedback %+v", fb)
 	}
