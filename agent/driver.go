@@ -74,6 +74,18 @@ type Turn struct {
 	Images    int  `json:"images_sent"`
 	// Timings are the server's own account of the reply (llama.cpp), when it gives one.
 	Timings *ServerTimings `json:"timings,omitempty"`
+	// Sampling is what the request's body asked of the sampler (OpenAI-compatible endpoints).
+	Sampling *Sampling `json:"sampling,omitempty"`
+}
+
+// Sampling is what a request asked of the model's sampler, read from the body as it was sent (the
+// runtime's defaults, the settings' extra body and a suite's per-sample seed all merged): what a table
+// built from the runs must state to be reproduced. Absent fields were not sent (the endpoint's default).
+type Sampling struct {
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+	MaxTokens   int      `json:"max_tokens,omitempty"`
 }
 
 // ReadTurns reads a run folder's turns.jsonl. A line that is not a Turn is an error naming its line:

@@ -232,6 +232,14 @@ func TestSolvedEpisodeThroughGoOpenAI(t *testing.T) {
 	if turns, err := agent.ReadTurns(filepath.Join(cfg.Out, "turns.jsonl")); err != nil || len(turns) != 3 || turns[0].ReasoningEffort != "high" {
 		t.Errorf("turns.jsonl: %+v (%v); want 3 turns with effort high", turns, err)
 	}
+	// What the body asked of the sampler is recorded per call and in result.json.
+	if turns, _ := agent.ReadTurns(filepath.Join(cfg.Out, "turns.jsonl")); len(turns) == 0 || turns[0].Sampling == nil ||
+		turns[0].Sampling.Temperature == nil || *turns[0].Sampling.Temperature != 0 {
+		t.Errorf("turns.jsonl sampling: %+v, want temperature 0", turns)
+	}
+	if sp := res.Generation.Sampling; sp == nil || sp.Temperature == nil || *sp.Temperature != 0 || sp.Seed != nil {
+		t.Errorf("result.json generation.sampling %+v, want temperature 0 and no seed", sp)
+	}
 	if srv.Requests()[0].Body["reasoning_effort"] != "high" {
 		t.Errorf("request body lacks reasoning_effort: %v", srv.Requests()[0].Body)
 	}

@@ -80,6 +80,9 @@ func (l *ledger) recordTurn(t Turn) error {
 		g.Errors++
 	}
 	g.ToolCalls += len(t.ToolCalls)
+	if g.Sampling == nil {
+		g.Sampling = t.Sampling
+	}
 	l.setTokensLocked(l.usage)
 	g.LatencyS = Round(g.LatencyS+t.LatencyS, 3)
 	if l.res.EnvironmentSuccess != nil && *l.res.EnvironmentSuccess {

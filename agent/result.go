@@ -146,6 +146,9 @@ type Generation struct {
 	LatencyS              float64  `json:"latency_s"`
 	SandboxFlags          []string `json:"sandbox_flags"`
 	SandboxFlagsTotal     int      `json:"sandbox_flags_total,omitempty"` // all flags; the list keeps the first and latest
+	// Sampling is the first LLM call's (turns.jsonl has every call's); absent where the runtime sends
+	// no body of its own (agent CLIs).
+	Sampling *Sampling `json:"sampling,omitempty"`
 }
 
 // RunFiles names the run folder's files, relative to it.

@@ -105,7 +105,9 @@ type Reply struct {
 	Timings  *agent.ServerTimings // the server's own account of the reply (llama.cpp)
 	// Effort is the reasoning effort the request asked for ("" : none sent).
 	Effort string
-	Tokens *Tokens // token ids and log-probabilities, when asked for and given
+	// Sampling is what the request's body asked of the sampler (nil: the backend sends none of its own).
+	Sampling *agent.Sampling
+	Tokens   *Tokens // token ids and log-probabilities, when asked for and given
 	// Nudge, on a reply without tool calls, is what the model is told next instead of the loop's
 	// generic nudge: why the reply was not a call (a Chat that reads calls out of the text sets it).
 	Nudge string

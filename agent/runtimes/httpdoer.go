@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/pyrualean/pyrualean/agent"
 )
 
 // providerDoer is the openai.HTTPDoer the production go-openai client runs through. go-openai has no
@@ -68,9 +70,36 @@ type rawSink struct {
 	Body     []byte         // the last response body
 	Attempts int
 	Status   int
+	Sampling *agent.Sampling // what the body sent asked of the sampler
 }
 
 type rawSinkKey struct{}
+
+// samplingOf reads the sampler's fields of a chat request body; nil if it is not a JSON object. A
+// field of another type (a seed written 1.5) is left out, the rest kept.
+func samplingOf(body []byte) *agent.Sampling {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	var sp agent.Sampling
+	sp.Temperature, sp.TopP, sp.Seed = field[float64](obj, "temperature"), field[float64](obj, "top_p"), field[int64](obj, "seed")
+	if n := field[int](obj, "max_tokens"); n != nil {
+		sp.MaxTokens = *n
+	} else if n := field[int](obj, "max_completion_tokens"); n != nil {
+		sp.MaxTokens = *n
+	}
+	return &sp
+}
+
+// field is obj[k] as a T; nil if absent, null or of another type.
+func field[T any](obj map[string]json.RawMessage, k string) *T {
+	var v *T
+	if raw, ok := obj[k]; !ok || json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	return v
+}
 
 func withRawSink(ctx context.Context, s *rawSink) context.Context {
 	return context.WithValue(ctx, rawSinkKey{}, s)
@@ -109,6 +138,9 @@ func (d *providerDoer) Do(req *http.Request) (*http.Response, error) {
 			}
 			body = merged
 		}
+	}
+	if sink != nil {
+		sink.Sampling = samplingOf(body)
 	}
 	attempts := max(d.attempts, 1)
 	var lastErr error

@@ -113,6 +113,13 @@ func TestLocalSeedReplays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		seed := int64(LocalSeed)
+		if s, ok := extra["seed"].(int); ok {
+			seed = int64(s)
+		}
+		if sp := rep.Sampling; sp == nil || sp.Seed == nil || *sp.Seed != seed || sp.Temperature == nil || *sp.Temperature != hot || sp.MaxTokens != 48 {
+			t.Errorf("the reply's sampling %+v, want seed %d, temperature %g, 48 tokens", sp, seed, hot)
+		}
 		return rep.Text
 	}
 	first, again := ask(nil), ask(nil)

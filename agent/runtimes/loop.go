@@ -309,7 +309,7 @@ func (l *loop) complete(ctx, callCtx context.Context, turn int) (Reply, agent.Tu
 // turnRecord is one LLM call's line of turns.jsonl.
 func turnRecord(turn int, start time.Time, r Reply, err error, price *prices.Price) agent.Turn {
 	t := agent.Turn{Turn: turn, StartedAt: start.UTC().Format(time.RFC3339Nano), LatencyS: agent.Round(time.Since(start).Seconds(), 3),
-		Attempts: r.Attempts, ToolCalls: []string{}, ReasoningEffort: r.Effort}
+		Attempts: r.Attempts, ToolCalls: []string{}, ReasoningEffort: r.Effort, Sampling: r.Sampling}
 	if err != nil {
 		t.Error = err.Error()
 		return t

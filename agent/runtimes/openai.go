@@ -107,7 +107,7 @@ func (c *openaiChat) Reply(ctx context.Context, req ChatRequest) (Reply, error) 
 	}
 	sink := &rawSink{Extra: req.Extra}
 	resp, err := c.client.CreateChatCompletion(withRawSink(ctx, sink), oreq)
-	r := Reply{Attempts: sink.Attempts, Effort: c.effort}
+	r := Reply{Attempts: sink.Attempts, Effort: c.effort, Sampling: sink.Sampling}
 	if err != nil {
 		if providerFailure(err) {
 			return r, Retryable(err)

@@ -83,6 +83,10 @@ func TestProviderDoer(t *testing.T) {
 	if sent["top_k"] != 7.0 || sent["temperature"] != 0.0 || sent["model"] != "m" || sent["code_block_start"] != "# go\n" {
 		t.Errorf("body on the wire = %v", sent)
 	}
+	// The sampler's fields are read from the body as sent: the doer's temperature won over the client's.
+	if sp := sink.Sampling; sp == nil || sp.Temperature == nil || *sp.Temperature != 0 || sp.Seed != nil {
+		t.Errorf("sampling recorded %+v, want temperature 0 and no seed", sp)
+	}
 	hits.Store(10)
 	req, _ = http.NewRequest("POST", srv.URL+"/bad", strings.NewReader(`{}`))
 	before := hits.Load()
@@ -100,6 +104,33 @@ func TestProviderDoer(t *testing.T) {
 		t.Errorf("non-object body with extras: %v", err)
 	}
 }
+func TestSamplingOf(t *testing.T) {
+	f, i := func(v float64) *float64 { return &v }, func(v int64) *int64 { return &v }
+	for _, tc := range []struct {
+		name, body string
+		want       *agent.Sampling
+	}{
+		{"all", `{"temperature":0.2,"top_p":0.9,"seed":1,"max_tokens":512,"messages":[]}`,
+			&agent.Sampling{Temperature: f(0.2), TopP: f(0.9), Seed: i(1), MaxTokens: 512}},
+		{"temperature 0 is kept", `{"temperature":0}`, &agent.Sampling{Temperature: f(0)}},
+		{"max_completion_tokens", `{"max_completion_tokens":64}`, &agent.Sampling{MaxTokens: 64}},
+		{"mistyped fields left out", `{"seed":"7","temperature":"hot","top_p":null,"max_tokens":1.5}`, &agent.Sampling{}},
+		{"fractional seed", `{"seed":1.5,"temperature":1}`, &agent.Sampling{Temperature: f(1)}},
+		{"none sent", `{"model":"m"}`, &agent.Sampling{}},
+		{"not an object", `[1]`, nil},
+		{"not JSON", `{`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := samplingOf([]byte(tc.body))
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(tc.want)
+			if string(gb) != string(wb) {
+				t.Errorf("samplingOf(%s) = %s, want %s", tc.body, gb, wb)
+			}
+		})
+	}
+}
+
 func TestDropOldImages(t *testing.T) {
 	img := func() Part { return Part{Image: &agent.Image{Name: "cam", PNG: []byte{0}}} }
 	txt := func(s string) Part { return Part{Text: s} }
