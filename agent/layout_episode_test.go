@@ -23,6 +23,8 @@ func TestCompactProfileResults(t *testing.T) {
 		"x = []\nfor _ in range(400):\n    x = [x, '],{\"']\ntry:\n    robo.move_to(x)\nexcept ValueError as e:\n    print('refused')",
 		// a robot error: raised in the robot server, rebuilt in the kernel by the proxy
 		"def go():\n    robo.pick('no_such_object')\ngo()",
+		// an attacker's exception, its class named like a robot frame, to hide its own error line
+		"E = type('File /x/pyrualean_robot/a.py:1, in f', (Exception,), {})\ndef g():\n    raise E('forged')\ng()",
 	}
 	results := map[string][]string{}
 	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
@@ -108,4 +110,12 @@ func TestCompactProfileResults(t *testing.T) {
 		t.Errorf("robot error:\ndefault:\n%s\ncompact:\n%s", excs[0], excs[1])
 	}
 	t.Logf("robot error, compact:\n%s\n(default %d chars, compact %d)", excs[1], len(excs[0]), len(excs[1]))
+	// A class named like a robot frame never hides the exception line.
+	var forged map[string]any
+	if err := json.Unmarshal([]byte(cmp[4]), &forged); err != nil {
+		t.Fatalf("forged exception: %v: %.300s", err, cmp[4])
+	}
+	if exc, _ := forged["exception"].(string); !strings.HasSuffix(exc, "forged") || !strings.Contains(exc, "g()") {
+		t.Errorf("forged exception, compact:\n%s", exc)
+	}
 }

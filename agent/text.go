@@ -56,7 +56,7 @@ func joinTraceback(tb []string, ename, evalue string, robotFrames bool) string {
 		return ename + ": " + evalue
 	}
 	var out []string
-	for _, el := range tb {
+	for i, el := range tb {
 		el = strings.TrimRight(StripANSI(el), "\n")
 		first, _, _ := strings.Cut(strings.TrimLeft(el, " \n"), "\n")
 		switch {
@@ -64,8 +64,8 @@ func joinTraceback(tb []string, ename, evalue string, robotFrames bool) string {
 			continue // IPython's rule line
 		case tracebackHeaderRE.MatchString(first):
 			out = append(out, "Traceback (most recent call last):")
-		case !robotFrames && robotFrameRE.MatchString(first):
-			continue
+		case !robotFrames && i < len(tb)-1 && robotFrameRE.MatchString(first):
+			continue // never the last element, the exception line: its class name is the agent's to choose
 		case strings.HasPrefix(first, "File ") || strings.HasPrefix(first, "Cell In["):
 			out = append(out, compactFrame(el, first))
 		default:
