@@ -113,6 +113,64 @@ def read_package(body: bytes, folder: str) -> ray_driver.Plan:
     return plan
 
 
+def parent_of(pid: int) -> int:
+    """The parent of a live process (0 once it is gone or a zombie), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    fields = stat[stat.rfind(")") + 2:].split()  # the name, in parentheses, may hold spaces
+    if len(fields) < 2 or fields[0] in ("Z", "X"):
+        return 0
+    return int(fields[1])
+
+
+def ray_ancestors(pid: int) -> list[int]:
+    """The Ray processes this job's driver runs under: its job supervisor (a worker titled
+    ``ray::JobSupervisor``, reached through the shell that runs the entrypoint) and that worker's
+    raylet. Empty where there is no /proc or no such ancestor (run by hand)."""
+    out: list[int] = []
+    for _ in range(16):
+        pid = parent_of(pid)
+        if pid <= 1:
+            break
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                title = f.read(256)
+        except OSError:
+            break
+        if title.startswith(b"ray::"):
+            out.append(pid)
+        elif out:  # the supervisor's parent: its raylet
+            out.append(pid)
+            break
+    return out
+
+
+def exit_with_ray(pids: list[int], cleanup: Any, period_s: float = 1.0) -> threading.Thread:
+    """Start a thread that ends this process once any of pids is gone or a zombie.
+
+    `ray stop --force` kills the job's supervisor and the raylet, not this driver: Ray's own watcher
+    (``kill -s 0`` on the supervisor) keeps waiting while the killed supervisor is an unreaped
+    zombie, and the driver's core worker may wait a minute for the GCS. Meanwhile the service held
+    its port, so the next cluster's service could not listen there."""
+
+    def run() -> None:
+        while all(parent_of(p) for p in pids):
+            time.sleep(period_s)
+        print(f"the job's Ray processes {pids} are gone (ray stop?): the service ends", file=sys.stderr, flush=True)
+        try:
+            cleanup()
+        finally:
+            os._exit(3)  # not sys.exit: ray's exit hooks would wait on the dead cluster
+
+    t = threading.Thread(target=run, name="exit-with-ray", daemon=True)
+    if pids:
+        t.start()
+    return t
+
+
 class Service:
     """The suites this service runs, and its HTTP face."""
 
@@ -352,6 +410,7 @@ def main() -> int:
         print(f"warm workers: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
     root = tempfile.mkdtemp(prefix="pyrualean-service-")
+    exit_with_ray(ray_ancestors(os.getpid()), lambda: shutil.rmtree(root, ignore_errors=True))
     if args.pyrualean:
         try:  # a node whose host cannot start runs its episodes with their robot servers exec'd
             ray.get([h.socket.remote() for h in hosts(args.pyrualean).values()], timeout=60)

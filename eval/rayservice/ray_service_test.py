@@ -152,3 +152,59 @@ def test_a_suite_nobody_follows_is_cancelled_after_its_lease(tmp_path: Path, mon
         finally:
             watch.cancel()
     with_client(tmp_path, test)
+
+
+def test_the_service_ends_when_ray_stop_kills_its_supervisor_and_leaves_it_a_zombie(tmp_path: Path) -> None:
+    """The process tree of a Ray job (raylet -> ray::JobSupervisor -> sh -c -> driver), with real
+    processes: the "raylet" never reaps, so the killed supervisor stays a zombie, which Ray's own
+    watcher (kill -s 0) takes for alive. The driver must still end, after its cleanup."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    here = Path(__file__).parent
+    (tmp_path / "driver.py").write_text(
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(here)!r})\n"
+        "import ray_service\n"
+        "pids = ray_service.ray_ancestors(os.getpid())\n"
+        "print(' '.join(map(str, pids)), flush=True)\n"
+        "ray_service.exit_with_ray(pids, lambda: open('cleaned', 'w').close(), period_s=0.05)\n"
+        "time.sleep(60)\n")
+    (tmp_path / "supervisor.sh").write_text(f"sh -c '{sys.executable} driver.py'\ntrue\n")
+    raylet = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, time\n"
+         "subprocess.Popen(['bash', '-c', 'exec -a ray::JobSupervisor bash supervisor.sh'])\n"
+         "time.sleep(60)\n"],
+        cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    try:
+        assert raylet.stdout is not None
+        line = raylet.stdout.readline().split()
+        assert len(line) == 2, line
+        supervisor, parent = map(int, line)
+        assert parent == raylet.pid
+        assert Path(f"/proc/{supervisor}/cmdline").read_bytes().startswith(b"ray::JobSupervisor")
+        drivers = [p for p in os.listdir("/proc") if p.isdigit() and b"driver.py" in Path(f"/proc/{p}/cmdline").read_bytes()
+                   and not Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"sh")]
+        assert len(drivers) == 1, drivers
+        assert ray_service.parent_of(int(drivers[0])) > 0
+
+        os.kill(supervisor, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while ray_service.parent_of(int(drivers[0])) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ray_service.parent_of(int(drivers[0])) == 0, "the driver outlived its supervisor"
+        assert ray_service.parent_of(supervisor) == 0  # a zombie counts as gone
+        assert Path(f"/proc/{supervisor}").exists(), "the supervisor was reaped: the zombie case was not tested"
+        assert (tmp_path / "cleaned").exists()
+    finally:
+        raylet.kill()
+        raylet.wait()
+
+
+def test_no_ray_ancestors_no_watch() -> None:
+    """Run by hand (no ray:: ancestor) the service does not watch anything."""
+    import os
+    assert ray_service.ray_ancestors(os.getpid()) == []
+    assert not ray_service.exit_with_ray([], lambda: None).is_alive()
