@@ -330,6 +330,54 @@ def last_code(req: dict[str, Any]) -> str:
     return ""
 
 
+REPEAT_ASKS = 3  # hotter asks after a reply that repeats code already run
+
+
+def codes_run(req: dict[str, Any]) -> list[str]:
+    """The code of every ```python block the model sent in ``req``'s history (code-block form)."""
+    out = []
+    for m in req.get("messages") or []:
+        if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), str):
+            out.extend(code.strip() for code in _BLOCK.findall(m["content"]))
+    return out
+
+
+def summed_usage(usages: list[Any]) -> dict[str, Any]:
+    """One usage for several generations of one reply: their token counts added."""
+    out: dict[str, Any] = {}
+    for u in usages:
+        if not isinstance(u, dict):
+            continue
+        for k, v in u.items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                out[k] = out.get(k, 0) + v
+            elif isinstance(v, dict):  # prompt_tokens_details and the like
+                inner = out.setdefault(k, {})
+                if isinstance(inner, dict):
+                    for ik, iv in v.items():
+                        if isinstance(iv, int) and not isinstance(iv, bool):
+                            inner[ik] = inner.get(ik, 0) + iv
+    return out
+
+
+def repeat_key(text: Any) -> str:
+    """What a plain reply says, for comparing: a JSON value's canonical form (the tools arm's calls,
+    however spaced), else the stripped text."""
+    if not isinstance(text, str):
+        return ""
+    try:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return text.strip()
+
+
+def reply_key(reply: dict[str, Any]) -> str:
+    """repeat_key of the reply's text ("" if none)."""
+    for ch in reply.get("choices") or []:
+        return repeat_key((ch.get("message") or {}).get("content"))
+    return ""
+
+
 def reply_code(reply: dict[str, Any]) -> str:
     """The code of the reply's ```python block ("" if none)."""
     for ch in reply.get("choices") or []:
@@ -499,21 +547,22 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
         def _forward(self, body: bytes | None) -> None:
             names: set[str] = set()
             code_tool, params = "", {}
-            shaped: dict[str, Any] = {}  # the code-block request, for the repeat guard
+            sent: dict[str, Any] = {}  # the request as shaped, for the repeat guard
+            guard = False  # "repeat_guard": ask again when a plain reply repeats an earlier one (the tools arm)
             path = self.path.split("?", 1)[0]
             if body and self.command == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
                 try:
                     req = json.loads(body)
                     if isinstance(req, dict):
                         code_tool = str(req.pop("code_block_tool", "") or "")
+                        guard = req.pop("repeat_guard", False) is True
                         tools = {(t.get("function") or {}).get("name") for t in req.get("tools") or []}
                         if code_tool in tools and not req.get("stream") and req.get("tool_choice") != "none":
                             req, params = code_block_request(req, code_tool)
-                            shaped = req
                         else:
                             code_tool = ""
                             req, names = shape_request(req)
-                        body = json.dumps(req).encode()
+                        body, sent = json.dumps(req).encode(), req
                 except ValueError as e:
                     if isinstance(e, json.JSONDecodeError):
                         names = set()  # malformed JSON: llama.cpp says so itself
@@ -540,17 +589,34 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                        if k.lower() not in ("host", "content-length", "connection", "transfer-encoding")}
             try:
                 conn, got = self._ask(body, headers, collect)
-                if isinstance(got, dict) and code_tool and last_code(shaped) and reply_code(got) == last_code(shaped):
-                    # The same code as the last call: at low temperature a small model repeats itself
-                    # after an error. Ask once more, hotter; that reply stands, repeated or not.
-                    conn.close()
-                    # A request that names its seed gets a hotter one derived from it, so it replays.
+                said, ran = reply_code, set(codes_run(sent)) if code_tool else set()
+                if guard and not code_tool:
+                    said, ran = reply_key, {repeat_key(m.get("content")) for m in sent.get("messages") or []
+                                            if isinstance(m, dict) and m.get("role") == "assistant"}
+                if isinstance(got, dict) and said(got) and said(got) in ran:
+                    # What the model already did: at low temperature a small model repeats itself after an
+                    # error (with a fixed seed, the same cell or call each turn). Ask again, hotter, each time
+                    # with another seed derived from the request's (so an episode replays as it ran), until
+                    # a reply brings something new or REPEAT_ASKS are spent; the last reply stands. Its
+                    # usage counts every generation, so token counts stay honest in both arms.
                     first = json.loads(body)
                     seed = first.get("seed")
-                    seed = (seed + 1) & 0x7FFFFFFF if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 \
+                    base = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 \
                         else int.from_bytes(os.urandom(3), "big")
-                    hotter = dict(first, temperature=max(0.8, float(shaped.get("temperature") or 0) + 0.6), seed=seed)
-                    conn, got = self._ask(json.dumps(hotter).encode(), headers, collect)
+                    temp = first.get("temperature")
+                    temp = float(temp) if isinstance(temp, (int, float)) and not isinstance(temp, bool) and 0 <= temp <= 2 else 0.0
+                    spent = [got.get("usage")]
+                    for i in range(1, REPEAT_ASKS + 1):
+                        conn.close()
+                        hot = min(1.2, max(0.8, temp + 0.6) + 0.2 * (i - 1))
+                        hotter = dict(first, temperature=hot, seed=(base + i) & 0x7FFFFFFF)
+                        conn, got = self._ask(json.dumps(hotter).encode(), headers, collect)
+                        if not isinstance(got, dict):
+                            break
+                        spent.append(got.get("usage"))
+                        got["usage"] = summed_usage(spent)
+                        if not said(got) or said(got) not in ran:
+                            break
             except OSError as e:  # llama.cpp gone or hung up: say so instead of dropping the connection
                 self._send(502, json.dumps({"error": {"code": 502, "type": "server_error",
                                                       "message": f"llama.cpp server unreachable: {e}"}}).encode(),

@@ -172,6 +172,15 @@ def test_raised_note_and_last_code() -> None:
     assert server.last_code(req) == "x = 1"
     assert server.reply_code({"choices": [{"message": {"content": "```python\nx = 1\n```"}}]}) == "x = 1"
     assert server.last_code({"messages": [{"role": "user", "content": "go"}]}) == ""
+    req["messages"] += [{"role": "assistant", "content": "```python\ny = 2\n```"}, {"role": "assistant", "content": None}]
+    assert server.codes_run(req) == ["x = 1", "y = 2"]
+
+
+def test_summed_usage() -> None:
+    u = server.summed_usage([{"prompt_tokens": 9, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}},
+                             None, "x", {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": True,
+                                         "prompt_tokens_details": {"cached_tokens": 9}}])
+    assert u == {"prompt_tokens": 19, "completion_tokens": 8, "prompt_tokens_details": {"cached_tokens": 13}}
 
 
 def _turn(i: int, code: str) -> list:
@@ -253,6 +262,7 @@ class _Upstream:
         import threading
 
         self.content = ""
+        self.queue: list[str] = []  # replies to give first, in order; then ``content``
         self.requests: list[dict] = []
         outer = self
 
@@ -265,7 +275,7 @@ class _Upstream:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                text = outer.content
+                text = outer.queue.pop(0) if outer.queue else outer.content
                 for i in range(0, len(text), 4096):  # many deltas, as a stream
                     chunk = {"choices": [{"index": 0, "delta": {"content": text[i:i + 4096]}}]}
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
@@ -326,25 +336,73 @@ def test_hostile_replies_through_the_proxy(proxy) -> None:
 
 
 @pytest.mark.parametrize("seed,want", [(7, 8), (0x7FFFFFFF, 0), (None, None), ("7", None), (-3, None), (True, None)])
-def test_a_repeated_reply_is_asked_again_hotter_with_a_seed_from_the_request(proxy, seed: object, want: int | None) -> None:
-    """The same code as the last call is asked for once more, hotter. A request that names its seed (the
-    local runtime's LocalSeed) gets the next one, so an episode replays as it ran; any other gets a random
-    one and is still answered."""
+def test_a_repeated_reply_is_asked_again_hotter_with_seeds_from_the_request(proxy, seed: object, want: int | None) -> None:
+    """Code already run is asked for again, hotter, up to REPEAT_ASKS times, each with another seed. A
+    request that names its seed (the local runtime's LocalSeed) gets the next ones, so an episode replays
+    as it ran; any other gets random ones and is still answered. The usage counts every generation."""
     import http.client
 
     up, port = proxy
     up.content = "```python\nx = 1\n```"
-    body = {"model": "m", "messages": [{"role": "user", "content": "go"}] + _turn(0, "x = 1"), "tools": TOOLS,
-            "code_block_tool": "python", "max_tokens": 384, "temperature": 0.2}
+    body = {"model": "m", "messages": [{"role": "user", "content": "go"}] + _turn(0, "x = 1") + _turn(1, "y = 2"),
+            "tools": TOOLS, "code_block_tool": "python", "max_tokens": 384, "temperature": 0.2}
     if seed is not None:
         body["seed"] = seed
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
     resp = conn.getresponse()
-    assert resp.status == 200 and json.load(resp)["choices"][0]["message"]["tool_calls"]
-    first, again = up.requests[-2:]
-    assert first.get("seed") == seed and first["temperature"] == 0.2 and again["temperature"] >= 0.8
-    if want is None:
-        assert isinstance(again["seed"], int) and not isinstance(again["seed"], bool) and again["seed"] >= 0
-    else:
-        assert again["seed"] == want
+    got = json.load(resp)
+    assert resp.status == 200 and json.loads(got["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]) == {"code": "x = 1\n"}
+    asks = up.requests[-1 - server.REPEAT_ASKS:]
+    assert asks[0].get("seed") == seed and asks[0]["temperature"] == 0.2
+    assert [a["temperature"] for a in asks[1:]] == pytest.approx([0.8, 1.0, 1.2])
+    seeds = [a["seed"] for a in asks[1:]]
+    assert all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds) and len(set(seeds)) == len(seeds)
+    if want is not None:
+        assert seeds[0] == want and seeds[1] == (want + 1) & 0x7FFFFFFF
+    assert got["usage"]["prompt_tokens"] == 9 * (1 + server.REPEAT_ASKS)
+
+
+def test_asking_again_stops_at_new_code(proxy) -> None:
+    """An earlier cell repeated (not only the last) is asked again; the first reply with new code stands."""
+    up, port = proxy
+    up.queue = ["```python\nx = 1\n```", "```python\ny = 2\n```", "```python\nz = 3\n```"]
+    n = len(up.requests)
+    got = _ask(port, [{"role": "user", "content": "go"}] + _turn(0, "x = 1") + _turn(1, "y = 2"))
+    calls = got["choices"][0]["message"]["tool_calls"]
+    assert json.loads(calls[0]["function"]["arguments"]) == {"code": "z = 3\n"}
+    assert len(up.requests) - n == 3 and got["usage"]["completion_tokens"] == 3 * 384
+    up.queue = ["```python\nw = 4\n```"]
+    n = len(up.requests)
+    _ask(port, [{"role": "user", "content": "go"}] + _turn(0, "x = 1"))
+    assert len(up.requests) - n == 1  # new code: asked once
+
+
+@pytest.mark.parametrize("guard,asks", [(True, 1 + server.REPEAT_ASKS), (None, 1), ("yes", 1), (1, 1)])
+def test_repeat_guard_asks_again_when_a_plain_reply_repeats_an_earlier_one(proxy, guard: object, asks: int) -> None:
+    """The tools arm's plain chat (a JSON call per reply) asks for the guard with "repeat_guard": true: a
+    reply equal to an earlier assistant message (as JSON, however spaced) is asked again, hotter. Anything
+    but true is no guard; the field never reaches llama.cpp."""
+    import http.client
+
+    up, port = proxy
+    up.content = '{"tool": "move_to", "args": {"xyz": [-0.7, 0, 0]}}'
+    body: dict = {"model": "m", "max_tokens": 64, "temperature": 0.2, "seed": 1, "messages": [
+        {"role": "user", "content": "go"}, {"role": "assistant", "content": '{"tool":"move_to","args":{"xyz":[-0.7,0,0]}}'},
+        {"role": "user", "content": "Your call of move_to was refused: outside the workspace"}]}
+    if guard is not None:
+        body["repeat_guard"] = guard
+    n = len(up.requests)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    got = json.load(resp)
+    assert resp.status == 200 and json.loads(got["choices"][0]["message"]["content"])["tool"] == "move_to"
+    assert len(up.requests) - n == asks
+    assert all("repeat_guard" not in r for r in up.requests[n:])
+    assert [r["seed"] for r in up.requests[n:]] == list(range(1, asks + 1))
+    assert got["usage"]["prompt_tokens"] == 9 * asks
+    up.queue = ['{"tool": "pick", "args": {"object": "red_block"}}']
+    n = len(up.requests)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    assert conn.getresponse().status == 200 and len(up.requests) - n == 1  # a new call: asked once

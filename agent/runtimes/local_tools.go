@@ -37,6 +37,9 @@ func newJSONCallChat(cfg OpenAIConfig) *jsonCallChat {
 			extra[k] = v
 		}
 	}
+	// The embedded server asks again, hotter and with other seeds, when a reply repeats an earlier
+	// call (the cells arm's code blocks get the same guard): both arms meet a repeating model alike.
+	extra["repeat_guard"] = true
 	cfg.ExtraBody, cfg.ToolChoice = extra, ""
 	return &jsonCallChat{cfg: cfg, chats: map[string]Chat{}}
 }

@@ -140,7 +140,8 @@ func TestPrimitivesArm(t *testing.T) {
 
 // TestJSONCallChat runs the tools arm's Chat against the scripted OpenAI-compatible server: the
 // request carries no tools but the one-call grammar, the reply's JSON becomes the tool call, the
-// history goes back as plain chat, and a cut-off reply is no call and says why.
+// history goes back as plain chat, and a cut-off reply is no call and says why. The request asks the
+// embedded server for its repeat guard (llm/test_server.py tests the guard itself).
 func TestJSONCallChat(t *testing.T) {
 	srv := openaitest.New(
 		openaitest.Step{Reply: openaitest.Reply{Content: `{"tool": "segment", "args": {"name_or_prompt": "bowl"}}`}},
@@ -170,7 +171,8 @@ func TestJSONCallChat(t *testing.T) {
 	}
 	rf, _ := req["response_format"].(map[string]any)
 	schema, _ := json.Marshal(rf["json_schema"])
-	if rf["type"] != "json_schema" || !strings.Contains(string(schema), `"const":"release"`) || fmt.Sprint(req["top_k"]) != "20" {
+	if rf["type"] != "json_schema" || !strings.Contains(string(schema), `"const":"release"`) || fmt.Sprint(req["top_k"]) != "20" ||
+		req["repeat_guard"] != true {
 		t.Errorf("request %v (schema %s)", req, schema)
 	}
 	history = append(history, Message{Role: RoleAssistant, ToolCalls: r.ToolCalls},
