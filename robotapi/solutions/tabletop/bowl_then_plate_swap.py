@@ -2,23 +2,20 @@
 # Reference solution: (swapped layout) the red block into the bowl first, then the green block onto the plate.
 
 # %%
-grasp = robo.pick("red_block")
-assert grasp.success, grasp
-bx, by, _ = robo.segment("bowl").top_xyz
-robo.move_to([bx, by, 0.16])
-robo.move_to([bx, by, 0.08])
-robo.release()
-robo.move_to([bx, by, 0.16])
+def put(block, place, above):
+    """Pick `block` and release it `above` metres over the top of `place` (a bowl, the plate, a block)."""
+    grasp = robo.pick(block)
+    assert grasp.success, grasp
+    x, y, top = robo.segment(place).top_xyz
+    robo.move_to([x, y, top + 0.12])
+    robo.move_to([x, y, top + above], step_clip=0.01)
+    robo.release()
+    if not robo.done:
+        robo.move_to([x, y, top + 0.15])
 
 # %%
-grasp = robo.pick("green_block")
-assert grasp.success, grasp
-px, py, pz = robo.segment("plate").top_xyz
-robo.move_to([px, py, 0.15])
-robo.move_to([px, py, pz + 0.03])
-robo.release()
+put("red_block", "bowl", 0.035)
 
 # %%
-if not robo.done:
-    robo.move_to([px, py, 0.2])
+put("green_block", "plate", 0.03)
 robo.state()
