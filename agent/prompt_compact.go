@@ -96,7 +96,7 @@ func compactContract(p PromptParts) string {
 		"",
 		"# How to work",
 		"",
-		"1. Read the task card: the task instruction says which object goes where.",
+		readCardStep("`robo.segment(place)`"),
 		"2. Write the whole solution in one call, as the worked examples below do (they solve OTHER tasks " +
 			"with the same methods): find positions with `robo.segment`, move above, lower, grasp or release, " +
 			"and end with `print(robo.state())`. How this task's objects move (only blocks can be picked; a " +
@@ -110,6 +110,15 @@ func compactContract(p PromptParts) string {
 		lines = append(lines, strings.TrimPrefix(n, "- "))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// readCardStep is the first step of both compact profiles (cells and tools): what moves and where it goes.
+// A small model that picks a block and then reads that same block's position as the place (stacking, in
+// both arms) needs it said; segment is how the arm reads a position.
+func readCardStep(segment string) string {
+	return "1. Read the task card: the task instruction says which object moves and where it goes. Pick the object " +
+		"that moves; read the place it goes to (a bowl, the plate, another block) with " + segment +
+		": the place is never the object you hold."
 }
 
 func compactFeedback(feedback string) string {

@@ -48,7 +48,7 @@ func compactToolsContract(p PromptParts) string {
 		"",
 		"# How to work",
 		"",
-		"1. Read the task card: the task instruction says which object goes where.",
+		readCardStep("`segment`"),
 		"2. Make the calls the worked examples below make (they solve OTHER tasks with the same tools): find " +
 			"positions with `segment`, move above, lower, grasp or release. How this task's objects move (only " +
 			"blocks can be picked; a drawer moves by its handle) is in the robot facts below the examples.",
