@@ -614,7 +614,8 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                         if not isinstance(got, dict):
                             break
                         spent.append(got.get("usage"))
-                        got["usage"] = summed_usage(spent)
+                        if any(isinstance(u, dict) for u in spent):
+                            got["usage"] = summed_usage(spent)
                         if not said(got) or said(got) not in ran:
                             break
             except OSError as e:  # llama.cpp gone or hung up: say so instead of dropping the connection
