@@ -95,6 +95,12 @@ func TestLocalEpisode(t *testing.T) {
 	}
 	pythonCalls, allCalls, inTok := 0, 0, 0
 	for i, tr := range turns {
+		// The wall-clock budget may end the episode while a call is in flight (a reply that repeats a cell
+		// is asked up to 3 more times, 700 tokens each at one thread): that last turn has no reply to check.
+		if res.Status == agent.StatusTimeout && i == len(turns)-1 && strings.Contains(tr.Error, "budget exceeded") {
+			t.Logf("turn %d: cut by the wall-clock budget: %s", i+1, tr.Error)
+			continue
+		}
 		if tr.Error != "" {
 			t.Errorf("turn %d: error %q", i+1, tr.Error)
 		}
