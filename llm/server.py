@@ -321,15 +321,6 @@ def repeat_note(codes: list[str]) -> str:
             "something different (read the results above: what did not change?).")
 
 
-def last_code(req: dict[str, Any]) -> str:
-    """The code of the last ```python block the model sent in ``req``'s history (code-block form)."""
-    for m in reversed(req.get("messages") or []):
-        if isinstance(m, dict) and m.get("role") == "assistant":
-            found = _BLOCK.findall(m.get("content") or "")
-            return found[-1].strip() if found else ""
-    return ""
-
-
 REPEAT_ASKS = 3  # hotter asks after a reply that repeats code already run
 
 

@@ -164,14 +164,14 @@ def test_assemble_stream() -> None:
         server.assemble_stream([b'data: {"error": {"message": "context full"}}\n'])
 
 
-def test_raised_note_and_last_code() -> None:
+def test_raised_note_and_codes_run() -> None:
     assert "raised NameError" in server.raised_note('{"cell": 3, "exception": "NameError: name \'self\' is not defined"}')
     assert server.raised_note('{"cell": 3, "stdout": "ok"}') == "" and server.raised_note("not json") == ""
     req = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "```python\nx = 1\n```"},
                         {"role": "user", "content": "Result of your call:\n{}"}]}
-    assert server.last_code(req) == "x = 1"
+    assert server.codes_run(req) == ["x = 1"]
     assert server.reply_code({"choices": [{"message": {"content": "```python\nx = 1\n```"}}]}) == "x = 1"
-    assert server.last_code({"messages": [{"role": "user", "content": "go"}]}) == ""
+    assert server.codes_run({"messages": [{"role": "user", "content": "go"}]}) == []
     req["messages"] += [{"role": "assistant", "content": "```python\ny = 2\n```"}, {"role": "assistant", "content": None}]
     assert server.codes_run(req) == ["x = 1", "y = 2"]
 
