@@ -43,6 +43,11 @@ func (b *briefing) build(ctx context.Context, e *Episode, cardJSON []byte, refs 
 	if b.prompt.Images, err = writeCard(e.files, card, cardJSON); err != nil {
 		return err
 	}
+	if s.Images == spec.ImagesNone {
+		// "Camera images are never attached" holds for the card too: its step-0 images stay in card/ for
+		// people, and the card neither attaches nor names them (it did, beside that line).
+		b.prompt.Images, card.Images = nil, nil
+	}
 	apiText, err := b.tooling(s.Arm, refs)
 	if err != nil {
 		return err

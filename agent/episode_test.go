@@ -596,6 +596,15 @@ func TestImagePolicies(t *testing.T) {
 				}
 				return
 			}
+			// The card's step-0 images come with the first message, except under "none" ("never attached"),
+			// where the card does not name them either.
+			first, _ := json.Marshal(req.Messages()[0]["content"])
+			if cardImages := strings.Contains(string(first), "image_url"); cardImages == (tc.images == spec.ImagesNone) {
+				t.Errorf("images %s: card images attached %v", tc.images, cardImages)
+			}
+			if named := strings.Contains(string(first), "attached images:"); named == (tc.images == spec.ImagesNone) {
+				t.Errorf("images %s: the card names attached images %v", tc.images, named)
+			}
 			var cell struct {
 				Images    []string `json:"images"`
 				Exception string   `json:"exception"`

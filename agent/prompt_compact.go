@@ -114,11 +114,13 @@ func compactContract(p PromptParts) string {
 
 // readCardStep is the first step of both compact profiles (cells and tools): what moves and where it goes.
 // A small model that picks a block and then reads that same block's position as the place (stacking, in
-// both arms) needs it said; segment is how the arm reads a position.
+// both arms) needs it said; "pick the object that moves" alone got the drawer's handle picked, so the
+// drawer is named. segment is how the arm reads a position.
 func readCardStep(segment string) string {
-	return "1. Read the task card: the task instruction says which object moves and where it goes. Pick the object " +
-		"that moves; read the place it goes to (a bowl, the plate, another block) with " + segment +
-		": the place is never the object you hold."
+	return "1. Read the task card: the task instruction says what moves and where it goes. A block is picked " +
+		"and put on its place (a bowl, the plate, another block), read with " + segment +
+		": the place is never the object you hold. A drawer is never picked: the gripper closes on its " +
+		"handle or pushes it, as the Drawer facts below say."
 }
 
 func compactFeedback(feedback string) string {

@@ -176,6 +176,16 @@ def test_drawer_facts_of_the_knowledge_file_work(make_robot, task, seed):
     assert last.terminated and r.done
 
 
+@pytest.mark.parametrize("task,named", [("open_drawer", True), ("close_drawer_swap", True), ("stack_blocks", False)])
+def test_card_says_the_drawer_handle_is_not_a_block(make_robot, task, named):
+    """A drawer task's card says, next to the agent's first reply, that pick refuses the handle."""
+    facts = make_robot(task, seed=0)._episode_card()["facts"]
+    assert ("drawer_handle" in facts) == named
+    if named:
+        assert "not a block" in facts["drawer_handle"] and "Drawer" in facts["drawer_handle"]
+    assert list(facts)[-1] == "simulator"
+
+
 def test_step_budget_truncates(make_robot):
     r = make_robot(max_env_steps=5)
     m = r.move_to([0.6, 0.2, 0.1])

@@ -232,9 +232,16 @@ class TabletopRobot(ArmControl, Robot):
         return self._spec.objects
 
     def _episode_facts(self) -> dict:
-        return {"control_hz": CONTROL_HZ, "table_z": 0.0, "block_size_m": 2 * scene.BLOCK_HALF,
-                "family": self._spec.family, "swap": self._spec.swap,
-                "simulator": f"MuJoCo {self._mj.__version__} (CPU)"}
+        facts: dict[str, Any] = {"control_hz": CONTROL_HZ, "table_z": 0.0, "block_size_m": 2 * scene.BLOCK_HALF,
+                                 "family": self._spec.family, "swap": self._spec.swap}
+        if "drawer_handle" in self._spec.objects:
+            # Said on the card, nearest the agent's first reply: a small model otherwise picks the handle
+            # like the worked examples' blocks (they come from other task families).
+            facts["drawer_handle"] = ("the drawer's handle, not a block: pick refuses it. The gripper closes "
+                                      "on it to pull the drawer out, or pushes it in with the fingers closed "
+                                      "(the robot facts, Drawer)")
+        facts["simulator"] = f"MuJoCo {self._mj.__version__} (CPU)"
+        return facts
 
     @classmethod
     def tasks(cls) -> list[TaskInfo]:
