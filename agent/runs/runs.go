@@ -52,6 +52,9 @@ type Row struct {
 	Stateful   int      `json:"stateful_calls"`
 	Reasoning  int      `json:"reasoning_tok"`
 	Sealed     bool     `json:"sealed"` // the agent's kernel ran in an OS sandbox, the judge in the robot server
+	// SealPending: the episode is running and its kernel has not started yet, so it is neither sealed nor
+	// unsealed (a suite prepares its next episode while one runs).
+	SealPending bool `json:"seal_pending,omitempty"`
 	// Perception is where segment()'s masks came from when the robot says ("sam3", or the privileged
 	// "simulator-masks"); empty for robots without the distinction.
 	Perception string `json:"perception,omitempty"`
@@ -206,7 +209,8 @@ func LoadRun(dir string) (Row, error) {
 		Cached: res.Generation.CachedInputTokens, OutTok: res.Generation.OutputTokens,
 		LLMCalls: res.Generation.Turns, Cost: res.CostUSD, Stateful: res.StatefulCalls,
 		Reasoning: res.Generation.ReasoningOutputTokens, Sealed: res.Sealed, Perception: res.Perception,
-		Privileged: res.PrivilegedCalls, Primitives: res.Primitives,
+		SealPending: status == agent.StatusRunning && res.Seal == nil,
+		Privileged:  res.PrivilegedCalls, Primitives: res.Primitives,
 		HumanCells: res.HumanCells, HumanCalls: res.HumanCalls, HumanStateful: res.HumanStatefulCalls, HumanSteps: res.HumanEnvSteps,
 	}
 	if row.Cost != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyrualean/pyrualean/agent"
 	"github.com/pyrualean/pyrualean/prices"
+	"github.com/pyrualean/pyrualean/seal"
 )
 
 func writeResult(t *testing.T, dir string, r agent.Result) {
@@ -482,5 +483,32 @@ func TestSummarizeCountsPrivileged(t *testing.T) {
 	WriteSummaryTable(&buf, rows, s)
 	if !strings.Contains(buf.String(), "privileged: 2 episode(s)") {
 		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+// A running episode whose kernel has not started yet is neither sealed nor unsealed; a finished
+// episode without a sealed kernel is counted as unsealed.
+func TestSummarizeSealing(t *testing.T) {
+	base := t.TempDir()
+	sealed := &agent.SealInfo{Mode: "auto", Info: seal.Info{Sealed: true}}
+	for i, r := range []agent.Result{
+		{Status: agent.StatusCompleted, Sealed: true, Seal: sealed},
+		{Status: agent.StatusCompleted, Seal: &agent.SealInfo{Mode: "off"}},
+		{Status: agent.StatusRunning, PID: os.Getpid()},
+		{Status: agent.StatusRunning, PID: os.Getpid(), Sealed: true, Seal: sealed},
+	} {
+		r.Schema, r.Arm, r.Robot, r.Task, r.Seed = agent.ResultSchema, "cells", "tabletop", "t", i
+		writeResult(t, filepath.Join(base, fmt.Sprint(i)), r)
+	}
+	rows, errs := LoadRuns([]string{base})
+	if len(errs) != 0 || len(rows) != 4 {
+		t.Fatalf("rows %v errs %v", rows, errs)
+	}
+	s := Summarize(rows)
+	var buf bytes.Buffer
+	WriteSummaryTable(&buf, rows, s)
+	if s.Unsealed != 1 || !strings.Contains(buf.String(), "sealed 2/4  (NOT SEALED: 1;") ||
+		!strings.Contains(buf.String(), "(kernel not started yet: 1)") {
+		t.Errorf("unsealed %d, table:\n%s", s.Unsealed, buf.String())
 	}
 }

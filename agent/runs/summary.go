@@ -75,7 +75,7 @@ func Summarize(rows []Row) Summary {
 	var solved []Row
 	for _, r := range rows {
 		s.Statuses[r.Status]++
-		if !r.Sealed && !strings.HasPrefix(r.System, RPentSystem) {
+		if !r.Sealed && !r.SealPending && !strings.HasPrefix(r.System, RPentSystem) {
 			s.Unsealed++
 		}
 		if r.Perception != "" {
@@ -221,15 +221,21 @@ func WriteSummaryTable(w io.Writer, rows []Row, s Summary) {
 
 // writeSealing prints the sealed, perception and people lines of the summary.
 func writeSealing(w io.Writer, rows []Row, s Summary) {
-	ours := 0
+	ours, pending := 0, 0
 	for _, r := range rows {
 		if !strings.HasPrefix(r.System, RPentSystem) {
 			ours++
+			if r.SealPending {
+				pending++
+			}
 		}
 	}
-	fmt.Fprintf(w, "sealed %d/%d", ours-s.Unsealed, ours)
+	fmt.Fprintf(w, "sealed %d/%d", ours-s.Unsealed-pending, ours)
 	if s.Unsealed > 0 {
 		fmt.Fprintf(w, "  (NOT SEALED: %d; their kernels could reach the robot and the machine)", s.Unsealed)
+	}
+	if pending > 0 {
+		fmt.Fprintf(w, "  (kernel not started yet: %d)", pending)
 	}
 	fmt.Fprintln(w)
 	if len(s.Perception) > 0 {
