@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import sandbox
+from . import hints, sandbox
 from .images import display_png, ipython, png_bytes
 
 
@@ -39,6 +39,8 @@ class Session:
         self.display_count = 0
         self.hooks_installed = False
         self.sandbox: Any = None
+        self.cell = ""  # the running cell's source (for the NameError note)
+        self.cells: list[hints.CellRun] = []  # the cells run before, newest last (hints.MAX_EARLIER kept)
 
 
 _fallback = Session()
@@ -98,6 +100,7 @@ def attach(robot: Any) -> None:
                                     robot_names=lambda: sandbox.names_bound_to(session().robot, ip.user_ns))
         ip.events.register("pre_run_cell", _pre_run_cell)
         ip.events.register("post_run_cell", _post_run_cell)
+        ip.set_custom_exc((NameError,), _explain_name_error)
         s.hooks_installed = True
     elif s.sandbox is not None:
         s.sandbox.workspace = robot.workspace
@@ -105,12 +108,43 @@ def attach(robot: Any) -> None:
 
 def _pre_run_cell(info: Any = None) -> None:
     s = session()
+    s.cell = str(getattr(info, "raw_cell", "") or "")
     if s.robot is not None:
         s.steps_at_cell_start = s.robot._env_steps()
 
 
+def _cell_line(tb: Any) -> Optional[int]:
+    """The line of the running cell a traceback passes through (its module-level frame in the user's
+    namespace), or None."""
+    ip = ipython()
+    ns = ip.user_ns if ip is not None else None
+    while tb is not None:
+        f = tb.tb_frame
+        if f.f_code.co_name == "<module>" and f.f_globals is ns:
+            return tb.tb_lineno
+        tb = tb.tb_next
+    return None
+
+
+def _explain_name_error(shell: Any, etype: Any, value: Any, tb: Any, tb_offset: Any = None) -> None:
+    """IPython's handler for NameError: the traceback as usual, with a note on where the name was meant to
+    come from (hints.name_error_note), when the cell or a failed earlier cell says."""
+    try:
+        s = session()
+        note = hints.name_error_note(getattr(value, "name", "") or "", s.cell, _cell_line(tb), s.cells)
+        if note and note not in getattr(value, "__notes__", ()):
+            value.add_note(note)
+    except Exception:  # a hint must never hide the error itself
+        pass
+    shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
+
+
 def _post_run_cell(result: Any = None) -> None:
     s = session()
+    err = getattr(result, "error_in_exec", None)
+    run = hints.CellRun(s.cell, _cell_line(err.__traceback__) if err is not None else None,
+                        type(err).__name__ if err is not None else "")
+    s.cells = (s.cells + [run])[-hints.MAX_EARLIER:]
     r = s.robot
     if r is None or r.images != "on-motion":
         return

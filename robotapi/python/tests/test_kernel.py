@@ -128,3 +128,23 @@ def test_sandbox_refuses_private_robot_attributes(kernel, tmp_path):
     assert rep["status"] == "ok" and outs[-1]["content"]["data"]["text/plain"] == "(False, 0)", outs
     outs, rep = run(kernel, "type(robo._data).__name__, alias._ledger[-1]['tool']")
     assert rep["status"] == "ok" and outs[-1]["content"]["data"]["text/plain"] == "('MjData', 'state')", outs
+
+
+def test_name_error_says_where_the_name_was_meant_to_come_from(kernel, tmp_path):
+    """A cell stops at its first error; resent without that line, its names do not exist, and the
+    NameError says why (hints.name_error_note) in the traceback the agent reads."""
+    outs, rep = run(kernel, "from pyrualean_robot import make; "
+                            f"robo = make('tabletop', task='open_drawer', seed=0, workspace={str(tmp_path)!r})")
+    assert rep["status"] == "ok", outs
+    outs, rep = run(kernel, 'grasp = robo.pick("drawer_handle")\nhx, hy, hz = grasp.top_xyz', sandbox=True)
+    assert rep["status"] == "error" and rep["ename"] == "ValueError"
+    outs, rep = run(kernel, "robo.move_to([hx, hy, hz + 0.10])", sandbox=True)
+    assert rep["status"] == "error" and rep["ename"] == "NameError"
+    tb = "\n".join(o["content"]["traceback"][-1] for o in outs if o["msg_type"] == "error")
+    assert "`hx` does not exist: an earlier cell assigns it on line 2, but that cell stopped at line 1" in tb, tb
+    # a typo keeps Python's own message, and the kernel goes on
+    outs, rep = run(kernel, "robbo.state()", sandbox=True)
+    tb = "\n".join(o["content"]["traceback"][-1] for o in outs if o["msg_type"] == "error")
+    assert rep["ename"] == "NameError" and "does not exist" not in tb and "robbo" in tb
+    outs, rep = run(kernel, "print(robo.state().step)", sandbox=True)
+    assert rep["status"] == "ok", outs

@@ -319,3 +319,14 @@ def test_a_missing_result_attribute_names_the_ones_there(make_robot):
     with pytest.raises(AttributeError, match=r"a Pick has success, .*; where an object is: robo.segment\(name\).top_xyz"):
         grasp.top_xyz
     assert not hasattr(move, "__getstate_missing__") and move.reached in (True, False)
+
+
+@pytest.mark.parametrize("task,name", [("stack_three", "bowl"), ("open_drawer", "plate"), ("put_block_in_bowl", "drawer_handle"),
+                                       ("stack_blocks", "the bowl")])
+def test_segment_refuses_an_object_the_task_does_not_use(make_robot, task, name):
+    """Its position would be None (parked out of reach): the agent's `x, y, z = segment(...).top_xyz` raised
+    "cannot unpack non-iterable NoneType object"; the error names the task's objects instead."""
+    r = make_robot(task, seed=0)
+    with pytest.raises(ValueError, match="is not in this task.*This task's objects: "):
+        r.segment(name)
+    assert r.segment("table").found and r.segment(r.state().object_names[0]).found

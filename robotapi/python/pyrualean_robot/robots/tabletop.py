@@ -425,6 +425,12 @@ class TabletopRobot(ArmControl, Robot):
         if name is None:
             return Segment(False, name_or_prompt, None, None, 0, None, camera, self._steps,
                            f"no object matches {name_or_prompt!r}; objects: {', '.join(SEGMENTABLE)}")
+        if name not in self._spec.objects and name not in ("table", "robot"):
+            # Its top_xyz would be None, and unpacking it raised "cannot unpack non-iterable NoneType object".
+            # Invalid arguments raise ValueError (the API's conventions); the docstring stays as it is, since it
+            # is part of every prompt's cached prefix.
+            raise ValueError(f"{name!r} is not in this task: objects a task does not use are parked out of reach. "
+                             f"This task's objects: {', '.join(self._spec.objects)}")
         seg = self._render(camera, size, "seg")
         ids, types = seg[..., 0], seg[..., 1]
         geom_ids = [g for g, o in enumerate(self._geom_obj) if o == name]

@@ -1,0 +1,79 @@
+"""Why a name is not defined: the note a NameError gets in the kernel (notebook.attach installs it).
+
+A cell stops at its first error, so the names its later lines assign never exist. An agent that resends
+the rest of a failed cell then hits ``NameError: name 'hx' is not defined`` and, without being told where
+``hx`` was meant to come from, sends the same cell again (measured: a drawer episode, four times).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+MAX_CELL_CHARS = 20_000  # longer cells are not parsed for a hint
+MAX_EARLIER = 20  # earlier cells looked at, newest first
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """One cell as the kernel ran it: its source, and where it stopped when it raised."""
+
+    source: str
+    error_line: Optional[int] = None  # the cell's line that raised; None when it ran to the end
+    error_type: str = ""
+
+
+def assigned_lines(source: str, name: str) -> list[int]:
+    """The lines of ``source`` that bind ``name`` at any depth (assignment, for, with, import, def, class,
+    except ... as); empty when the source does not parse."""
+    if len(source) > MAX_CELL_CHARS:
+        return []
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+            lines.add(node.lineno)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            lines.add(node.lineno)
+        elif isinstance(node, ast.ExceptHandler) and node.name == name:
+            lines.add(node.lineno)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                if (a.asname or a.name.split(".")[0]) == name:
+                    lines.add(node.lineno)
+    return sorted(lines)
+
+
+def _line(source: str, n: int) -> str:
+    lines = source.splitlines()
+    text = lines[n - 1].strip() if 0 < n <= len(lines) else ""
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def name_error_note(name: str, cell: str, line: Optional[int], earlier: Sequence[CellRun]) -> Optional[str]:
+    """Where ``name`` was meant to come from, when this cell (raising NameError at ``line``) or a failed
+    earlier cell says so; None when neither does (a plain typo keeps Python's own message)."""
+    if not name:
+        return None
+    later = [k for k in assigned_lines(cell, name) if line is not None and k > line]
+    if later:
+        return f"`{name}` is first assigned on line {later[0]} of this cell, after line {line} uses it."
+    for run in list(earlier)[::-1][:MAX_EARLIER]:
+        if run.error_line is None:
+            continue
+        never = [k for k in assigned_lines(run.source, name) if k >= run.error_line]
+        if not never:
+            continue
+        k, j = never[0], run.error_line
+        where = f"line {j} (`{_line(run.source, j)}`)"
+        if k == j:
+            why = f"an earlier cell assigned it on {where}, the line that raised {run.error_type or 'an error'}, so it never got a value"
+        else:
+            why = (f"an earlier cell assigns it on line {k}, but that cell stopped at {where} with "
+                   f"{run.error_type or 'an error'}, so line {k} never ran")
+        return f"`{name}` does not exist: {why}. Assign `{name}` in this cell before using it."
+    return None
