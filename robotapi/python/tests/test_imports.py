@@ -104,7 +104,7 @@ def test_the_checker_finds_a_cycle_hidden_in_a_function(tmp_path):
 
 LAYERS = {
     # a module may import only modules of a lower layer (the documented direction of the package)
-    "pyrualean_robot.errors": 0, "pyrualean_robot.images": 0, "pyrualean_robot.results": 0,
+    "pyrualean_robot.errors": 0, "pyrualean_robot.images": 0, "pyrualean_robot.results": 0, "pyrualean_robot.hints": 0,
     "pyrualean_robot.robots._args": 0,
     "pyrualean_robot.base": 1, "pyrualean_robot.sandbox": 1,
     "pyrualean_robot.notebook": 2,
