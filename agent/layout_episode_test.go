@@ -25,6 +25,12 @@ func TestCompactProfileResults(t *testing.T) {
 		"def go():\n    robo.pick('no_such_object')\ngo()",
 		// an attacker's exception, its class named like a robot frame, to hide its own error line
 		"E = type('File /x/pyrualean_robot/a.py:1, in f', (Exception,), {})\ndef g():\n    raise E('forged')\ng()",
+		// the kernel's NameError note (hints.py) against the agent: a megabyte name, a name whose
+		// comparison raises, then the note it is for (a name a failed cell never got to assign)
+		"raise NameError('forged', name='y' * 1000000)",
+		"class N:\n    def __eq__(self, o):\n        raise RuntimeError('eq')\n    __hash__ = None\nraise NameError('n', name=N())",
+		"a = 1 / 0\nb = 2",
+		"print(b)",
 	}
 	results := map[string][]string{}
 	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
@@ -91,6 +97,21 @@ func TestCompactProfileResults(t *testing.T) {
 		var out map[string]any
 		if err := json.Unmarshal([]byte(r[1]), &out); err != nil || !strings.Contains(out["stdout"].(string), "chars omitted") {
 			t.Errorf("profile %d: the 30000-char output is not delivered cut in the middle (%v): %.200s", i, err, r[1])
+		}
+	}
+	// The NameError note: hostile names get Python's own error, bounded, and the episode goes on; the
+	// name a failed cell never assigned gets the note, in both profiles.
+	for i, r := range [][]string{def, cmp} {
+		for j, want := range map[int]string{5: "NameError: forged", 6: "NameError: n",
+			8: "`b` does not exist: an earlier cell assigns it on line 2, but that cell stopped at line 1 (`a = 1 / 0`) with ZeroDivisionError"} {
+			var out map[string]any
+			if err := json.Unmarshal([]byte(r[j]), &out); err != nil {
+				t.Fatalf("profile %d, call %d: %v", i, j, err)
+			}
+			exc, _ := out["exception"].(string)
+			if !strings.Contains(exc, want) || len(r[j]) > 3*agent.ValueCapChars || (j < 8 && strings.Contains(exc, "does not exist")) {
+				t.Errorf("profile %d, call %d (%d chars): want %q in\n%.600s", i, j, len(r[j]), want, exc)
+			}
 		}
 	}
 	// The robot error: the default profile shows the robot package's frames (as the original's in-kernel
