@@ -410,6 +410,12 @@ class TabletopRobot(ArmControl, Robot):
                 return name
         return None
 
+    def _check_in_task(self, name: str) -> None:
+        """Refuse an object this task does not use (pick, segment): it is parked out of reach."""
+        if name not in self._spec.objects:
+            raise ValueError(f"{name!r} is not in this task: objects a task does not use are parked out of reach. "
+                             f"This task's objects: {', '.join(self._spec.objects)}")
+
     @tool(stateful=False)
     def segment(self, name_or_prompt: str, *, camera: str = "agentview",
                 resolution: Union[int, str] = 256) -> Segment:
@@ -425,12 +431,11 @@ class TabletopRobot(ArmControl, Robot):
         if name is None:
             return Segment(False, name_or_prompt, None, None, 0, None, camera, self._steps,
                            f"no object matches {name_or_prompt!r}; objects: {', '.join(SEGMENTABLE)}")
-        if name not in self._spec.objects and name not in ("table", "robot"):
+        if name not in ("table", "robot"):
             # Its top_xyz would be None, and unpacking it raised "cannot unpack non-iterable NoneType object".
             # Invalid arguments raise ValueError (the API's conventions); the docstring stays as it is, since it
             # is part of every prompt's cached prefix.
-            raise ValueError(f"{name!r} is not in this task: objects a task does not use are parked out of reach. "
-                             f"This task's objects: {', '.join(self._spec.objects)}")
+            self._check_in_task(name)
         seg = self._render(camera, size, "seg")
         ids, types = seg[..., 0], seg[..., 1]
         geom_ids = [g for g, o in enumerate(self._geom_obj) if o == name]
@@ -562,8 +567,7 @@ class TabletopRobot(ArmControl, Robot):
                              "to close it, push toward +x from the robot side of the handle (the robot facts, Drawer)")
         if object not in PICKABLE:
             raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}")
-        if object not in self._spec.objects:
-            raise ValueError(f"{object} is not in this task; objects: {self._spec.objects}")
+        self._check_in_task(object)
         lift = _bounded(lift, "lift", 0.02, 0.3)
         max_steps = _int_in(max_steps, "max_steps", 40, 1000)
         bid = self._body[object]
