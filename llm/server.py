@@ -45,7 +45,7 @@ import socket
 import sys
 import threading
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -323,6 +323,23 @@ def repeat_note(codes: list[str]) -> str:
 
 REPEAT_ASKS = 3  # hotter asks after a reply that repeats code already run
 
+LEFT_OUT = ("(The code I sent here is left out: my next reply repeated it. Its result follows; I write "
+            "different code.)")
+
+
+def left_out(messages: list[Any], keys: Callable[[str], set[str]], repeated: set[str]) -> list[Any]:
+    """The history with every assistant message that carries a repeated reply (``keys`` of its text meet
+    ``repeated``) replaced by a sentence saying so. A 1.5B model copies a cell that is in its context at
+    any temperature (measured: four identical 215-token replies at 0.2, 0.8, 1.0 and 1.2); without it,
+    the results and the notes that say what went wrong are still there, and the model writes anew."""
+    out = []
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("content"), str) \
+                and keys(m["content"]) & repeated:
+            m = dict(m, content=LEFT_OUT)
+        out.append(m)
+    return out
+
 
 def codes_run(req: dict[str, Any]) -> list[str]:
     """The code of every ```python block the model sent in ``req``'s history (code-block form)."""
@@ -581,16 +598,20 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
             try:
                 conn, got = self._ask(body, headers, collect)
                 said, ran = reply_code, set(codes_run(sent)) if code_tool else set()
+                keys: Callable[[str], set[str]] = lambda text: {c.strip() for c in _BLOCK.findall(text)}
                 if guard and not code_tool:
                     said, ran = reply_key, {repeat_key(m.get("content")) for m in sent.get("messages") or []
                                             if isinstance(m, dict) and m.get("role") == "assistant"}
+                    keys = lambda text: {repeat_key(text)}
                 if isinstance(got, dict) and said(got) and said(got) in ran:
                     # What the model already did: at low temperature a small model repeats itself after an
                     # error (with a fixed seed, the same cell or call each turn). Ask again, hotter, each time
                     # with another seed derived from the request's (so an episode replays as it ran), until
                     # a reply brings something new or REPEAT_ASKS are spent; the last reply stands. Its
-                    # usage counts every generation, so token counts stay honest in both arms.
+                    # usage counts every generation, so token counts stay honest in both arms. The asks
+                    # leave the repeated replies out of the history (left_out), both arms alike.
                     first = json.loads(body)
+                    repeated = {said(got)}
                     seed = first.get("seed")
                     base = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 \
                         else int.from_bytes(os.urandom(3), "big")
@@ -600,7 +621,8 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                     for i in range(1, REPEAT_ASKS + 1):
                         conn.close()
                         hot = min(1.2, max(0.8, temp + 0.6) + 0.2 * (i - 1))
-                        hotter = dict(first, temperature=hot, seed=(base + i) & 0x7FFFFFFF)
+                        hotter = dict(first, temperature=hot, seed=(base + i) & 0x7FFFFFFF,
+                                      messages=left_out(first.get("messages") or [], keys, repeated))
                         conn, got = self._ask(json.dumps(hotter).encode(), headers, collect)
                         if not isinstance(got, dict):
                             break
@@ -609,6 +631,7 @@ def make_handler(upstream: tuple[str, int]) -> type[http.server.BaseHTTPRequestH
                             got["usage"] = summed_usage(spent)
                         if not said(got) or said(got) not in ran:
                             break
+                        repeated.add(said(got))
             except OSError as e:  # llama.cpp gone or hung up: say so instead of dropping the connection
                 self._send(502, json.dumps({"error": {"code": 502, "type": "server_error",
                                                       "message": f"llama.cpp server unreachable: {e}"}}).encode(),

@@ -361,10 +361,17 @@ def test_a_repeated_reply_is_asked_again_hotter_with_seeds_from_the_request(prox
     if want is not None:
         assert seeds[0] == want and seeds[1] == (want + 1) & 0x7FFFFFFF
     assert got["usage"]["prompt_tokens"] == 9 * (1 + server.REPEAT_ASKS)
+    # The asks leave the repeated cell out of the history (the model copies it at any temperature); the
+    # other cell, every result and the first ask's history stay as sent.
+    shown = [[m["content"] for m in a["messages"] if m["role"] == "assistant"] for a in asks]
+    assert shown[0] == ["```python\nx = 1\n```", "```python\ny = 2\n```"]
+    assert all(s == [server.LEFT_OUT, "```python\ny = 2\n```"] for s in shown[1:])
+    assert all(len(a["messages"]) == len(asks[0]["messages"]) and a["messages"][2] == asks[0]["messages"][2] for a in asks)
 
 
 def test_asking_again_stops_at_new_code(proxy) -> None:
-    """An earlier cell repeated (not only the last) is asked again; the first reply with new code stands."""
+    """An earlier cell repeated (not only the last) is asked again; the first reply with new code stands.
+    Each ask leaves out every cell repeated so far."""
     up, port = proxy
     up.queue = ["```python\nx = 1\n```", "```python\ny = 2\n```", "```python\nz = 3\n```"]
     n = len(up.requests)
@@ -372,6 +379,10 @@ def test_asking_again_stops_at_new_code(proxy) -> None:
     calls = got["choices"][0]["message"]["tool_calls"]
     assert json.loads(calls[0]["function"]["arguments"]) == {"code": "z = 3\n"}
     assert len(up.requests) - n == 3 and got["usage"]["completion_tokens"] == 3 * 384
+    shown = [[m["content"] for m in r["messages"] if m["role"] == "assistant"] for r in up.requests[n:]]
+    assert shown == [["```python\nx = 1\n```", "```python\ny = 2\n```"],
+                     [server.LEFT_OUT, "```python\ny = 2\n```"],
+                     [server.LEFT_OUT, server.LEFT_OUT]]
     up.queue = ["```python\nw = 4\n```"]
     n = len(up.requests)
     _ask(port, [{"role": "user", "content": "go"}] + _turn(0, "x = 1"))
@@ -402,6 +413,7 @@ def test_repeat_guard_asks_again_when_a_plain_reply_repeats_an_earlier_one(proxy
     assert all("repeat_guard" not in r for r in up.requests[n:])
     assert [r["seed"] for r in up.requests[n:]] == list(range(1, asks + 1))
     assert got["usage"]["prompt_tokens"] == 9 * asks
+    assert [r["messages"][1]["content"] for r in up.requests[n:]] == [body["messages"][1]["content"]] + [server.LEFT_OUT] * (asks - 1)
     up.queue = ['{"tool": "pick", "args": {"object": "red_block"}}']
     n = len(up.requests)
     conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
