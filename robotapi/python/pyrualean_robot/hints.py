@@ -1,8 +1,13 @@
-"""Why a name is not defined: the note a NameError gets in the kernel (notebook.attach installs it).
+"""Notes the kernel adds to two errors whose Python message leaves an agent guessing (notebook.attach
+installs them).
 
-A cell stops at its first error, so the names its later lines assign never exist. An agent that resends
-the rest of a failed cell then hits ``NameError: name 'hx' is not defined`` and, without being told where
-``hx`` was meant to come from, sends the same cell again (measured: a drawer episode, four times).
+- NameError: a cell stops at its first error, so the names its later lines assign never exist. An agent
+  that resends the rest of a failed cell then hits ``NameError: name 'hx' is not defined`` and, without
+  being told where ``hx`` was meant to come from, sends the same cell again (measured: a drawer episode,
+  four times).
+- TypeError ``cannot unpack non-iterable NoneType object`` on a line that unpacks a segment's position:
+  the object was not visible (``found`` False), most often because the arm stands in front of it after an
+  earlier attempt (measured: close_drawer seed 0, the same line twice).
 """
 
 from __future__ import annotations
@@ -76,4 +81,19 @@ def name_error_note(name: str, cell: str, line: Optional[int], earlier: Sequence
             why = (f"an earlier cell assigns it on line {k}, but that cell stopped at {where} with "
                    f"{run.error_type or 'an error'}, so line {k} never ran")
         return f"`{name}` does not exist: {why}. Assign `{name}` in this cell before using it."
+    return None
+
+
+UNPACK_NONE = "cannot unpack non-iterable NoneType object"
+SEGMENT_NOT_FOUND = ("`robo.segment(...)` found nothing, so its position is None: `found` is False when the object is "
+                     "hidden from that camera (most often behind the arm, after an earlier attempt) or out of view. "
+                     "Move the arm up out of the way first (for instance `robo.move_to([0.46, 0, 0.40])`, where it "
+                     "starts), then segment again and check `found`.")
+
+
+def type_error_note(message: str, line: str) -> Optional[str]:
+    """Why ``line`` (the source line that raised) failed with a TypeError ``message``, when it unpacked the
+    position of a segment that found nothing; None otherwise."""
+    if message == UNPACK_NONE and "segment(" in line and ("top_xyz" in line or "world_xyz" in line):
+        return SEGMENT_NOT_FOUND
     return None

@@ -6,6 +6,7 @@ Outside IPython (plain Python, pytest) images are kept in ``Session.emitted`` in
 from __future__ import annotations
 
 import json
+import linecache
 from typing import Any, Optional
 
 import numpy as np
@@ -100,7 +101,7 @@ def attach(robot: Any) -> None:
                                     robot_names=lambda: sandbox.names_bound_to(session().robot, ip.user_ns))
         ip.events.register("pre_run_cell", _pre_run_cell)
         ip.events.register("post_run_cell", _post_run_cell)
-        ip.set_custom_exc((NameError,), _explain_name_error)
+        ip.set_custom_exc((NameError, TypeError), _explain_error)
         s.hooks_installed = True
     elif s.sandbox is not None:
         s.sandbox.workspace = robot.workspace
@@ -126,12 +127,29 @@ def _cell_line(tb: Any) -> Optional[int]:
     return None
 
 
-def _explain_name_error(shell: Any, etype: Any, value: Any, tb: Any, tb_offset: Any = None) -> None:
-    """IPython's handler for NameError: the traceback as usual, with a note on where the name was meant to
-    come from (hints.name_error_note), when the cell or a failed earlier cell says."""
+def _raising_line(tb: Any) -> str:
+    """The source of the innermost line of the agent's own code (any cell's, in the user's namespace) that a
+    traceback passes through; "" when none."""
+    ip = ipython()
+    ns = ip.user_ns if ip is not None else None
+    text = ""
+    while tb is not None:
+        f = tb.tb_frame
+        if f.f_globals is ns:
+            text = linecache.getline(f.f_code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return text.strip()
+
+
+def _explain_error(shell: Any, etype: Any, value: Any, tb: Any, tb_offset: Any = None) -> None:
+    """IPython's handler for NameError and TypeError: the traceback as usual, with a note when hints says
+    more than Python does (where a name was meant to come from; a segment that found nothing)."""
     try:
         s = session()
-        note = hints.name_error_note(getattr(value, "name", "") or "", s.cell, _cell_line(tb), s.cells)
+        if isinstance(value, NameError):
+            note = hints.name_error_note(getattr(value, "name", "") or "", s.cell, _cell_line(tb), s.cells)
+        else:
+            note = hints.type_error_note(str(value), _raising_line(tb))
         if note and note not in getattr(value, "__notes__", ()):
             value.add_note(note)
     except Exception:  # a hint must never hide the error itself

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pyrualean_robot.hints import CellRun, assigned_lines, name_error_note
+from pyrualean_robot.hints import SEGMENT_NOT_FOUND, type_error_note, CellRun, assigned_lines, name_error_note
 
 PICK_HANDLE = '''grasp = robo.pick("drawer_handle")
 assert grasp.success, grasp
@@ -44,3 +44,15 @@ def test_assigned_lines_every_binding():
           "class x: pass\ntry:\n    pass\nexcept E as x:\n    pass\n(x, [y, *x]) = 1, 2\nx += 1\nprint(x)"
     assert assigned_lines(src, "x") == [2, 3, 4, 5, 6, 9, 11, 12]
     assert assigned_lines(src, "os") == [1] and assigned_lines(src, "print") == []
+
+
+@pytest.mark.parametrize("message,line,want", [
+    ("cannot unpack non-iterable NoneType object", 'hx, hy, hz = robo.segment("drawer_handle").top_xyz', SEGMENT_NOT_FOUND),
+    ("cannot unpack non-iterable NoneType object", "x, y, z = robo.segment('bowl', camera='wrist').world_xyz", SEGMENT_NOT_FOUND),
+    # another None, another TypeError, a segment line that is not unpacked: Python's message stands
+    ("cannot unpack non-iterable NoneType object", "a, b = f()", None),
+    ("'NoneType' object is not subscriptable", 'x = robo.segment("bowl").top_xyz[0]', None),
+    ("cannot unpack non-iterable NoneType object", "", None),
+])
+def test_type_error_note(message, line, want):
+    assert type_error_note(message, line) == want

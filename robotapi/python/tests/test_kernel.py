@@ -148,3 +148,28 @@ def test_name_error_says_where_the_name_was_meant_to_come_from(kernel, tmp_path)
     assert rep["ename"] == "NameError" and "does not exist" not in tb and "robbo" in tb
     outs, rep = run(kernel, "print(robo.state().step)", sandbox=True)
     assert rep["status"] == "ok", outs
+
+
+def test_unpacking_a_segment_that_found_nothing_says_why(kernel, tmp_path):
+    """With the arm in the open drawer, in front of its handle (close_drawer seed 0, as an agent left it),
+    segment finds nothing and top_xyz is None: the TypeError the agent reads says why, also raised inside
+    a function an earlier cell defined; another TypeError keeps Python's message."""
+    outs, rep = run(kernel, "from pyrualean_robot import make; "
+                            f"robo = make('tabletop', task='close_drawer', seed=0, workspace={str(tmp_path)!r})")
+    assert rep["status"] == "ok", outs
+    outs, rep = run(kernel, "hx, hy, hz = robo.segment('drawer_handle').top_xyz\n"
+                            "robo.move_to([hx, hy, hz + 0.10], target_yaw=0, gripper=robo.CLOSE)\n"
+                            "robo.move_to([hx - 0.06, hy, hz + 0.10])\n"
+                            "robo.move_to([hx + 0.17, hy, hz - 0.012])\n"
+                            "def where(name):\n    x, y, z = robo.segment(name).top_xyz\n    return x, y, z",
+                    sandbox=True)
+    assert rep["status"] == "ok", outs
+    for code in ("hx, hy, hz = robo.segment('drawer_handle').top_xyz", "where('drawer_handle')"):
+        outs, rep = run(kernel, code, sandbox=True)
+        tb = "\n".join(o["content"]["traceback"][-1] for o in outs if o["msg_type"] == "error")
+        assert rep["ename"] == "TypeError" and "found nothing" in tb and "Move the arm up" in tb, (code, tb)
+    outs, rep = run(kernel, "a, b = None", sandbox=True)
+    tb = "\n".join(o["content"]["traceback"][-1] for o in outs if o["msg_type"] == "error")
+    assert rep["ename"] == "TypeError" and "found nothing" not in tb, tb
+    outs, rep = run(kernel, "print(robo.segment('drawer_handle', camera='wrist').found)", sandbox=True)
+    assert rep["status"] == "ok" and "True" in str(outs), outs

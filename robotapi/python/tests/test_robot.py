@@ -186,6 +186,43 @@ def test_card_says_the_drawer_handle_is_not_a_block(make_robot, task, named):
     assert list(facts)[-1] == "simulator"
 
 
+@pytest.mark.parametrize("task,check", [
+    ("put_block_in_bowl", "red_block in the bowl"),
+    ("put_block_on_plate_swap", "green_block on the plate"),
+    ("stack_blocks", "red_block on blue_block"),
+    ("stack_three", "green_block on blue_block and red_block on green_block, both at once"),
+    ("open_drawer", "the drawer pulled out more than 0.12 m"),
+    ("close_drawer_swap", "the drawer pushed in to less than 0.015 m"),
+    ("bowl_then_plate", "first red_block in the bowl, then green_block on the plate (the first still holding)"),
+])
+def test_card_states_the_success_check_with_the_apis_names(make_robot, task, check):
+    """The card says what the simulator checks, in the names the API takes (one definition: the goals)."""
+    assert make_robot(task, seed=0)._episode_card()["facts"]["success_check"] == check
+
+
+@pytest.mark.parametrize("ordered,timeline,solved_at", [
+    (False, [(0, 0), (1, 0), (1, 1)], 2),          # both at once
+    (False, [(1, 0), (0, 1), (0, 0)], None),       # never both at once
+    (True, [(1, 0), (1, 1)], 1),                   # first, then second
+    (True, [(0, 1), (1, 1)], None),                # second began first
+    (True, [(1, 0), (0, 0), (0, 1), (1, 1)], None),  # the first stopped holding: it began again after the second
+    (True, [(1, 0), (0, 0), (1, 0), (1, 1)], 3),   # the first holds again before the second begins
+])
+def test_task_success_from_its_goals(ordered, timeline, solved_at):
+    """A task is solved when its goals hold together, or (ordered) each began after the one before it."""
+    from pyrualean_robot.robots import tabletop_tasks as tt
+
+    now: dict = {}
+    goals = tuple(tt.Goal(f"g{i}", lambda s, i=i: bool(now[i])) for i in range(2))
+    spec = tt.TaskSpec("t", "f", "do", (), lambda rng, swap: tt.Layout({}), goals, ordered=ordered)
+    mon, solved = tt.Monitor(), []
+    for step, state in enumerate(timeline):
+        now.update(enumerate(state))
+        if spec.success(None, mon, step):
+            solved.append(step)
+    assert (solved[0] if solved else None) == solved_at
+
+
 def test_step_budget_truncates(make_robot):
     r = make_robot(max_env_steps=5)
     m = r.move_to([0.6, 0.2, 0.1])

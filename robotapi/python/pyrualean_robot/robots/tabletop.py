@@ -233,7 +233,11 @@ class TabletopRobot(ArmControl, Robot):
 
     def _episode_facts(self) -> dict:
         facts: dict[str, Any] = {"control_hz": CONTROL_HZ, "table_z": 0.0, "block_size_m": 2 * scene.BLOCK_HALF,
-                                 "family": self._spec.family, "swap": self._spec.swap}
+                                 "family": self._spec.family, "swap": self._spec.swap,
+                                 # The goals with the API's object names: a 1.5B model reads "a tower: blue at
+                                 # the bottom, green on it" as "pick blue"; "green_block on blue_block" it maps
+                                 # to the worked examples' put(block, place).
+                                 "success_check": self._spec.success_check()}
         if "drawer_handle" in self._spec.objects:
             # Said on the card, nearest the agent's first reply: a small model otherwise picks the handle
             # like the worked examples' blocks (they come from other task families).

@@ -40,18 +40,47 @@ class Monitor:
 
 
 @dataclass(frozen=True)
+class Goal:
+    """One condition the simulator checks, and how the task card says it (object names as the API spells
+    them: the card's words and the check are one definition)."""
+    text: str
+    holds: Callable[["object"], bool]  # sim view -> holds now
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     name: str
     family: str
     instruction: str
     objects: tuple[str, ...]                    # object names the task shows (object_names)
     layout: Callable[[np.random.Generator, bool], Layout]
-    success: Callable[["object", Monitor, int], bool]  # (sim view, monitor, step) -> solved
+    goals: tuple[Goal, ...]                     # all must hold at once, or (ordered) one after the other
     swap: bool = False
-    facts: dict = field(default_factory=dict)
+    ordered: bool = False
 
     def info(self) -> TaskInfo:
         return TaskInfo(self.name, self.family, self.instruction, f"robotapi/solutions/tabletop/{self.name}.py")
+
+    def success(self, sim, mon: Monitor, step: int) -> bool:
+        """Solved now: every goal holds; ordered, each began to hold after the one before it and all still
+        hold (the monitor remembers since when each has held)."""
+        if not self.ordered:
+            return all(g.holds(sim) for g in self.goals)
+        for i, g in enumerate(self.goals):
+            if g.holds(sim):
+                mon.since.setdefault(i, step)
+            else:
+                mon.since.pop(i, None)
+        starts = [mon.since.get(i) for i in range(len(self.goals))]
+        return None not in starts and all(a < b for a, b in zip(starts, starts[1:]))
+
+    def success_check(self) -> str:
+        """The goals in the card's words, e.g. "green_block on blue_block and red_block on green_block, both
+        at once"."""
+        texts = [g.text for g in self.goals]
+        if self.ordered:
+            return "first " + ", then ".join(texts) + " (the first still holding)"
+        return " and ".join(texts) + (", both at once" if len(texts) == 2 else ", all at once" if len(texts) > 2 else "")
 
 
 RADIUS = {"bowl": 0.095, "plate": 0.095}  # footprint + finger clearance; blocks use BLOCK_RADIUS
@@ -100,19 +129,20 @@ def on_block(sim, top: str, bottom: str) -> bool:
             and not sim.held(top) and sim.speed(top) < 0.05)
 
 
-def _ordered(first: Callable, second: Callable) -> Callable:
-    def success(sim, mon: Monitor, step: int) -> bool:
-        for key, pred in (("first", first), ("second", second)):
-            if pred(sim):
-                mon.since.setdefault(key, step)
-            else:
-                mon.since.pop(key, None)
-        return "first" in mon.since and "second" in mon.since and mon.since["first"] < mon.since["second"]
-    return success
+def bowl(obj: str) -> Goal:
+    return Goal(f"{obj} in the bowl", lambda s: in_bowl(s, obj))
 
 
-def _simple(pred: Callable) -> Callable:
-    return lambda sim, mon, step: bool(pred(sim))
+def plate(obj: str) -> Goal:
+    return Goal(f"{obj} on the plate", lambda s: on_plate(s, obj))
+
+
+def block(top: str, bottom: str) -> Goal:
+    return Goal(f"{top} on {bottom}", lambda s: on_block(s, top, bottom))
+
+
+DRAWER_OPEN = Goal("the drawer pulled out more than 0.12 m", lambda s: s.drawer_q() > 0.12)
+DRAWER_CLOSED = Goal("the drawer pushed in to less than 0.015 m", lambda s: s.drawer_q() < 0.015)
 
 
 def _tasks() -> list[TaskSpec]:
@@ -129,21 +159,21 @@ def _tasks() -> list[TaskSpec]:
             return _place(rng, [("bowl", rb), ("red_block", ra), ("green_block", CENTER)])
         T.append(TaskSpec(f"put_block_in_bowl{sfx}", "pick_place", "put the red block in the bowl",
                           ("red_block", "green_block", "bowl"), bowl_layout,
-                          _simple(lambda s: in_bowl(s, "red_block")), swap))
+                          (bowl("red_block"),), swap))
 
         def plate_layout(rng, swap=swap):
             ra, rb = regions(swap, RIGHT, LEFT)
             return _place(rng, [("plate", rb), ("green_block", ra), ("blue_block", CENTER)])
         T.append(TaskSpec(f"put_block_on_plate{sfx}", "pick_place", "put the green block on the plate",
                           ("green_block", "blue_block", "plate"), plate_layout,
-                          _simple(lambda s: on_plate(s, "green_block")), swap))
+                          (plate("green_block"),), swap))
 
         def stack2_layout(rng, swap=swap):
             ra, rb = regions(swap, LEFT, RIGHT)
             return _place(rng, [("red_block", ra), ("blue_block", rb), ("green_block", CENTER)])
         T.append(TaskSpec(f"stack_blocks{sfx}", "stack", "stack the red block on the blue block",
                           ("red_block", "green_block", "blue_block"), stack2_layout,
-                          _simple(lambda s: on_block(s, "red_block", "blue_block")), swap))
+                          (block("red_block", "blue_block"),), swap))
 
         def stack3_layout(rng, swap=swap):
             ra, rb = regions(swap, LEFT, RIGHT)
@@ -151,8 +181,7 @@ def _tasks() -> list[TaskSpec]:
         T.append(TaskSpec(f"stack_three{sfx}", "stack",
                           "build a tower: the blue block at the bottom, the green block on it, the red block on top",
                           BLOCKS, stack3_layout,
-                          _simple(lambda s: on_block(s, "green_block", "blue_block")
-                                  and on_block(s, "red_block", "green_block")), swap))
+                          (block("green_block", "blue_block"), block("red_block", "green_block")), swap))
 
         def drawer_layout(rng, q, swap=swap):
             cy = float(rng.uniform(0.06, 0.16)) * (-1 if swap else 1)
@@ -164,11 +193,11 @@ def _tasks() -> list[TaskSpec]:
         T.append(TaskSpec(f"open_drawer{sfx}", "drawer", "open the drawer",
                           ("cabinet", "drawer", "drawer_handle", "red_block"),
                           lambda rng, swap, f=drawer_layout: f(rng, 0.0),
-                          _simple(lambda s: s.drawer_q() > 0.12), swap))
+                          (DRAWER_OPEN,), swap))
         T.append(TaskSpec(f"close_drawer{sfx}", "drawer", "close the drawer",
                           ("cabinet", "drawer", "drawer_handle", "red_block"),
                           lambda rng, swap, f=drawer_layout: f(rng, float(rng.uniform(0.14, 0.17))),
-                          _simple(lambda s: s.drawer_q() < 0.015), swap))
+                          (DRAWER_CLOSED,), swap))
 
         def ordered_layout(rng, swap=swap):
             ra, rb = regions(swap, LEFT, RIGHT)
@@ -177,7 +206,7 @@ def _tasks() -> list[TaskSpec]:
                           "first put the red block in the bowl, then put the green block on the plate "
                           "(in that order)",
                           ("red_block", "green_block", "bowl", "plate"), ordered_layout,
-                          _ordered(lambda s: in_bowl(s, "red_block"), lambda s: on_plate(s, "green_block")), swap))
+                          (bowl("red_block"), plate("green_block")), swap, ordered=True))
     return T
 
 
