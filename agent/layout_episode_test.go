@@ -31,6 +31,10 @@ func TestCompactProfileResults(t *testing.T) {
 		"class N:\n    def __eq__(self, o):\n        raise RuntimeError('eq')\n    __hash__ = None\nraise NameError('n', name=N())",
 		"a = 1 / 0\nb = 2",
 		"print(b)",
+		// the kernel's TypeError note (a segment that found nothing, unpacked): an error whose str()
+		// raises, and a megabyte message, on the very line the note looks for
+		"class T(TypeError):\n    def __str__(self):\n        raise RuntimeError('str')\nraise T()  # robo.segment('red_block').top_xyz",
+		"raise TypeError('cannot unpack non-iterable NoneType object' + 'z' * 1000000)  # robo.segment('red_block').top_xyz",
 	}
 	results := map[string][]string{}
 	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
@@ -111,6 +115,18 @@ func TestCompactProfileResults(t *testing.T) {
 			exc, _ := out["exception"].(string)
 			if !strings.Contains(exc, want) || len(r[j]) > 3*agent.ValueCapChars || (j < 8 && strings.Contains(exc, "does not exist")) {
 				t.Errorf("profile %d, call %d (%d chars): want %q in\n%.600s", i, j, len(r[j]), want, exc)
+			}
+		}
+		for _, j := range []int{9, 10} {
+			var out map[string]any
+			if err := json.Unmarshal([]byte(r[j]), &out); err != nil {
+				t.Fatalf("profile %d, call %d: %v", i, j, err)
+			}
+			exc, _ := out["exception"].(string)
+			// (call 9's report is the error its str() raised: Python's own account of what happened)
+			if !strings.Contains(exc, []string{9: "RuntimeError: str", 10: "TypeError: cannot unpack"}[j]) ||
+				strings.Contains(exc, "found nothing") || len(r[j]) > 3*agent.ValueCapChars {
+				t.Errorf("profile %d, call %d (%d chars): a hostile TypeError got a note or is unbounded:\n%.600s", i, j, len(r[j]), exc)
 			}
 		}
 	}
