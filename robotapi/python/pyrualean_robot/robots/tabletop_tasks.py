@@ -141,8 +141,12 @@ def block(top: str, bottom: str) -> Goal:
     return Goal(f"{top} on {bottom}", lambda s: on_block(s, top, bottom))
 
 
-DRAWER_OPEN = Goal("the drawer pulled out more than 0.12 m", lambda s: s.drawer_q() > 0.12)
-DRAWER_CLOSED = Goal("the drawer pushed in to less than 0.015 m", lambda s: s.drawer_q() < 0.015)
+def drawer_open(more_than: float) -> Goal:
+    return Goal(f"the drawer pulled out more than {more_than} m", lambda s: s.drawer_q() > more_than)
+
+
+def drawer_closed(less_than: float) -> Goal:
+    return Goal(f"the drawer pushed in to less than {less_than} m", lambda s: s.drawer_q() < less_than)
 
 
 def _tasks() -> list[TaskSpec]:
@@ -193,11 +197,11 @@ def _tasks() -> list[TaskSpec]:
         T.append(TaskSpec(f"open_drawer{sfx}", "drawer", "open the drawer",
                           ("cabinet", "drawer", "drawer_handle", "red_block"),
                           lambda rng, swap, f=drawer_layout: f(rng, 0.0),
-                          (DRAWER_OPEN,), swap))
+                          (drawer_open(0.12),), swap))
         T.append(TaskSpec(f"close_drawer{sfx}", "drawer", "close the drawer",
                           ("cabinet", "drawer", "drawer_handle", "red_block"),
                           lambda rng, swap, f=drawer_layout: f(rng, float(rng.uniform(0.14, 0.17))),
-                          (DRAWER_CLOSED,), swap))
+                          (drawer_closed(0.015),), swap))
 
         def ordered_layout(rng, swap=swap):
             ra, rb = regions(swap, LEFT, RIGHT)
