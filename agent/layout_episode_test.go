@@ -35,6 +35,8 @@ func TestCompactProfileResults(t *testing.T) {
 		// raises, and a megabyte message, on the very line the note looks for
 		"class T(TypeError):\n    def __str__(self):\n        raise RuntimeError('str')\nraise T()  # robo.segment('red_block').top_xyz",
 		"raise TypeError('cannot unpack non-iterable NoneType object' + 'z' * 1000000)  # robo.segment('red_block').top_xyz",
+		// a robot method written bare: named from the robot's class (in a sealed episode, the proxy's)
+		"segment('red_block')",
 	}
 	results := map[string][]string{}
 	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
@@ -116,6 +118,13 @@ func TestCompactProfileResults(t *testing.T) {
 			if !strings.Contains(exc, want) || len(r[j]) > 3*agent.ValueCapChars || (j < 8 && strings.Contains(exc, "does not exist")) {
 				t.Errorf("profile %d, call %d (%d chars): want %q in\n%.600s", i, j, len(r[j]), want, exc)
 			}
+		}
+		var bare map[string]any
+		if err := json.Unmarshal([]byte(r[11]), &bare); err != nil {
+			t.Fatalf("profile %d, call 11: %v", i, err)
+		}
+		if exc, _ := bare["exception"].(string); !strings.Contains(exc, "`segment` belongs to the robot: write `robo.segment`") {
+			t.Errorf("profile %d: a bare robot method, no note:\n%.600s", i, r[11])
 		}
 		for _, j := range []int{9, 10} {
 			var out map[string]any

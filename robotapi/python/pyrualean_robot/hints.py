@@ -4,7 +4,8 @@ installs them).
 - NameError: a cell stops at its first error, so the names its later lines assign never exist. An agent
   that resends the rest of a failed cell then hits ``NameError: name 'hx' is not defined`` and, without
   being told where ``hx`` was meant to come from, sends the same cell again (measured: a drawer episode,
-  four times).
+  four times). Also named: a robot method written bare (``segment(...)`` for ``robo.segment(...)``), and a
+  worked example's helper called without defining it (``put``, measured: stack_three_swap seed 0).
 - TypeError ``cannot unpack non-iterable NoneType object`` on a line that unpacks a segment's position:
   the object was not visible (``found`` False), most often because the arm stands in front of it after an
   earlier attempt (measured: close_drawer seed 0, the same line twice).
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Collection, Optional, Sequence
 
 MAX_CELL_CHARS = 20_000  # longer cells are not parsed for a hint
 MAX_EARLIER = 20  # earlier cells looked at, newest first
@@ -59,11 +60,38 @@ def _line(source: str, n: int) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def name_error_note(name: str, cell: str, line: Optional[int], earlier: Sequence[CellRun]) -> Optional[str]:
+def called_names(source: str) -> set[str]:
+    """The bare names ``source`` calls (``put(...)``); empty when it does not parse."""
+    if len(source) > MAX_CELL_CHARS:
+        return set()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+
+
+def name_error_note(name: str, cell: str, line: Optional[int], earlier: Sequence[CellRun],
+                    robot_names: Collection[str] = ()) -> Optional[str]:
     """Where ``name`` was meant to come from, when this cell (raising NameError at ``line``) or a failed
-    earlier cell says so; None when neither does (a plain typo keeps Python's own message)."""
+    earlier cell says so, when it is one of the robot's (``robot_names``: ``segment`` for
+    ``robo.segment``), or when this cell calls a function no cell defines (a worked example's helper);
+    None otherwise (a plain typo keeps Python's own message)."""
     if not name:
         return None
+    note = _earlier_note(name, cell, line, earlier)
+    if note:
+        return note
+    if name in robot_names:
+        return f"`{name}` belongs to the robot: write `robo.{name}`."
+    if name in called_names(cell) and not any(assigned_lines(run.source, name) for run in list(earlier)[-MAX_EARLIER:]):
+        return (f"No cell defines `{name}`: a helper a worked example defines exists only once a cell defines it. "
+                f"Define `{name}` (`def {name}(...):`) in this cell before calling it.")
+    return None
+
+
+def _earlier_note(name: str, cell: str, line: Optional[int], earlier: Sequence[CellRun]) -> Optional[str]:
+    """name_error_note's first answer: a later line of this cell, or a failed earlier cell, assigns it."""
     later = [k for k in assigned_lines(cell, name) if line is not None and k > line]
     if later:
         return f"`{name}` is first assigned on line {later[0]} of this cell, after line {line} uses it."

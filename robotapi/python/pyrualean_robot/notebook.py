@@ -147,14 +147,21 @@ def _explain_error(shell: Any, etype: Any, value: Any, tb: Any, tb_offset: Any =
     try:
         s = session()
         if isinstance(value, NameError):
-            note = hints.name_error_note(getattr(value, "name", "") or "", s.cell, _cell_line(tb), s.cells)
+            robot = type(s.robot) if s.robot is not None else object  # the class: no property runs
+            names = [n for n in dir(robot) if not n.startswith("_")] if robot is not object else []
+            note = hints.name_error_note(getattr(value, "name", "") or "", s.cell, _cell_line(tb), s.cells, names)
         else:
             note = hints.type_error_note(str(value), _raising_line(tb))
         if note and note not in getattr(value, "__notes__", ()):
             value.add_note(note)
     except Exception:  # a hint must never hide the error itself
         pass
-    shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
+    try:
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
+    except Exception:
+        # The error could not be shown (agent code: its str() raises). Show that error, as IPython would,
+        # instead of raising here: IPython drops a handler that raises, and the notes with it.
+        shell.showtraceback(running_compiled_code=True)
 
 
 def _post_run_cell(result: Any = None) -> None:

@@ -56,3 +56,27 @@ def test_assigned_lines_every_binding():
 ])
 def test_type_error_note(message, line, want):
     assert type_error_note(message, line) == want
+
+
+ROBOT = ("segment", "move_to", "pick", "CLOSE")
+
+
+@pytest.mark.parametrize("name,cell,earlier,want", [
+    ("segment", 'hx, hy, hz = segment("drawer_handle").top_xyz', [], "`segment` belongs to the robot: write `robo.segment`."),
+    ("CLOSE", "robo.set_gripper(CLOSE)", [], "`CLOSE` belongs to the robot: write `robo.CLOSE`."),
+    ("put", 'put("green_block", "blue_block", 0.025)', [],
+     "No cell defines `put`: a helper a worked example defines exists only once a cell defines it. "
+     "Define `put` (`def put(...):`) in this cell before calling it."),
+    # an earlier cell defined it (and it was deleted since), a name that is not called, a failed earlier
+    # cell's own note first: no guess
+    ("put", "put(1)", [CellRun("def put(x):\n    pass\ndel put", None)], None),
+    ("grasp", "print(grasp)", [], None),
+    ("put", "put(1)", [CellRun("a = 1/0\ndef put(x): pass", 1, "ZeroDivisionError")],
+     "`put` does not exist: an earlier cell assigns it on line 2, but that cell stopped at line 1 (`a = 1/0`) "
+     "with ZeroDivisionError, so line 2 never ran. Assign `put` in this cell before using it."),
+    # unparsable or huge cells: no guess
+    ("put", "put(", [], None),
+    ("put", "put(1)\n" * 20_000, [], None),
+])
+def test_name_error_note_robot_and_helpers(name, cell, earlier, want):
+    assert name_error_note(name, cell, 1, earlier, ROBOT) == want

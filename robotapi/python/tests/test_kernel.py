@@ -148,6 +148,17 @@ def test_name_error_says_where_the_name_was_meant_to_come_from(kernel, tmp_path)
     assert rep["ename"] == "NameError" and "does not exist" not in tb and "robbo" in tb
     outs, rep = run(kernel, "print(robo.state().step)", sandbox=True)
     assert rep["status"] == "ok", outs
+    # an error whose str() raises is shown as Python shows it, and the notes stay on (IPython drops a
+    # handler that raises)
+    outs, rep = run(kernel, "class T(TypeError):\n    def __str__(self):\n        raise RuntimeError('str')\nraise T()",
+                    sandbox=True)
+    assert rep["status"] == "error", outs
+    # a robot method written bare, a worked example's helper never defined
+    for code, want in (("segment('drawer_handle')", "`segment` belongs to the robot: write `robo.segment`."),
+                       ("put('red_block', 'bowl', 0.035)", "No cell defines `put`")):
+        outs, rep = run(kernel, code, sandbox=True)
+        tb = "\n".join(o["content"]["traceback"][-1] for o in outs if o["msg_type"] == "error")
+        assert rep["ename"] == "NameError" and want in tb, (code, tb)
 
 
 def test_unpacking_a_segment_that_found_nothing_says_why(kernel, tmp_path):
