@@ -115,8 +115,7 @@ def _earlier_note(name: str, cell: str, line: Optional[int], earlier: Sequence[C
 UNPACK_NONE = "cannot unpack non-iterable NoneType object"
 SEGMENT_NOT_FOUND = ("`robo.segment(...)` found nothing, so its position is None: `found` is False when the object is "
                      "hidden from that camera (most often behind the arm, after an earlier attempt) or out of view. "
-                     "Move the arm up out of the way first (for instance `robo.move_to([0.46, 0, 0.40])`, where it "
-                     "starts), then segment again and check `found`.")
+                     "Move the arm up out of the way first, then segment again and check `found`.")
 
 
 def type_error_note(message: str, line: str) -> Optional[str]:
