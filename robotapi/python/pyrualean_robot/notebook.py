@@ -132,13 +132,12 @@ def _raising_line(tb: Any) -> str:
     traceback passes through; "" when none."""
     ip = ipython()
     ns = ip.user_ns if ip is not None else None
-    text = ""
-    while tb is not None:
-        f = tb.tb_frame
-        if f.f_globals is ns:
-            text = linecache.getline(f.f_code.co_filename, tb.tb_lineno)
+    where = None
+    while tb is not None:  # a deep recursion's traceback: one line read, the innermost
+        if tb.tb_frame.f_globals is ns:
+            where = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
         tb = tb.tb_next
-    return text.strip()
+    return linecache.getline(*where).strip() if where else ""
 
 
 def _explain_error(shell: Any, etype: Any, value: Any, tb: Any, tb_offset: Any = None) -> None:
