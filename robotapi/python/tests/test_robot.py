@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -50,7 +51,9 @@ def test_invalid_arguments_raise_before_moving(make_robot, call):
 @pytest.mark.parametrize("name", ["drawer_handle", "drawer", "the drawer handle", "cabinet"])
 def test_pick_on_the_drawer_says_how_it_moves(make_robot, name):
     r = make_robot(task="open_drawer")
-    with pytest.raises(ValueError, match=r"never picked up.*segment\('drawer_handle'\)\.top_xyz.*toward -x"):
+    # the line to write in the pick's place, word for word (the model copies it)
+    with pytest.raises(ValueError, match=r"never picked up.*In place of the pick and of grasp\.top_xyz, read the "
+                                         r"handle: hx, hy, hz = robo\.segment\('drawer_handle'\)\.top_xyz\. .*toward -x"):
         r.pick(name)
     # where there is no drawer, the error does not talk of one
     with pytest.raises(ValueError, match=r"pick works on blocks") as e:
@@ -176,13 +179,19 @@ def test_drawer_facts_of_the_knowledge_file_work(make_robot, task, seed):
     assert last.terminated and r.done
 
 
-@pytest.mark.parametrize("task,named", [("open_drawer", True), ("close_drawer_swap", True), ("stack_blocks", False)])
-def test_card_says_the_drawer_handle_is_not_a_block(make_robot, task, named):
-    """A drawer task's card says, next to the agent's first reply, that pick refuses the handle."""
+@pytest.mark.parametrize("task,named,start", [
+    ("open_drawer", True, r"closed \(pushed in\)"),
+    ("close_drawer_swap", True, r"open, pulled out 0\.1[4-7] m"),  # the layout's 0.14-0.17 m
+    ("stack_blocks", False, None),
+])
+def test_card_says_the_drawer_handle_is_not_a_block(make_robot, task, named, start):
+    """A drawer task's card says, next to the agent's first reply, that pick refuses the handle and where the
+    drawer stands at the start."""
     facts = make_robot(task, seed=0)._episode_card()["facts"]
-    assert ("drawer_handle" in facts) == named
+    assert ("drawer_handle" in facts) == named and ("drawer_at_start" in facts) == named
     if named:
         assert "not a block" in facts["drawer_handle"] and "Drawer" in facts["drawer_handle"]
+        assert re.fullmatch(start, facts["drawer_at_start"]), facts["drawer_at_start"]
     assert list(facts)[-1] == "simulator"
 
 

@@ -38,6 +38,11 @@ KNOWLEDGE = load_guide("tabletop", "tabletop.md")
 
 
 @lru_cache(maxsize=1)
+def _drawer_words(q: float) -> str:
+    """Where the drawer stands, in a card's words: how far it is pulled out of the cabinet."""
+    return "closed (pushed in)" if q < 0.005 else f"open, pulled out {q:.2f} m"
+
+
 def _mjcf() -> str:
     return scene.build_mjcf()
 
@@ -244,6 +249,9 @@ class TabletopRobot(ArmControl, Robot):
             facts["drawer_handle"] = ("the drawer's handle, not a block: pick refuses it. The gripper closes "
                                       "on it to pull the drawer out, or pushes it in with the fingers closed "
                                       "(the robot facts, Drawer)")
+            # Where the drawer stands, as a person would say it: with the recipes for both directions in
+            # the facts, the model pulled an already open drawer before pushing it (close_drawer, seed 0).
+            facts["drawer_at_start"] = _drawer_words(self._sim.drawer_q())
         facts["simulator"] = f"MuJoCo {self._mj.__version__} (CPU)"
         return facts
 
@@ -565,10 +573,15 @@ class TabletopRobot(ArmControl, Robot):
             object = self._match_object(object) or object  # "the red block" -> red_block
         if object in ("drawer", "drawer_handle", "cabinet") and object in self._spec.objects:
             # A small model tries pick() on the drawer turn after turn: the error says which calls move it.
+            # It names the line to write in the pick's place: after a bare refusal the model deleted the pick
+            # and kept `hx` from `grasp.top_xyz`, then guessed the handle's coordinates (close_drawer, seed 0).
             raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}: the drawer is never picked up, it "
-                             "slides along x by its handle. Grasp the handle with move_to and set_gripper(robo.CLOSE) "
-                             "from above (segment('drawer_handle').top_xyz), then move_to toward -x to open it; "
-                             "to close it, push toward +x from the robot side of the handle (the robot facts, Drawer)")
+                             "slides along x by its handle, so there is no grasp result to read. In place of the "
+                             "pick and of grasp.top_xyz, read the handle: "
+                             "hx, hy, hz = robo.segment('drawer_handle').top_xyz. Then grasp the handle with "
+                             "move_to and set_gripper(robo.CLOSE) from above and move_to toward -x to open it; "
+                             "to close it, push toward +x from the robot side of the handle with the fingers "
+                             "closed (the robot facts, Drawer)")
         if object not in PICKABLE:
             raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}")
         self._check_in_task(object)
