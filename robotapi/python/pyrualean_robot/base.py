@@ -78,6 +78,17 @@ def tool(*, stateful: bool, vla: bool = False, privileged: bool = False) -> Call
     return deco
 
 
+def _parameters(sig: inspect.Signature) -> str:
+    """A primitive's parameters as a call would name them: "xyz, gripper, *, tol, step_clip"."""
+    out, star = [], False
+    for p in list(sig.parameters.values())[1:]:  # not self
+        if p.kind is p.KEYWORD_ONLY and not star:
+            out.append("*")
+            star = True
+        out.append(p.name)
+    return ", ".join(out)
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v.tolist() if v.size <= 64 else f"<array {v.shape} {v.dtype}>"
@@ -256,11 +267,15 @@ class Robot:
         name = fn.__name__
         if self._depth > 0:  # a primitive used by another primitive: the outer call is the ledger entry
             return fn(self, *args, **kwargs)
+        unbound = ""
         try:
             bound = sig.bind(self, *args, **kwargs)
             call_kwargs = {k: _jsonable(v) for k, v in list(bound.arguments.items())[1:]}
-        except TypeError:
+        except TypeError as e:
             call_kwargs = {"args": _jsonable(list(args)), **{k: _jsonable(v) for k, v in kwargs.items()}}
+            # Python's message names only the wrong argument; a small model then drops every keyword (or
+            # guesses another: `move_to(..., above=0.03)`, after the worked example's put(block, place, above)).
+            unbound = f"{str(e)[:300]}; {name} takes {_parameters(sig)}"
         started = time.time()
         steps0 = self._env_steps()
         rec: dict[str, Any] = {"index": len(self._ledger), "tool": name, "kwargs": call_kwargs,
@@ -272,6 +287,8 @@ class Robot:
             if privileged and self.primitives == "paper":
                 raise RuntimeError(f"{name} is not available in this run (the paper's primitive set: no "
                                    "primitive that reads the simulator's ground truth)")
+            if unbound:
+                raise TypeError(unbound)
             if stateful:
                 self._guard()
             result = fn(self, *args, **kwargs)

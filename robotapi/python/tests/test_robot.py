@@ -61,6 +61,28 @@ def test_pick_on_the_drawer_says_how_it_moves(make_robot, name):
     assert "drawer is never picked" not in str(e.value)
 
 
+@pytest.mark.parametrize("call,message", [
+    (lambda r: r.move_to([0.5, 0.0, 0.2], above=0.03),
+     r"got an unexpected keyword argument 'above'; move_to takes xyz, gripper, \*, tol, step_clip, max_steps, "
+     r"target_yaw$"),
+    (lambda r: r.move_to(), r"missing a required argument: 'xyz'; move_to takes xyz, "),
+    (lambda r: r.release(3, 4), r"too many positional arguments; release takes max_steps$"),
+    (lambda r: r.pick("red_block", **{"x" * 100_000: 1}), r"^got an unexpected keyword argument 'x{200,}; pick takes "
+                                                          r"object, \*, lift, max_steps$"),
+])
+def test_a_call_with_wrong_arguments_names_the_parameters(make_robot, call, message):
+    """Python's TypeError names only the wrong argument; the primitive's says which ones it takes. Nothing
+    moves, the ledger records the refused call, and an agent's huge keyword cannot make the message huge."""
+    r = make_robot()
+    before = snapshot(r)
+    with pytest.raises(TypeError, match=message) as e:
+        call(r)
+    assert len(str(e.value)) < 400
+    after = snapshot(r)
+    assert after[1] == before[1] and np.array_equal(after[0], before[0])
+    assert r.ledger[-1]["ok"] is False and r.ledger[-1]["error"].startswith("TypeError")
+
+
 def test_make_options_are_validated(tmp_path):
     for kw in ({"images": "always"}, {"primitives": "some"}, {"task": "no_such_task"}, {"seed": "1"},
                {"max_env_steps": 0}):
