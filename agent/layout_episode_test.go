@@ -37,6 +37,10 @@ func TestCompactProfileResults(t *testing.T) {
 		"raise TypeError('cannot unpack non-iterable NoneType object' + 'z' * 1000000)  # robo.segment('red_block').top_xyz",
 		// a robot method written bare: named from the robot's class (in a sealed episode, the proxy's)
 		"segment('red_block')",
+		// a primitive called with wrong arguments: the robot server names the parameters; an agent's
+		// 100,000-character keyword does not make the message (or the result) long
+		"robo.move_to([0.5, 0.0, 0.2], above=0.03)",
+		"robo.move_to([0.5, 0.0, 0.2], **{'k' * 100000: 1})",
 	}
 	results := map[string][]string{}
 	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
@@ -125,6 +129,16 @@ func TestCompactProfileResults(t *testing.T) {
 		}
 		if exc, _ := bare["exception"].(string); !strings.Contains(exc, "`segment` belongs to the robot: write `robo.segment`") {
 			t.Errorf("profile %d: a bare robot method, no note:\n%.600s", i, r[11])
+		}
+		for j, want := range map[int]string{12: "TypeError: got an unexpected keyword argument 'above'; move_to takes xyz, gripper, *, tol, step_clip, max_steps, target_yaw",
+			13: "; move_to takes xyz, gripper, *,"} {
+			var out map[string]any
+			if err := json.Unmarshal([]byte(r[j]), &out); err != nil {
+				t.Fatalf("profile %d, call %d: %v (%d chars)\n%.500s\n...\n%s", i, j, err, len(r[j]), r[j], r[j][max(0, len(r[j])-800):])
+			}
+			if exc, _ := out["exception"].(string); !strings.Contains(exc, want) || len(r[j]) > 3*agent.ValueCapChars || out["moved"] != false {
+				t.Errorf("profile %d, call %d (%d chars): want %q, unmoved, in\n%.600s", i, j, len(r[j]), want, exc)
+			}
 		}
 		for _, j := range []int{9, 10} {
 			var out map[string]any

@@ -272,7 +272,10 @@ class Robot:
             bound = sig.bind(self, *args, **kwargs)
             call_kwargs = {k: _jsonable(v) for k, v in list(bound.arguments.items())[1:]}
         except TypeError as e:
-            call_kwargs = {"args": _jsonable(list(args)), **{k: _jsonable(v) for k, v in kwargs.items()}}
+            # the agent's own keywords, which no parameter bounds: a long one is cut in the record (calls.jsonl,
+            # the cell's feedback), as in the message
+            call_kwargs = {"args": _jsonable(list(args)),
+                           **{(k if len(k) <= 100 else k[:100] + "..."): _jsonable(v) for k, v in kwargs.items()}}
             # Python's message names only the wrong argument; a small model then drops every keyword (or
             # guesses another: `move_to(..., above=0.03)`, after the worked example's put(block, place, above)).
             unbound = f"{str(e)[:300]}; {name} takes {_parameters(sig)}"

@@ -81,6 +81,7 @@ def test_a_call_with_wrong_arguments_names_the_parameters(make_robot, call, mess
     after = snapshot(r)
     assert after[1] == before[1] and np.array_equal(after[0], before[0])
     assert r.ledger[-1]["ok"] is False and r.ledger[-1]["error"].startswith("TypeError")
+    assert all(len(k) <= 103 for k in r.ledger[-1]["kwargs"]) and len(r.ledger[-1]["error"]) < 400
 
 
 def test_make_options_are_validated(tmp_path):
