@@ -37,12 +37,12 @@ SEGMENTABLE = ("red_block", "green_block", "blue_block", "bowl", "plate", "cabin
 KNOWLEDGE = load_guide("tabletop", "tabletop.md")
 
 
-@lru_cache(maxsize=1)
 def _drawer_words(q: float) -> str:
     """Where the drawer stands, in a card's words: how far it is pulled out of the cabinet."""
     return "closed (pushed in)" if q < 0.005 else f"open, pulled out {q:.2f} m"
 
 
+@lru_cache(maxsize=1)
 def _mjcf() -> str:
     return scene.build_mjcf()
 
