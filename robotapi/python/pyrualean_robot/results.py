@@ -22,7 +22,7 @@ class _Result:
         if "xyz" in name or "pos" in name:
             # The model wrote `x, y, top = grasp.top_xyz` four times after the bare pointer (bowl_then_plate_swap,
             # seed 0): it reads the pick's result as the place; the note says which is which.
-            hint = (f"; a {type(self).__name__} says what the call did, not where anything is: where an object is: "
+            hint = (f"; a {type(self).__name__} does not say where objects are: where an object is: "
                     "robo.segment(name).top_xyz, and where a block goes, the place's top: "
                     "x, y, top = robo.segment(place).top_xyz")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}: a {type(self).__name__} has "

@@ -385,7 +385,7 @@ def test_a_missing_result_attribute_names_the_ones_there(make_robot):
     with pytest.raises(AttributeError, match=r"'Move' object has no attribute 'success': a Move has target_xyz, .*reached"):
         move.success
     grasp = r.pick("red_block")
-    with pytest.raises(AttributeError, match=r"a Pick has success, .*; a Pick says what the call did, not where anything is: where an "
+    with pytest.raises(AttributeError, match=r"a Pick has success, .*; a Pick does not say where objects are: where an "
                                              r"object is: robo.segment\(name\).top_xyz, and where a block goes, the "
                                              r"place's top: x, y, top = robo.segment\(place\).top_xyz$"):
         grasp.top_xyz
