@@ -130,8 +130,8 @@ func TestCompactProfileResults(t *testing.T) {
 		if exc, _ := bare["exception"].(string); !strings.Contains(exc, "`segment` belongs to the robot: write `robo.segment`") {
 			t.Errorf("profile %d: a bare robot method, no note:\n%.600s", i, r[11])
 		}
-		for j, want := range map[int]string{12: "TypeError: got an unexpected keyword argument 'above'; the call is robo.move_to(xyz: Sequence[float], gripper: Optional[float] = None, *, tol: float = 0.01, step_clip: float = 0.02, max_steps: int = 100, target_yaw: Optional[float] = None) -> Move",
-			13: "; the call is robo.move_to(xyz: "} {
+		for j, want := range map[int]string{12: "TypeError: got an unexpected keyword argument 'above'; move_to takes xyz, gripper, *, tol, step_clip, max_steps, target_yaw",
+			13: "; move_to takes xyz, gripper, *,"} {
 			var out map[string]any
 			if err := json.Unmarshal([]byte(r[j]), &out); err != nil {
 				t.Fatalf("profile %d, call %d: %v (%d chars)\n%.500s\n...\n%s", i, j, err, len(r[j]), r[j], r[j][max(0, len(r[j])-800):])

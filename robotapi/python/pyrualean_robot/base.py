@@ -78,6 +78,17 @@ def tool(*, stateful: bool, vla: bool = False, privileged: bool = False) -> Call
     return deco
 
 
+def _parameters(sig: inspect.Signature) -> str:
+    """A primitive's parameters as a call would name them: "xyz, gripper, *, tol, step_clip"."""
+    out, star = [], False
+    for p in list(sig.parameters.values())[1:]:  # not self
+        if p.kind is p.KEYWORD_ONLY and not star:
+            out.append("*")
+            star = True
+        out.append(p.name)
+    return ", ".join(out)
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v.tolist() if v.size <= 64 else f"<array {v.shape} {v.dtype}>"
@@ -267,8 +278,7 @@ class Robot:
                            **{(k if len(k) <= 100 else k[:100] + "..."): _jsonable(v) for k, v in kwargs.items()}}
             # Python's message names only the wrong argument; a small model then drops every keyword (or
             # guesses another: `move_to(..., above=0.03)`, after the worked example's put(block, place, above)).
-            from .apiref import signature_text  # (apiref imports this module) the API reference's own line
-            unbound = f"{str(e)[:200]}; the call is {signature_text(name, fn)}"
+            unbound = f"{str(e)[:300]}; {name} takes {_parameters(sig)}"
         started = time.time()
         steps0 = self._env_steps()
         rec: dict[str, Any] = {"index": len(self._ledger), "tool": name, "kwargs": call_kwargs,
