@@ -1,17 +1,17 @@
 # %% [markdown]
-# Reference solution: close the drawer by pushing its handle toward the cabinet with the gripper closed.
+# Reference solution: close the drawer by grasping its handle from above and pushing it into the cabinet.
 
 # %%
 handle = robo.segment("drawer_handle")
 x, y, z = handle.top_xyz
-robo.set_gripper(robo.CLOSE, steps=6)
-robo.move_to([x - 0.06, y, z + 0.10], target_yaw=1.5708)
-robo.move_to([x - 0.06, y, z - 0.01], step_clip=0.01)
+robo.move_to([x, y, z + 0.10], robo.OPEN, target_yaw=0.0)
+robo.move_to([x, y, z - 0.012], step_clip=0.01)
+robo.set_gripper(robo.CLOSE, steps=10)
 
 # %%
-robo.move_to([x + 0.17, y, z - 0.01], step_clip=0.01, max_steps=150)
+robo.move_to([x + 0.17, y, z - 0.012], step_clip=0.01, max_steps=150)
 
 # %%
 if not robo.done:
-    robo.move_to([x, y, z + 0.15])
+    robo.release()
 robo.state()

@@ -246,9 +246,11 @@ class TabletopRobot(ArmControl, Robot):
         if "drawer_handle" in self._spec.objects:
             # Said on the card, nearest the agent's first reply: a small model otherwise picks the handle
             # like the worked examples' blocks (they come from other task families).
+            # One motion for both directions: with a grasp to open and a closed-finger push to close, the
+            # model mixed the two recipes' steps in one cell (close_drawer, seeds 1-2).
             facts["drawer_handle"] = ("the drawer's handle, not a block: pick refuses it. The gripper closes "
-                                      "on it to pull the drawer out, or pushes it in with the fingers closed "
-                                      "(the robot facts, Drawer)")
+                                      "on it, then move_to slides the drawer along x: toward -x opens it, "
+                                      "toward +x closes it (the robot facts, Drawer)")
             # Where the drawer stands, as a person would say it: with the recipes for both directions in
             # the facts, the model pulled an already open drawer before pushing it (close_drawer, seed 0).
             facts["drawer_at_start"] = _drawer_words(self._sim.drawer_q())
@@ -578,10 +580,10 @@ class TabletopRobot(ArmControl, Robot):
             raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}: the drawer is never picked up, it "
                              "slides along x by its handle, so there is no grasp result to read. In place of the "
                              "pick and of grasp.top_xyz, read the handle: "
-                             "hx, hy, hz = robo.segment('drawer_handle').top_xyz. Then grasp the handle with "
-                             "move_to and set_gripper(robo.CLOSE) from above and move_to toward -x to open it; "
-                             "to close it, push toward +x from the robot side of the handle with the fingers "
-                             "closed (the robot facts, Drawer)")
+                             "hx, hy, hz = robo.segment('drawer_handle').top_xyz. Then grasp the handle from "
+                             "above with move_to and set_gripper(robo.CLOSE), and slide it with move_to at the "
+                             "same height: to hx - 0.17 opens the drawer, to hx + 0.17 closes it (the robot "
+                             "facts, Drawer)")
         if object not in PICKABLE:
             raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}")
         self._check_in_task(object)
