@@ -9,7 +9,7 @@ robo.move_to([x, y, z - 0.012], step_clip=0.01)
 robo.set_gripper(robo.CLOSE, steps=10)
 
 # %%
-robo.move_to([x + 0.17, y, z - 0.012], step_clip=0.01, max_steps=150)
+robo.move_to([x + 0.25, y, z - 0.012], step_clip=0.01, max_steps=150)
 
 # %%
 if not robo.done:

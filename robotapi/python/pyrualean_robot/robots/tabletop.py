@@ -582,7 +582,7 @@ class TabletopRobot(ArmControl, Robot):
                              "pick and of grasp.top_xyz, read the handle: "
                              "hx, hy, hz = robo.segment('drawer_handle').top_xyz. Then grasp the handle from "
                              "above with move_to and set_gripper(robo.CLOSE), and slide it with move_to at the "
-                             "same height: to hx - 0.17 opens the drawer, to hx + 0.17 closes it (the robot "
+                             "same height: to hx - 0.17 opens the drawer, to hx + 0.25 closes it (the robot "
                              "facts, Drawer)")
         if object not in PICKABLE:
             raise ValueError(f"pick works on blocks {PICKABLE}, not {object!r}")
