@@ -48,6 +48,23 @@ def test_invalid_arguments_raise_before_moving(make_robot, call):
     assert r.ledger[-1]["ok"] is False and r.ledger[-1]["error"].startswith("ValueError")
 
 
+@pytest.mark.parametrize("xyz,says", [
+    ([-0.17, 0, 0.012], r"target x=-0\.170 .*not a distance to move; to move by -0\.17 along x, add it to a "
+                        r"position you read, e\.g\. x - 0\.17$"),
+    ([0.5, 0.0, -0.012], r"target z=-0\.012 .*e\.g\. z - 0\.01$"),
+    ([0.95, 0.0, 0.2], r"^target x=0\.950 is outside the workspace \[0\.15, 0\.85\]$"),  # a place, too far
+    ([0.5, 0.0, 1e300], r"^target z=1\.000e\+300|^target z=.*outside the workspace \[0\.005, 0\.65\]$"),
+])
+def test_a_target_outside_the_workspace_says_whether_it_reads_as_a_distance(make_robot, xyz, says):
+    """A coordinate small enough to be a slide's size (the model wrote move_to([-0.17, 0, 0.012]) for "pull to
+    hx - 0.17") is told xyz is a place; a far one only hears the bounds. Nothing moves."""
+    r = make_robot()
+    before = snapshot(r)
+    with pytest.raises(ValueError, match=says):
+        r.move_to(xyz)
+    assert np.array_equal(snapshot(r)[0], before[0])
+
+
 @pytest.mark.parametrize("name", ["drawer_handle", "drawer", "the drawer handle", "cabinet"])
 def test_pick_on_the_drawer_says_how_it_moves(make_robot, name):
     r = make_robot(task="open_drawer")

@@ -29,6 +29,7 @@ XYZ_MIN = (0.15, -0.55, 0.005)
 XYZ_MAX = (0.85, 0.55, 0.65)
 REACH_M = 0.88           # from the shoulder (0, 0, 0.333)
 MAX_MOVE_M = 0.6
+OFFSET_LIKE_M = 0.3  # a target coordinate this small outside the workspace reads as a distance, not a place
 PICKABLE = tasks.BLOCKS
 SEGMENTABLE = ("red_block", "green_block", "blue_block", "bowl", "plate", "cabinet", "drawer", "drawer_handle",
                "table", "robot")
@@ -279,8 +280,14 @@ class TabletopRobot(ArmControl, Robot):
     def _check_target(self, v: np.ndarray) -> None:
         for i, ax in enumerate("xyz"):
             if not XYZ_MIN[i] <= v[i] <= XYZ_MAX[i]:
-                raise ValueError(f"target {ax}={v[i]:.3f} is outside the workspace "
-                                 f"[{XYZ_MIN[i]}, {XYZ_MAX[i]}]")
+                why = f"target {ax}={v[i]:.3f} is outside the workspace [{XYZ_MIN[i]}, {XYZ_MAX[i]}]"
+                if abs(v[i]) <= OFFSET_LIKE_M:
+                    # A small model copies a slide's size as the target (move_to([-0.17, 0, 0.012]) for "pull
+                    # it to hx - 0.17", close_drawer seed 0, three calls running): say xyz is a place.
+                    why += (f": xyz is a position in metres from the robot's base, not a distance to move; to "
+                            f"move by {v[i]:+.2f} along {ax}, add it to a position you read, e.g. "
+                            f"{ax} {'-' if v[i] < 0 else '+'} {abs(v[i]):.2f}")
+                raise ValueError(why)
         if np.linalg.norm(v - np.array([0.0, 0.0, 0.333])) > REACH_M:
             raise ValueError(f"target {v.round(3).tolist()} is beyond the arm's reach")
         dist = float(np.linalg.norm(v - self._eef()[0]))
