@@ -5,7 +5,8 @@ installs them).
   that resends the rest of a failed cell then hits ``NameError: name 'hx' is not defined`` and, without
   being told where ``hx`` was meant to come from, sends the same cell again (measured: a drawer episode,
   four times). Also named: a robot method written bare (``segment(...)`` for ``robo.segment(...)``), and a
-  worked example's helper called without defining it (``put``, measured: stack_three_swap seed 0).
+  worked example's helper called without defining it (``put``, measured: stack_three_swap seed 0), and a
+  name the cell dropped into ``_`` (``x, y, _ = ...`` then ``top``, measured: bowl_then_plate seed 0).
 - TypeError ``cannot unpack non-iterable NoneType object`` on a line that unpacks a segment's position:
   the object was not visible (``found`` False), most often because the arm stands in front of it after an
   earlier attempt (measured: close_drawer seed 0, the same line twice).
@@ -84,6 +85,10 @@ def name_error_note(name: str, cell: str, line: Optional[int], earlier: Sequence
         return note
     if name in robot_names:
         return f"`{name}` belongs to the robot: write `robo.{name}`."
+    if not any(assigned_lines(run.source, name) for run in list(earlier)[-MAX_EARLIER:]):
+        note = _dropped_note(name, cell, line)
+        if note:
+            return note
     if name in called_names(cell) and not any(assigned_lines(run.source, name) for run in list(earlier)[-MAX_EARLIER:]):
         return (f"No cell defines `{name}`: a helper a worked example defines exists only once a cell defines it. "
                 f"Define `{name}` (`def {name}(...):`) in this cell before calling it.")
@@ -110,6 +115,38 @@ def _earlier_note(name: str, cell: str, line: Optional[int], earlier: Sequence[C
                    f"{run.error_type or 'an error'}, so line {k} never ran")
         return f"`{name}` does not exist: {why}. Assign `{name}` in this cell before using it."
     return None
+
+
+def _dropped_note(name: str, cell: str, line: Optional[int]) -> Optional[str]:
+    """When no cell binds ``name`` and a line of this cell before ``line`` unpacks into ``_`` (one ``_``, plain
+    names): the value it drops may be the one wanted. Two worked examples unpack a place's position as
+    ``x, y, _`` and ``x, y, top``; the model wrote the first and used ``top`` (bowl_then_plate seed 0, the
+    same cell twice)."""
+    if line is None or len(cell) > MAX_CELL_CHARS or not name.isidentifier() or name == "_":
+        return None
+    try:
+        tree = ast.parse(cell)
+    except (SyntaxError, ValueError):
+        return None
+    found = None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and node.lineno < line and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Tuple)):
+            continue
+        elts = node.targets[0].elts
+        if all(isinstance(e, ast.Name) for e in elts) and [e.id for e in elts].count("_") == 1 \
+                and (found is None or node.lineno > found.lineno):
+            found = node
+    if found is None:
+        return None
+    for e in found.targets[0].elts:
+        if e.id == "_":
+            e.id = name
+    fixed = ast.unparse(found)
+    if len(fixed) > 160:
+        return None
+    return (f"No cell assigns `{name}`. Line {found.lineno} (`{_line(cell, found.lineno)}`) drops a value into "
+            f"`_`: if `{name}` is that value, name it there: `{fixed}`.")
 
 
 UNPACK_NONE = "cannot unpack non-iterable NoneType object"

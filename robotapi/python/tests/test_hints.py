@@ -80,3 +80,29 @@ ROBOT = ("segment", "move_to", "pick", "CLOSE")
 ])
 def test_name_error_note_robot_and_helpers(name, cell, earlier, want):
     assert name_error_note(name, cell, 1, earlier, ROBOT) == want
+
+
+@pytest.mark.parametrize("name,cell,line,earlier,want", [
+    # a value unpacked into `_`, then used by another name (bowl_then_plate seed 0, the model's cell)
+    ("top", 'grasp = robo.pick("green_block")\nx, y, _ = robo.segment("plate").top_xyz\n'
+            'robo.move_to([x, y, top + 0.10])', 3, [],
+     "No cell assigns `top`. Line 2 (`x, y, _ = robo.segment(\"plate\").top_xyz`) drops a value into `_`: if "
+     "`top` is that value, name it there: `x, y, top = robo.segment('plate').top_xyz`."),
+    # the nearest such line before the error; none after it, none with two `_`, none once any cell binds it
+    ("top", "a, _ = 1, 2\nb, _ = 3, 4\nprint(top)\nc, _ = 5, 6", 3, [],
+     "No cell assigns `top`. Line 2 (`b, _ = 3, 4`) drops a value into `_`: if `top` is that value, name it "
+     "there: `b, top = (3, 4)`."),
+    ("top", "print(top)\nx, _ = 1, 2", 1, [], None),
+    ("top", "x, _ = 1, 2\nprint(top)", None, [], None),  # no line known
+    ("top", "_, y, _ = 1, 2, 3\nprint(top)", 2, [], None),
+    ("top", "x, _ = 1, 2\nprint(top)", 2, [CellRun("top = 1/0", 1, "ZeroDivisionError")],
+     "`top` does not exist: an earlier cell assigned it on line 1 (`top = 1/0`), the line that raised "
+     "ZeroDivisionError, so it never got a value. Assign `top` in this cell before using it."),
+    ("top", "x, _ = 1, 2\nprint(top)", 2, [CellRun("top = 1\ndel top", None)], None),
+    ("top", "x, _ = 1, 2\nprint(top)", 2, [], "No cell assigns `top`. Line 1 (`x, _ = 1, 2`) drops a value into `_`: "
+     "if `top` is that value, name it there: `x, top = (1, 2)`."),
+    ("t" * 200, "x, _ = 1, 2\nprint(" + "t" * 200 + ")", 2, [], None),  # the fix would be too long to quote
+    ("top", "x, _ = 1, 2\n" * 20_000 + "print(top)", 20_001, [], None),  # a huge cell: not parsed
+])
+def test_name_error_note_names_a_value_dropped_into_underscore(name, cell, line, earlier, want):
+    assert name_error_note(name, cell, line, earlier, ROBOT) == want
