@@ -85,11 +85,12 @@ def name_error_note(name: str, cell: str, line: Optional[int], earlier: Sequence
         return note
     if name in robot_names:
         return f"`{name}` belongs to the robot: write `robo.{name}`."
-    if not any(assigned_lines(run.source, name) for run in list(earlier)[-MAX_EARLIER:]):
-        note = _dropped_note(name, cell, line)
-        if note:
-            return note
-    if name in called_names(cell) and not any(assigned_lines(run.source, name) for run in list(earlier)[-MAX_EARLIER:]):
+    if any(assigned_lines(run.source, name) for run in list(earlier)[-MAX_EARLIER:]):
+        return None  # an earlier cell bound it (and it is gone since): no guess
+    note = _dropped_note(name, cell, line)
+    if note:
+        return note
+    if name in called_names(cell):
         return (f"No cell defines `{name}`: a helper a worked example defines exists only once a cell defines it. "
                 f"Define `{name}` (`def {name}(...):`) in this cell before calling it.")
     return None
@@ -137,14 +138,12 @@ def _dropped_note(name: str, cell: str, line: Optional[int]) -> Optional[str]:
         if all(isinstance(e, ast.Name) for e in elts) and [e.id for e in elts].count("_") == 1 \
                 and (found is None or node.lineno > found.lineno):
             found = node
-    if found is None:
-        return None
+    if found is None or found.end_lineno != found.lineno or found.end_col_offset - found.col_offset > 160:
+        return None  # only a short line is quoted back (and unparsed: a deep expression would recurse)
     for e in found.targets[0].elts:
         if e.id == "_":
             e.id = name
     fixed = ast.unparse(found)
-    if len(fixed) > 160:
-        return None
     return (f"No cell assigns `{name}`. Line {found.lineno} (`{_line(cell, found.lineno)}`) drops a value into "
             f"`_`: if `{name}` is that value, name it there: `{fixed}`.")
 

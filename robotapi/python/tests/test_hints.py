@@ -101,7 +101,11 @@ def test_name_error_note_robot_and_helpers(name, cell, earlier, want):
     ("top", "x, _ = 1, 2\nprint(top)", 2, [CellRun("top = 1\ndel top", None)], None),
     ("top", "x, _ = 1, 2\nprint(top)", 2, [], "No cell assigns `top`. Line 1 (`x, _ = 1, 2`) drops a value into `_`: "
      "if `top` is that value, name it there: `x, top = (1, 2)`."),
-    ("t" * 200, "x, _ = 1, 2\nprint(" + "t" * 200 + ")", 2, [], None),  # the fix would be too long to quote
+    ("t" * 200, "x, _ = 1, 2\nprint(" + "t" * 200 + ")", 2, [],
+     "No cell assigns `" + "t" * 200 + "`. Line 1 (`x, _ = 1, 2`) drops a value into `_`: if `" + "t" * 200 +
+     "` is that value, name it there: `x, " + "t" * 200 + " = (1, 2)`."),  # a name Python ran: bounded by the cell
+    ("top", "x, _ = " + "-" * 990 + "1, 2\nprint(top)", 2, [], None),  # too long to quote, too deep to unparse
+    ("top", "x, _ = (1,\n 2)\nprint(top)", 3, [], None),  # an assignment over two lines: not quoted
     ("top", "x, _ = 1, 2\n" * 20_000 + "print(top)", 20_001, [], None),  # a huge cell: not parsed
 ])
 def test_name_error_note_names_a_value_dropped_into_underscore(name, cell, line, earlier, want):

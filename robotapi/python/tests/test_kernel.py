@@ -155,7 +155,12 @@ def test_name_error_says_where_the_name_was_meant_to_come_from(kernel, tmp_path)
     assert rep["status"] == "error", outs
     # a robot method written bare, a worked example's helper never defined
     for code, want in (("segment('drawer_handle')", "`segment` belongs to the robot: write `robo.segment`."),
-                       ("put('red_block', 'bowl', 0.035)", "No cell defines `put`")):
+                       ("put('red_block', 'bowl', 0.035)", "No cell defines `put`"),
+                       # a value the cell dropped into `_` (bowl_then_plate seed 0); on a line too long to
+                       # quote, Python's message
+                       ("x, y, _ = robo.segment('drawer_handle').top_xyz\nprint(top)",
+                        "Line 1 (`x, y, _ = robo.segment('drawer_handle').top_xyz`) drops a value into `_`"),
+                       ("x, _ = " + "-" * 400 + "1, 2\nprint(top)", "name 'top' is not defined")):
         outs, rep = run(kernel, code, sandbox=True)
         tb = "\n".join(o["content"]["traceback"][-1] for o in outs if o["msg_type"] == "error")
         assert rep["ename"] == "NameError" and want in tb, (code, tb)

@@ -53,7 +53,7 @@ def test_invalid_arguments_raise_before_moving(make_robot, call):
                         r"position you read, e\.g\. x - 0\.17$"),
     ([0.5, 0.0, -0.012], r"target z=-0\.012 .*e\.g\. z - 0\.01$"),
     ([0.95, 0.0, 0.2], r"^target x=0\.950 is outside the workspace \[0\.15, 0\.85\]$"),  # a place, too far
-    ([0.5, 0.0, 1e300], r"^target z=1\.000e\+300|^target z=.*outside the workspace \[0\.005, 0\.65\]$"),
+    ([0.5, 0.0, 1e300], r"^target z=1\d{300}\.000 is outside the workspace \[0\.005, 0\.65\]$"),  # no hint
 ])
 def test_a_target_outside_the_workspace_says_whether_it_reads_as_a_distance(make_robot, xyz, says):
     """A coordinate small enough to be a slide's size (the model wrote move_to([-0.17, 0, 0.012]) for "pull to
