@@ -41,6 +41,12 @@ func TestCompactProfileResults(t *testing.T) {
 		// 100,000-character keyword does not make the message (or the result) long
 		"robo.move_to([0.5, 0.0, 0.2], above=0.03)",
 		"robo.move_to([0.5, 0.0, 0.2], **{'k' * 100000: 1})",
+		// a value dropped into `_` gets its note; a line too long (and too deep) to quote does not; a target
+		// that reads as a distance is told so (from the robot server), a 1e300 one only hears the bounds
+		"x, y, _ = robo.segment('red_block').top_xyz\nprint(top)",
+		"x, _ = " + strings.Repeat("-", 400) + "1, 2\nprint(top)",
+		"robo.move_to([-0.17, 0.0, 0.2])",
+		"robo.move_to([0.5, 0.0, 1e300])",
 	}
 	results := map[string][]string{}
 	for _, profile := range []string{spec.ProfileDefault, spec.ProfileCompact} {
@@ -138,6 +144,20 @@ func TestCompactProfileResults(t *testing.T) {
 			}
 			if exc, _ := out["exception"].(string); !strings.Contains(exc, want) || len(r[j]) > 3*agent.ValueCapChars || out["moved"] != false {
 				t.Errorf("profile %d, call %d (%d chars): want %q, unmoved, in\n%.600s", i, j, len(r[j]), want, exc)
+			}
+		}
+		for j, want := range map[int]string{14: "drops a value into `_`: if `top` is that value, name it there: `x, y, top = robo.segment('red_block').top_xyz`",
+			15: "NameError: name 'top' is not defined", 16: "not a distance to move; to move by -0.17 along x",
+			17: "outside the workspace [0.005, 0.65]"} {
+			var out map[string]any
+			if err := json.Unmarshal([]byte(r[j]), &out); err != nil {
+				t.Fatalf("profile %d, call %d: %v", i, j, err)
+			}
+			exc, _ := out["exception"].(string)
+			noted := strings.Contains(exc, "drops a value") || strings.Contains(exc, "not a distance")
+			if !strings.Contains(exc, want) || len(r[j]) > 3*agent.ValueCapChars || out["moved"] != false ||
+				(j == 15 || j == 17) == noted {
+				t.Errorf("profile %d, call %d (%d chars): want %q (noted %v), unmoved, in\n%.600s", i, j, len(r[j]), want, noted, exc)
 			}
 		}
 		for _, j := range []int{9, 10} {
