@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -659,6 +660,49 @@ rows:
 	}
 	if !slices.Equal(ids[0], ids[1]) {
 		t.Errorf("TOML and YAML differ:\n%v\n%v", ids[0], ids[1])
+	}
+}
+
+// TestEvalPaperMatrix: the committed experiment (experiments/embedded-cells-vs-tools.toml) is the
+// README's flag command, 14 tasks x seeds 0-4 x both arms, in seed order: a run stopped part way holds
+// whole seeds, and its folder resumes under either form (the same ids).
+func TestEvalPaperMatrix(t *testing.T) {
+	plans := map[string]*evalPlan{}
+	for name, args := range map[string][]string{
+		"matrix": {"--matrix", filepath.Join("..", "..", "experiments", "embedded-cells-vs-tools.toml")},
+		"flags": {"--runtime", "local", "--model", "qwen2.5-coder-1.5b", "--tasks", "all", "--seeds", "0-4",
+			"--arms", "cells,tools", "--max-turns", "5", "--budget-s", "600", "--images", "none"},
+	} {
+		fs, f := newEvalFlagSet(io.Discard)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		plan, err := planEval(context.Background(), f, set)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		plans[name] = plan
+	}
+	idsOf := func(p *evalPlan) []string {
+		var ids []string
+		for _, e := range p.episodes {
+			ids = append(ids, e.ID)
+		}
+		return ids
+	}
+	m, fl := idsOf(plans["matrix"]), idsOf(plans["flags"])
+	if len(m) != 14*5*2 {
+		t.Fatalf("%d episodes, want 140", len(m))
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(m)), slices.Sorted(slices.Values(fl))) {
+		t.Errorf("the matrix and the flags name different episodes:\n%v\n%v", m, fl)
+	}
+	for i, e := range plans["matrix"].episodes {
+		if want := i / 28; e.Seed != want || e.Arm != []string{spec.ArmCells, spec.ArmTools}[i%2] {
+			t.Fatalf("episode %d is %s, want seed %d in seed order, cells before its tools twin", i, e.ID, want)
+		}
 	}
 }
 
