@@ -11,11 +11,12 @@ setup:
 build:
 	$(GO) build -o bin/pyrualean ./cmd/pyrualean
 
-# The main job: one real tabletop episode with no network and no API key. Setup is timed for the demo's
-# time-per-phase summary; while it installs what only the tests need, the demo's model is assembled and
-# its shared prompt prefix computed in the background (scripts/demo.sh prepare).
+# The main job: one real tabletop episode with no network and no API key. Its setup installs only what
+# the episode needs (scripts/setup.sh demo; `make test` installs the rest) and is timed for the demo's
+# time-per-phase summary; then the demo's model is assembled and its shared prompt prefix computed
+# (scripts/demo.sh prepare), with the machine to themselves.
 demo:
-	@t0=$$(date +%s); PYRUALEAN_DEMO_PREPARE=runs/demo/prepare.log $(MAKE) --no-print-directory setup && \
+	@t0=$$(date +%s); PYRUALEAN_DEMO_PREPARE=runs/demo/prepare.log bash scripts/setup.sh demo && \
 		PYRUALEAN_DEMO_SETUP_S=$$(( $$(date +%s) - t0 )) PYRUALEAN_DEMO_PREPARED=1 bash scripts/demo.sh
 
 # Everything: go vet, every Go test (-p 1: kernels launched by different test binaries must not race for a

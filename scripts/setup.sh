@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
 # One idempotent set-up for developers, CI and the Docker image: Debian packages, the Python venv
 # (.venv), the robot package, the `pyrualean` kernelspec and bin/pyrualean. Safe to re-run.
+# `setup.sh demo` (make demo) installs only what an episode with the embedded model needs: on a slow
+# 2-core machine the test-only part (Chromium, Ray, JupyterLab, LIBERO, npm, the training venv) took
+# minutes and slowed the demo's prompt prefix computed beside it; `make test` installs the rest later.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+mode=${1:-all}
+case $mode in
+  all | demo) ;;
+  *) echo "usage: scripts/setup.sh [all|demo]" >&2; exit 64 ;;
+esac
 
 log() { printf '[setup] %s\n' "$*"; }
+
+# bin/pyrualean builds beside the Debian and Python installs (it needs neither); waited for below.
+log "building bin/pyrualean (in the background)"
+go build -o bin/pyrualean ./cmd/pyrualean &
+build_pid=$!
 
 # Debian packages: offscreen GL for MuJoCo (EGL and OSMesa), ZeroMQ-free (Go speaks ZMTP itself).
 # chromium: JupyterLab browser tests (driven by playwright-core, never a downloaded browser).
 # iproute2: the Ray test cluster's private network namespace (loopback up).
-deb_pkgs=(libosmesa6 libegl1 libegl-mesa0 libgl1-mesa-dri chromium bubblewrap iproute2)
+deb_pkgs=(libosmesa6 libegl1 libegl-mesa0 libgl1-mesa-dri bubblewrap)
+[[ $mode == all ]] && deb_pkgs+=(chromium iproute2)
 [[ -n ${PYRUALEAN_EXTRA_DEB:-} ]] && read -r -a extra <<<"$PYRUALEAN_EXTRA_DEB" && deb_pkgs+=("${extra[@]}")
 missing=()
 for p in "${deb_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -27,12 +41,21 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv"
   "$PY" -m venv .venv
 fi
+# The demo's episode needs the kernel and notebook packages (base.txt) and llama.cpp (llm.txt) only;
+# a full install (its stamp current) covers it.
+reqs_hash() { cat "$@" $(ls robotapi/python/pyproject.toml 2>/dev/null) | sha256sum | cut -d" " -f1; }
+reqs=(requirements/*.txt)
 stamp=.venv/.pyrualean-reqs
-want=$(cat requirements/*.txt $(ls robotapi/python/pyproject.toml 2>/dev/null) | sha256sum | cut -d" " -f1)
+want=$(reqs_hash "${reqs[@]}")
+if [[ $mode == demo && ! ( -f $stamp && $(cat "$stamp") == "$want" ) ]]; then
+  reqs=(requirements/base.txt requirements/llm.txt)
+  stamp=.venv/.pyrualean-reqs-demo
+  want=$(reqs_hash "${reqs[@]}")
+fi
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-  log "installing Python packages"
+  log "installing Python packages: ${reqs[*]}"
   .venv/bin/pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  for f in requirements/*.txt; do .venv/bin/pip install -q --disable-pip-version-check -r "$f"; done
+  for f in "${reqs[@]}"; do .venv/bin/pip install -q --disable-pip-version-check -r "$f"; done
   if [[ -f robotapi/python/pyproject.toml ]]; then
     .venv/bin/pip install -q --disable-pip-version-check --no-deps -e robotapi/python
   fi
@@ -84,13 +107,12 @@ if not live:
     install(user)
 PY
 
-# Node packages for browser tests and agent CLIs: one locked package.json per folder.
-# What an episode needs first (the robot's assets, bin/pyrualean): built before what only the tests need,
-# so that `make demo` (PYRUALEAN_DEMO_PREPARE=LOGFILE) prepares its model and prompt prefix in the
-# background meanwhile (scripts/demo.sh prepare).
+# What an episode needs first (the robot's assets, bin/pyrualean), then the demo's model and prompt
+# prefix (PYRUALEAN_DEMO_PREPARE=LOGFILE: scripts/demo.sh prepare) in the background, beside what only
+# the tests need (none of it in demo mode).
 bash scripts/setup.d/robot.sh
-log "building bin/pyrualean"
-go build -o bin/pyrualean ./cmd/pyrualean
+wait "$build_pid" || { log "building bin/pyrualean failed"; exit 1; }
+log "built bin/pyrualean"
 if [[ -n ${PYRUALEAN_DEMO_PREPARE:-} ]]; then
   log "preparing the demo in the background (its model, the shared prompt prefix): $PYRUALEAN_DEMO_PREPARE"
   mkdir -p "$(dirname "$PYRUALEAN_DEMO_PREPARE")"
@@ -100,7 +122,18 @@ if [[ -n ${PYRUALEAN_DEMO_PREPARE:-} ]]; then
   trap 'kill -- -"$prep_pid" 2>/dev/null || true' EXIT
   trap 'exit 130' INT TERM
 fi
+wait_prepared() {
+  [[ -z ${prep_pid:-} ]] && return 0
+  if wait "$prep_pid"; then tail -n 1 "$PYRUALEAN_DEMO_PREPARE"; else log "the demo's preparation failed (the demo does it itself): $PYRUALEAN_DEMO_PREPARE"; fi
+  trap - EXIT INT TERM
+}
+if [[ $mode == demo ]]; then
+  wait_prepared
+  log "done: what the demo needs (make setup or make test installs the rest)"
+  exit 0
+fi
 
+# Node packages for browser tests and agent CLIs: one locked package.json per folder.
 for d in e2e agent/agentcli/node; do
   if [[ -f $d/package-lock.json ]]; then
     lock=$(sha256sum "$d/package-lock.json" | cut -d' ' -f1)
@@ -115,8 +148,5 @@ done
 # Optional extra set-up steps owned by one area each (models, benchmarks): scripts/setup.d/*.sh
 for f in scripts/setup.d/*.sh; do [[ -f $f && $f != scripts/setup.d/robot.sh ]] && bash "$f"; done
 
-if [[ -n ${prep_pid:-} ]]; then
-  if wait "$prep_pid"; then tail -n 1 "$PYRUALEAN_DEMO_PREPARE"; else log "the demo's preparation failed (the demo does it itself): $PYRUALEAN_DEMO_PREPARE"; fi
-  trap - EXIT INT TERM
-fi
+wait_prepared
 log "done"
