@@ -173,11 +173,11 @@ print(f"[demo] time per phase (CPU: {cpu}, {cores} cores):")
 prepared = sys.argv[7].split()
 print(f"[demo]   setup           {setup_s + ' s' if setup_s else 'not measured (run as make demo)'}")
 if len(prepared) >= 6:
-    # make demo: done in the background while setup installed what only the tests need (within setup's time)
+    # make demo: done at the end of setup (within setup's time; beside what only the tests need in a full setup)
     m, p, sib, n, pps, cached = prepared[:6]
     how = (f"{n} tokens of a {sib} prompt read at {pps} tokens/s, saved for the demo" if int(cached) < int(n)
            else f"already saved by an earlier run: {cached} tokens restored, {n} read")
-    print(f"[demo]     of which, beside the rest of setup: the model's assembly {m} s and the shared prompt prefix {p} s ({how})")
+    print(f"[demo]     of which: the model's assembly {m} s and the shared prompt prefix {p} s ({how})")
 print(f"[demo]   model assembly  {model_s:.1f} s (install and sha256 check; instant when installed)")
 if tm and tm[0].get("prompt_n"):
     t0 = tm[0]
